@@ -1,0 +1,3 @@
+module github.com/eddyflow/eddy
+
+go 1.26
