@@ -25,8 +25,8 @@ type Codec[T any] interface {
 type Unknown []byte
 
 var (
-	plans  sync.Map // reflect.Type -> *message
-	custom sync.Map // reflect.Type -> *customCodec
+	plans     sync.Map // reflect.Type -> *message
+	custom    sync.Map // reflect.Type -> *customCodec
 	compileMu sync.Mutex
 )
 
@@ -103,20 +103,19 @@ func (c *planCodec[T]) Append(dst []byte, v *T) ([]byte, error) {
 	if v == nil {
 		return dst, fmt.Errorf("serde: Append of a nil *%s", c.m.goName)
 	}
-	return appendMessage(dst, c.m, unsafe.Pointer(v))
+	return appendTop(dst, c.m, unsafe.Pointer(v))
 }
 
 func (c *planCodec[T]) Decode(src []byte, v *T) error {
 	if v == nil {
 		return fmt.Errorf("serde: Decode into a nil *%s", c.m.goName)
 	}
-	d := decoder{src: src}
-	return d.decodeTop(c.m, unsafe.Pointer(v))
+	return decodeTop(src, c.m, unsafe.Pointer(v))
 }
 
 func (c *planCodec[T]) Size(v *T) int {
 	if v == nil {
 		return 0
 	}
-	return sizeMessage(c.m, unsafe.Pointer(v))
+	return sizeMessage(c.m, unsafe.Pointer(v), 0)
 }

@@ -1,0 +1,786 @@
+package serde
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// DecodeError reports bytes that do not decode: where (the field path in
+// proto names, the field numbers, the byte offset in the input) and why.
+type DecodeError struct {
+	Path    string // e.g. OrderCreatedEvent.items[3].sku
+	Numbers string // the field numbers along the path, e.g. 3.2
+	Offset  int    // byte offset in the input where the problem starts
+	Reason  string
+}
+
+func (e *DecodeError) Error() string {
+	if e.Numbers == "" {
+		return fmt.Sprintf("serde: decoding %s at byte %d: %s", e.Path, e.Offset, e.Reason)
+	}
+	return fmt.Sprintf("serde: decoding field %s (%s) at byte %d: %s", e.Path, e.Numbers, e.Offset, e.Reason)
+}
+
+// decodeErr collects the path while the error unwinds, innermost first.
+type decodeErr struct {
+	segs   []string
+	nums   []uint32
+	offset int
+	reason string
+}
+
+func (e *decodeErr) Error() string { return e.reason }
+
+func errAt(offset int, format string, args ...any) *decodeErr {
+	return &decodeErr{offset: offset, reason: fmt.Sprintf(format, args...)}
+}
+
+func wrapDecode(err error, f *field, index int) error {
+	e, ok := err.(*decodeErr)
+	if !ok {
+		return err
+	}
+	seg := "." + f.protoName
+	if index >= 0 {
+		seg = fmt.Sprintf(".%s[%d]", f.protoName, index)
+	}
+	e.segs = append(e.segs, seg)
+	e.nums = append(e.nums, f.num)
+	return e
+}
+
+func finishDecode(err error, m *message) error {
+	e, ok := err.(*decodeErr)
+	if !ok {
+		return err
+	}
+	var path, nums strings.Builder
+	path.WriteString(m.goName)
+	for i := len(e.segs) - 1; i >= 0; i-- {
+		path.WriteString(e.segs[i])
+		fmt.Fprintf(&nums, "%d", e.nums[i])
+		if i > 0 {
+			nums.WriteByte('.')
+		}
+	}
+	return &DecodeError{Path: path.String(), Numbers: nums.String(), Offset: e.offset, Reason: e.reason}
+}
+
+func varintErr(offset, n int) *decodeErr {
+	if n == errOverlong {
+		return errAt(offset, "varint longer than 10 bytes or over 64 bits")
+	}
+	return errAt(offset, "input ends inside a varint (truncated)")
+}
+
+// decoder decodes one input. Strings share one private copy of the input
+// (the arena), made at the first non-empty string.
+type decoder struct {
+	src       []byte
+	arena     []byte
+	arenaBase int
+}
+
+// decoderPool recycles decoders: map and custom-codec hooks are called
+// through function values, so a decoder on the stack would escape anyway.
+var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
+
+func decodeTop(src []byte, m *message, p unsafe.Pointer) error {
+	d := decoderPool.Get().(*decoder)
+	*d = decoder{src: src}
+	err := d.decodeMessage(m, p, 0, len(src), 0, false)
+	*d = decoder{}
+	decoderPool.Put(d)
+	if err != nil {
+		return finishDecode(err, m)
+	}
+	return nil
+}
+
+// str returns src[s:e] as a string backed by the arena.
+func (d *decoder) str(s, e int) string {
+	if s == e {
+		return ""
+	}
+	if d.arena == nil {
+		d.arenaBase = s
+		d.arena = make([]byte, len(d.src)-s)
+		copy(d.arena, d.src[s:])
+	}
+	return unsafe.String(&d.arena[s-d.arenaBase], e-s)
+}
+
+// bytesAt returns src[s:e] as a slice of the arena whose capacity ends at e,
+// so an append by the user cannot overwrite other fields.
+func (d *decoder) bytesAt(s, e int) []byte {
+	if s == e {
+		return nil
+	}
+	if d.arena == nil {
+		d.str(s, e)
+	}
+	return d.arena[s-d.arenaBase : e-d.arenaBase : e-d.arenaBase]
+}
+
+// decodeMessage decodes d.src[start:end] into the struct at p. Unless merge is
+// set (a repeated occurrence of the same message field), fields absent from
+// the input are reset to their zero value afterwards, so a reused value ends
+// up equal to a fresh one.
+func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth int, merge bool) error {
+	if depth > maxDepth {
+		return errAt(start, "nesting deeper than %d", maxDepth)
+	}
+	if !merge {
+		// Fields past the 64 tracked by the seen mask are reset up front.
+		for i := 64; i < len(m.fields); i++ {
+			resetField(&m.fields[i], unsafe.Add(p, m.fields[i].offset))
+		}
+		if m.hasUnkwn {
+			u := (*[]byte)(unsafe.Add(p, m.unknown))
+			*u = (*u)[:0]
+		}
+	}
+	var seen uint64
+	src := d.src
+	i := start
+	for i < end {
+		tagAt := i
+		var tag uint64
+		if c := src[i]; c < 0x80 {
+			tag = uint64(c)
+			i++
+		} else {
+			v, n := consumeVarint(src[i:end])
+			if n < 0 {
+				return varintErr(i, n)
+			}
+			tag, i = v, i+n
+		}
+		num, wt := tag>>3, uint8(tag&7)
+		if num == 0 || num > maxFieldNumber {
+			return errAt(tagAt, "invalid field number %d", num)
+		}
+		f := m.lookup(num)
+		if f == nil {
+			j, err := skipField(src, wt, num, i, end, depth)
+			if err != nil {
+				return err
+			}
+			if m.hasUnkwn {
+				u := (*Unknown)(unsafe.Add(p, m.unknown))
+				*u = append(*u, src[tagAt:j]...)
+			}
+			i = j
+			continue
+		}
+		first := true
+		if f.idx < 64 {
+			bit := uint64(1) << uint(f.idx)
+			first = seen&bit == 0 && !merge
+			seen |= bit
+		} else {
+			first = false // reset up front
+		}
+		fp := unsafe.Add(p, f.offset)
+		var err error
+		switch f.card {
+		case cSingular:
+			if wt != f.wt {
+				return wrapDecode(wrongWire(tagAt, wt, f), f, -1)
+			}
+			switch f.kind {
+			case kMessage:
+				var n int
+				if n, i, err = d.length(i, end); err == nil {
+					err = d.decodeMessage(f.msg, fp, i, i+n, depth+1, !first)
+					i += n
+				}
+			case kString:
+				// The commonest field, decoded without the call chain.
+				var n int
+				if n, i, err = d.length(i, end); err == nil {
+					if utf8.Valid(src[i : i+n]) {
+						*(*string)(fp) = d.str(i, i+n)
+						i += n
+					} else {
+						err = errAt(i, "invalid UTF-8 in a string field")
+					}
+				}
+			case kInt64, kUint64:
+				if i < end && src[i] < 0x80 {
+					*(*uint64)(fp) = uint64(src[i])
+					i++
+				} else {
+					i, err = d.decodeScalar(f, fp, i, end)
+				}
+			default:
+				i, err = d.decodeElem(f, fp, i, end, depth, !first)
+			}
+		case cPointer:
+			if wt != f.wt {
+				return wrapDecode(wrongWire(tagAt, wt, f), f, -1)
+			}
+			pp := (*unsafe.Pointer)(fp)
+			if *pp == nil {
+				*pp = reflect.New(f.elemType).UnsafePointer()
+			}
+			i, err = d.decodeElem(f, *pp, i, end, depth, !first)
+		case cSlice:
+			i, err = d.decodeRepeated(f, fp, wt, tagAt, i, end, depth, first)
+			if err != nil {
+				return wrapDecode(err, f, (*sliceHeader)(fp).len-1)
+			}
+			continue
+		case cMap:
+			if wt != wireBytes {
+				return wrapDecode(wrongWire(tagAt, wt, f), f, -1)
+			}
+			if first {
+				if f.mapOps.clear != nil {
+					if *(*unsafe.Pointer)(fp) != nil {
+						f.mapOps.clear(fp)
+					}
+				} else {
+					reflect.NewAt(f.typ, fp).Elem().SetZero()
+				}
+			}
+			var n int
+			if n, i, err = d.length(i, end); err == nil {
+				err = f.mapOps.decode(d, f, fp, i, i+n, depth+1)
+				i += n
+			}
+		}
+		if err != nil {
+			return wrapDecode(err, f, -1)
+		}
+	}
+	if i != end {
+		return errAt(end, "message runs past its length")
+	}
+	if merge {
+		return nil
+	}
+	n := len(m.fields)
+	if n > 64 {
+		n = 64
+	}
+	for j := 0; j < n; j++ {
+		f := &m.fields[j]
+		if seen&(1<<uint(j)) == 0 {
+			resetField(f, unsafe.Add(p, f.offset))
+		} else if f.card == cSlice {
+			if h := (*sliceHeader)(unsafe.Add(p, f.offset)); h.len == 0 {
+				// An empty packed run: nil, as in a fresh value.
+				*h = sliceHeader{}
+			}
+		}
+	}
+	return nil
+}
+
+func wrongWire(offset int, wt uint8, f *field) *decodeErr {
+	return errAt(offset, "wire type %d, but the field is %s (wire type %d)", wt, kindName(f.kind), f.wt)
+}
+
+// length reads a length prefix at i and checks it fits before end.
+func (d *decoder) length(i, end int) (n, next int, err error) {
+	if i < end {
+		if c := d.src[i]; c < 0x80 && int(c) < end-i {
+			return int(c), i + 1, nil
+		}
+	}
+	v, k := consumeVarint(d.src[i:end])
+	if k < 0 {
+		return 0, i, varintErr(i, k)
+	}
+	if v > uint64(end-i-k) {
+		return 0, i, errAt(i, "length %d runs past the end of the input (%d bytes left)", v, end-i-k)
+	}
+	return int(v), i + k, nil
+}
+
+// resetField sets a field absent from the input to its zero value.
+func resetField(f *field, fp unsafe.Pointer) {
+	switch f.card {
+	case cSingular:
+		switch f.kind {
+		case kString:
+			*(*string)(fp) = ""
+			return
+		case kBytes:
+			*(*[]byte)(fp) = nil
+			return
+		case kTime:
+			*(*time.Time)(fp) = time.Time{}
+			return
+		case kMessage, kCustom:
+			reflect.NewAt(f.typ, fp).Elem().SetZero()
+			return
+		case kBool:
+			*(*bool)(fp) = false
+			return
+		}
+		storeUint(fp, uint8(f.typ.Size()), 0)
+	case cPointer:
+		*(*unsafe.Pointer)(fp) = nil
+	case cSlice:
+		*(*sliceHeader)(fp) = sliceHeader{}
+	case cMap:
+		*(*unsafe.Pointer)(fp) = nil
+	}
+}
+
+// decodeElem decodes one element value (the key is already read) into p.
+func (d *decoder) decodeElem(f *field, p unsafe.Pointer, i, end, depth int, merge bool) (int, error) {
+	src := d.src
+	switch f.kind {
+	case kString, kBytes:
+		return d.decodeValue(f, p, i, end)
+	case kMessage:
+		n, i, err := d.length(i, end)
+		if err != nil {
+			return i, err
+		}
+		return i + n, d.decodeMessage(f.msg, p, i, i+n, depth+1, merge)
+	case kTime, kDuration:
+		n, i, err := d.length(i, end)
+		if err != nil {
+			return i, err
+		}
+		return i + n, d.decodeTime(f.kind, p, i, i+n, depth+1)
+	case kCustom:
+		n, i, err := d.length(i, end)
+		if err != nil {
+			return i, err
+		}
+		if err := f.cust.decodeFn(src[i:i+n], p); err != nil {
+			return i, errAt(i, "custom codec for %s: %v", f.cust.typ, err)
+		}
+		return i + n, nil
+	}
+	return d.decodeScalar(f, p, i, end)
+}
+
+// decodeValue decodes one scalar, string or bytes value at i into p. It never
+// lets p escape, so typed map code can decode into stack temporaries.
+func (d *decoder) decodeValue(f *field, p unsafe.Pointer, i, end int) (int, error) {
+	src := d.src
+	switch f.kind {
+	case kString:
+		n, i, err := d.length(i, end)
+		if err != nil {
+			return i, err
+		}
+		if !utf8.Valid(src[i : i+n]) {
+			return i, errAt(i, "invalid UTF-8 in a string field")
+		}
+		*(*string)(p) = d.str(i, i+n)
+		return i + n, nil
+	case kBytes:
+		n, i, err := d.length(i, end)
+		if err != nil {
+			return i, err
+		}
+		bp := (*[]byte)(p)
+		switch {
+		case n == 0:
+			*bp = nil
+		case cap(*bp) >= n:
+			*bp = (*bp)[:n]
+			copy(*bp, src[i:i+n])
+		default:
+			*bp = d.bytesAt(i, i+n)
+		}
+		return i + n, nil
+	}
+	return d.decodeScalar(f, p, i, end)
+}
+
+// decodeScalar decodes one numeric or bool value at i into p.
+func (d *decoder) decodeScalar(f *field, p unsafe.Pointer, i, end int) (int, error) {
+	src := d.src
+	switch f.kind {
+	case kFixed32, kSfixed32, kFloat:
+		v, n := consumeFixed32(src[i:end])
+		if n < 0 {
+			return i, errAt(i, "input ends inside a fixed32 (truncated)")
+		}
+		switch {
+		case f.kind == kFloat:
+			*(*uint32)(p) = v
+		case f.kind == kSfixed32:
+			x := int64(int32(v))
+			if f.size < 4 && !fitsInt(x, f.size) {
+				return i, overflow(i, x, f)
+			}
+			storeInt(p, f.size, x)
+		default:
+			if f.size < 4 && !fitsUint(uint64(v), f.size) {
+				return i, overflow(i, int64(v), f)
+			}
+			storeUint(p, f.size, uint64(v))
+		}
+		return i + 4, nil
+	case kFixed64, kSfixed64, kDouble:
+		v, n := consumeFixed64(src[i:end])
+		if n < 0 {
+			return i, errAt(i, "input ends inside a fixed64 (truncated)")
+		}
+		*(*uint64)(p) = v
+		return i + 8, nil
+	}
+	var v uint64
+	if i < end && src[i] < 0x80 {
+		v = uint64(src[i])
+		i++
+	} else {
+		x, n := consumeVarint(src[i:end])
+		if n < 0 {
+			return i, varintErr(i, n)
+		}
+		v, i = x, i+n
+	}
+	switch f.kind {
+	case kBool:
+		*(*bool)(p) = v != 0
+	case kInt64:
+		*(*int64)(p) = int64(v)
+	case kUint64:
+		*(*uint64)(p) = v
+	case kInt32:
+		x := int64(int32(v))
+		if f.size < 4 && !fitsInt(x, f.size) {
+			return i, overflow(i, x, f)
+		}
+		storeInt(p, f.size, x)
+	case kUint32:
+		x := uint64(uint32(v))
+		if f.size < 4 && !fitsUint(x, f.size) {
+			return i, overflow(i, int64(x), f)
+		}
+		storeUint(p, f.size, x)
+	case kSint32:
+		x := int64(int32(decodeZigZag(v & math.MaxUint32)))
+		if f.size < 4 && !fitsInt(x, f.size) {
+			return i, overflow(i, x, f)
+		}
+		storeInt(p, f.size, x)
+	case kSint64:
+		*(*int64)(p) = decodeZigZag(v)
+	}
+	return i, nil
+}
+
+func fitsInt(x int64, size uint8) bool {
+	lim := int64(1) << (8*size - 1)
+	return x >= -lim && x < lim
+}
+
+func fitsUint(x uint64, size uint8) bool { return x < 1<<(8*size) }
+
+func overflow(offset int, v int64, f *field) *decodeErr {
+	return errAt(offset, "value %d overflows the field's Go type %s", v, f.elemType)
+}
+
+// decodeTime decodes a google.protobuf.Timestamp or Duration body.
+func (d *decoder) decodeTime(k kind, p unsafe.Pointer, i, end, depth int) error {
+	var sec int64
+	var nanos int32
+	for i < end {
+		tagAt := i
+		tag, n := consumeVarint(d.src[i:end])
+		if n < 0 {
+			return varintErr(i, n)
+		}
+		i += n
+		num, wt := tag>>3, uint8(tag&7)
+		if (num == 1 || num == 2) && wt != wireVarint {
+			return errAt(tagAt, "wire type %d for %s field %d, want varint", wt, kindName(k), num)
+		}
+		switch num {
+		case 1, 2:
+			v, n := consumeVarint(d.src[i:end])
+			if n < 0 {
+				return varintErr(i, n)
+			}
+			i += n
+			if num == 1 {
+				sec = int64(v)
+			} else {
+				nanos = int32(v)
+			}
+		default:
+			j, err := skipField(d.src, wt, num, i, end, depth)
+			if err != nil {
+				return err
+			}
+			i = j
+		}
+	}
+	if k == kTime {
+		*(*time.Time)(p) = time.Unix(sec, int64(nanos)).UTC()
+		return nil
+	}
+	const maxSec = math.MaxInt64 / int64(time.Second)
+	if sec > maxSec || sec < -maxSec || nanos <= -1e9 || nanos >= 1e9 {
+		return errAt(end, "duration %ds %dns does not fit time.Duration", sec, nanos)
+	}
+	*(*time.Duration)(p) = time.Duration(sec)*time.Second + time.Duration(nanos)
+	return nil
+}
+
+// decodeRepeated decodes one occurrence of a repeated field: a single element
+// or, for scalars, a packed run.
+func (d *decoder) decodeRepeated(f *field, fp unsafe.Pointer, wt uint8, tagAt, i, end, depth int, first bool) (int, error) {
+	h := (*sliceHeader)(fp)
+	if first {
+		h.len = 0
+	}
+	if wt == wireBytes && f.kind.packable() {
+		n, i, err := d.length(i, end)
+		if err != nil {
+			return i, err
+		}
+		runEnd := i + n
+		count := n
+		switch f.kind.wireType() {
+		case wireFixed32:
+			if n%4 != 0 {
+				return i, errAt(i, "packed fixed32 run of %d bytes is not a multiple of 4", n)
+			}
+			count = n / 4
+		case wireFixed64:
+			if n%8 != 0 {
+				return i, errAt(i, "packed fixed64 run of %d bytes is not a multiple of 8", n)
+			}
+			count = n / 8
+		default:
+			count = 0
+			for _, c := range d.src[i:runEnd] {
+				if c < 0x80 {
+					count++
+				}
+			}
+		}
+		d.reserve(f, fp, count)
+		for i < runEnd {
+			ep := unsafe.Add(h.data, uintptr(h.len)*f.elemSize)
+			j, err := d.decodeScalar(f, ep, i, runEnd)
+			if err != nil {
+				return j, err
+			}
+			h.len++
+			i = j
+		}
+		return i, nil
+	}
+	if wt != f.wt {
+		return i, wrongWire(tagAt, wt, f)
+	}
+	if h.len == h.cap {
+		// Count the remaining occurrences so the slice grows once.
+		d.reserve(f, fp, 1+countField(d.src, f, i, end))
+	}
+	ep := unsafe.Add(h.data, uintptr(h.len)*f.elemSize)
+	h.len++
+	if f.elemPtr {
+		pp := (*unsafe.Pointer)(ep)
+		if *pp == nil {
+			*pp = reflect.New(f.elemType).UnsafePointer()
+		}
+		ep = *pp
+	}
+	return d.decodeElem(f, ep, i, end, depth, false)
+}
+
+// reserve makes room for n more elements in the slice at fp.
+func (d *decoder) reserve(f *field, fp unsafe.Pointer, n int) {
+	h := (*sliceHeader)(fp)
+	if h.cap-h.len >= n {
+		return
+	}
+	// Value.Grow reallocates in place (one allocation, elements copied with
+	// the write barriers the garbage collector needs).
+	reflect.NewAt(f.typ, fp).Elem().Grow(n)
+}
+
+// countField counts the occurrences of f's key in src[i:end], skipping the
+// value at i first. It stops at the first malformed field; the decode loop
+// reports that.
+func countField(src []byte, f *field, i, end int) int {
+	j, err := skipField(src, f.wt, uint64(f.num), i, end, 0)
+	if err != nil {
+		return 0
+	}
+	count := 0
+	key := uint64(f.num)<<3 | uint64(f.wt)
+	for i = j; i < end; {
+		tag, n := consumeVarint(src[i:end])
+		if n < 0 {
+			break
+		}
+		i += n
+		if tag == key {
+			count++
+		}
+		j, err := skipField(src, uint8(tag&7), tag>>3, i, end, 0)
+		if err != nil {
+			break
+		}
+		i = j
+	}
+	return count
+}
+
+// skipField returns the offset after the value of an unknown field.
+func skipField(src []byte, wt uint8, num uint64, i, end, depth int) (int, error) {
+	switch wt {
+	case wireVarint:
+		_, n := consumeVarint(src[i:end])
+		if n < 0 {
+			return i, varintErr(i, n)
+		}
+		return i + n, nil
+	case wireFixed32:
+		if end-i < 4 {
+			return i, errAt(i, "input ends inside a fixed32 (truncated)")
+		}
+		return i + 4, nil
+	case wireFixed64:
+		if end-i < 8 {
+			return i, errAt(i, "input ends inside a fixed64 (truncated)")
+		}
+		return i + 8, nil
+	case wireBytes:
+		v, n := consumeVarint(src[i:end])
+		if n < 0 {
+			return i, varintErr(i, n)
+		}
+		if v > uint64(end-i-n) {
+			return i, errAt(i, "length %d runs past the end of the input (%d bytes left)", v, end-i-n)
+		}
+		return i + n + int(v), nil
+	case wireStart:
+		if depth >= maxDepth {
+			return i, errAt(i, "groups nested deeper than %d", maxDepth)
+		}
+		for i < end {
+			tagAt := i
+			tag, n := consumeVarint(src[i:end])
+			if n < 0 {
+				return i, varintErr(i, n)
+			}
+			i += n
+			if uint8(tag&7) == wireEnd {
+				if tag>>3 != num {
+					return tagAt, errAt(tagAt, "group %d closed by end-group %d", num, tag>>3)
+				}
+				return i, nil
+			}
+			j, err := skipField(src, uint8(tag&7), tag>>3, i, end, depth+1)
+			if err != nil {
+				return j, err
+			}
+			i = j
+		}
+		return i, errAt(i, "input ends inside group %d (truncated)", num)
+	case wireEnd:
+		return i, errAt(i, "end-group %d without a start", num)
+	}
+	return i, errAt(i, "invalid wire type %d", wt)
+}
+
+// decodeEntry decodes a map entry message {key = 1; value = 2} into the key
+// and value at kp and vp. A missing key or value is the zero value.
+func (d *decoder) decodeEntry(f *field, kp, vp unsafe.Pointer, i, end, depth int) error {
+	if depth > maxDepth {
+		return errAt(i, "nesting deeper than %d", maxDepth)
+	}
+	kf, vf := f.mapKey, f.mapVal
+	valSeen := false
+	for i < end {
+		tagAt := i
+		tag, n := consumeVarint(d.src[i:end])
+		if n < 0 {
+			return varintErr(i, n)
+		}
+		i += n
+		num, wt := tag>>3, uint8(tag&7)
+		var err error
+		switch num {
+		case 1:
+			if wt != kf.wt {
+				return wrongWire(tagAt, wt, kf)
+			}
+			i, err = d.decodeElem(kf, kp, i, end, depth, false)
+		case 2:
+			if wt != vf.wt {
+				return wrongWire(tagAt, wt, vf)
+			}
+			p := vp
+			if vf.card == cPointer {
+				pp := (*unsafe.Pointer)(vp)
+				if *pp == nil {
+					*pp = reflect.New(vf.elemType).UnsafePointer()
+				}
+				p = *pp
+			}
+			i, err = d.decodeElem(vf, p, i, end, depth, valSeen)
+			valSeen = true
+		default:
+			i, err = skipField(d.src, wt, num, i, end, depth)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !valSeen && vf.card == cPointer {
+		// protobuf reads a missing message value as an empty message.
+		*(*unsafe.Pointer)(vp) = reflect.New(vf.elemType).UnsafePointer()
+	}
+	return nil
+}
+
+func kindName(k kind) string {
+	return [...]string{"bool", "int32", "int64", "uint32", "uint64", "sint32", "sint64",
+		"fixed32", "fixed64", "sfixed32", "sfixed64", "float", "double", "string", "bytes",
+		"message", "google.protobuf.Timestamp", "google.protobuf.Duration", "custom"}[k]
+}
+
+// decodeEntryValue decodes a map entry whose key and value are scalars,
+// strings or bytes, without letting kp and vp escape.
+func (d *decoder) decodeEntryValue(f *field, kp, vp unsafe.Pointer, i, end int) error {
+	kf, vf := f.mapKey, f.mapVal
+	for i < end {
+		tagAt := i
+		tag, n := consumeVarint(d.src[i:end])
+		if n < 0 {
+			return varintErr(i, n)
+		}
+		i += n
+		num, wt := tag>>3, uint8(tag&7)
+		var err error
+		switch {
+		case num == 1 && wt == kf.wt:
+			i, err = d.decodeValue(kf, kp, i, end)
+		case num == 2 && wt == vf.wt:
+			i, err = d.decodeValue(vf, vp, i, end)
+		case num == 1:
+			return wrongWire(tagAt, wt, kf)
+		case num == 2:
+			return wrongWire(tagAt, wt, vf)
+		default:
+			i, err = skipField(d.src, wt, num, i, end, 0)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,247 @@
+package serde
+
+import (
+	"cmp"
+	"reflect"
+	"slices"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// mapOps encodes, sizes and decodes one map type. Maps whose key and value
+// are scalars get typed code instantiated from generics (no reflection, no
+// allocation); other maps go through reflect.
+type mapOps struct {
+	append func(b []byte, f *field, p unsafe.Pointer, depth int) ([]byte, error)
+	size   func(f *field, p unsafe.Pointer, depth int) int
+	// decode decodes one entry from d.src[start:end] into the map at p.
+	decode func(d *decoder, f *field, p unsafe.Pointer, start, end, depth int) error
+	// clear empties the map at p for reuse, keeping its memory; nil for
+	// reflect-driven maps, which are replaced instead.
+	clear func(p unsafe.Pointer)
+}
+
+type mapKind struct{ key, val reflect.Kind }
+
+var typedMaps = map[mapKind]*mapOps{}
+
+func addTyped[K cmp.Ordered, V any](key, val reflect.Kind) {
+	typedMaps[mapKind{key, val}] = &mapOps{
+		append: appendMapTyped[K, V],
+		size:   sizeMapTyped[K, V],
+		decode: decodeMapTyped[K, V],
+		clear:  func(p unsafe.Pointer) { clear(*(*map[K]V)(p)) },
+	}
+}
+
+func addTypedKey[K cmp.Ordered](key reflect.Kind) {
+	addTyped[K, string](key, reflect.String)
+	addTyped[K, []byte](key, reflect.Slice)
+	addTyped[K, bool](key, reflect.Bool)
+	addTyped[K, int32](key, reflect.Int32)
+	addTyped[K, int64](key, reflect.Int64)
+	addTyped[K, int](key, reflect.Int)
+	addTyped[K, uint32](key, reflect.Uint32)
+	addTyped[K, uint64](key, reflect.Uint64)
+	addTyped[K, uint](key, reflect.Uint)
+	addTyped[K, float32](key, reflect.Float32)
+	addTyped[K, float64](key, reflect.Float64)
+}
+
+func init() {
+	addTypedKey[string](reflect.String)
+	addTypedKey[int64](reflect.Int64)
+	addTypedKey[int32](reflect.Int32)
+	addTypedKey[int](reflect.Int)
+	addTypedKey[uint64](reflect.Uint64)
+	addTypedKey[uint32](reflect.Uint32)
+	addTypedKey[uint](reflect.Uint)
+}
+
+// mapOpsFor picks typed code when the map's key and value kinds have it. Named
+// types share the memory layout and hashing of their underlying kind, so a
+// map[Region]Status runs on the map[string]int32 code.
+func mapOpsFor(t reflect.Type, key, val *field) *mapOps {
+	vk := t.Elem().Kind()
+	if vk == reflect.Slice && t.Elem().Elem().Kind() != reflect.Uint8 {
+		vk = reflect.Invalid
+	}
+	if key.kind <= kBytes && val.kind <= kBytes && val.card == cSingular {
+		if ops, ok := typedMaps[mapKind{t.Key().Kind(), vk}]; ok {
+			return ops
+		}
+	}
+	return &reflectMapOps
+}
+
+// appendEntryScalar appends the entry {key = 1; value = 2} of a typed map.
+func appendEntryScalar(b []byte, f *field, kp, vp unsafe.Pointer) ([]byte, error) {
+	kf, vf := f.mapKey, f.mapVal
+	if kf.kind == kString && !utf8.ValidString(*(*string)(kp)) {
+		return b, &encodeErr{segs: []string{"[key]"}, reason: "invalid UTF-8 in a string map key"}
+	}
+	if vf.kind == kString && !utf8.ValidString(*(*string)(vp)) {
+		return b, &encodeErr{segs: []string{"[value]"}, reason: "invalid UTF-8 in a string map value"}
+	}
+	n := int(kf.tagLen) + sizeScalar(kf, kp) + int(vf.tagLen) + sizeScalar(vf, vp)
+	b = appendTag(b, f)
+	b = appendVarint(b, uint64(n))
+	b = appendTag(b, kf)
+	b = appendScalar(b, kf, kp)
+	b = appendTag(b, vf)
+	return appendScalar(b, vf, vp), nil
+}
+
+func appendMapTyped[K cmp.Ordered, V any](b []byte, f *field, p unsafe.Pointer, _ int) ([]byte, error) {
+	m := *(*map[K]V)(p)
+	if len(m) == 0 {
+		return b, nil
+	}
+	var stack [16]K
+	keys := stack[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var err error
+	for i := range keys {
+		v := m[keys[i]]
+		if b, err = appendEntryScalar(b, f, unsafe.Pointer(&keys[i]), unsafe.Pointer(&v)); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+func sizeMapTyped[K cmp.Ordered, V any](f *field, p unsafe.Pointer, _ int) int {
+	n := 0
+	for k, v := range *(*map[K]V)(p) {
+		s := int(f.mapKey.tagLen) + sizeScalar(f.mapKey, unsafe.Pointer(&k)) +
+			int(f.mapVal.tagLen) + sizeScalar(f.mapVal, unsafe.Pointer(&v))
+		n += int(f.tagLen) + sizeVarint(uint64(s)) + s
+	}
+	return n
+}
+
+func decodeMapTyped[K cmp.Ordered, V any](d *decoder, f *field, p unsafe.Pointer, start, end, _ int) error {
+	var k K
+	var v V
+	if err := d.decodeEntryValue(f, unsafe.Pointer(&k), unsafe.Pointer(&v), start, end); err != nil {
+		return err
+	}
+	mp := (*map[K]V)(p)
+	if *mp == nil {
+		*mp = make(map[K]V)
+	}
+	(*mp)[k] = v
+	return nil
+}
+
+// reflectMapOps handles maps with message, time or custom values, and keys
+// without typed code (bool, int8, int16, uint8, uint16).
+var reflectMapOps = mapOps{
+	append: appendMapReflect,
+	size:   sizeMapReflect,
+	decode: decodeMapReflect,
+}
+
+// sortedKeys returns the keys of mv in protobuf's deterministic order.
+func sortedKeys(mv reflect.Value) []reflect.Value {
+	keys := mv.MapKeys()
+	slices.SortFunc(keys, func(a, b reflect.Value) int {
+		switch a.Kind() {
+		case reflect.String:
+			return cmp.Compare(a.String(), b.String())
+		case reflect.Bool:
+			if a.Bool() == b.Bool() {
+				return 0
+			}
+			if !a.Bool() {
+				return -1
+			}
+			return 1
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			return cmp.Compare(a.Int(), b.Int())
+		}
+		return cmp.Compare(a.Uint(), b.Uint())
+	})
+	return keys
+}
+
+// entryParts copies a map key and value into addressable temporaries.
+func entryParts(f *field, mv, k reflect.Value) (kp, vp unsafe.Pointer) {
+	kt := reflect.New(f.mapKey.typ)
+	kt.Elem().Set(k)
+	vt := reflect.New(f.mapVal.typ)
+	vt.Elem().Set(mv.MapIndex(k))
+	return kt.UnsafePointer(), vt.UnsafePointer()
+}
+
+func appendMapReflect(b []byte, f *field, p unsafe.Pointer, depth int) ([]byte, error) {
+	mv := reflect.NewAt(f.typ, p).Elem()
+	if mv.Len() == 0 {
+		return b, nil
+	}
+	var err error
+	for _, k := range sortedKeys(mv) {
+		kp, vp := entryParts(f, mv, k)
+		b = appendTag(b, f)
+		b = append(b, 0)
+		start := len(b)
+		if b, err = appendElem(b, f.mapKey, kp, depth+1); err != nil {
+			return b, wrapEncode(err, "[key]")
+		}
+		if b, err = appendMapValue(b, f.mapVal, vp, depth+1); err != nil {
+			return b, wrapEncode(err, "[value]")
+		}
+		b = fixLength(b, start)
+	}
+	return b, nil
+}
+
+// appendMapValue writes a map value; a nil pointer value is an empty message.
+func appendMapValue(b []byte, vf *field, vp unsafe.Pointer, depth int) ([]byte, error) {
+	if vf.card == cPointer {
+		vp = *(*unsafe.Pointer)(vp)
+		if vp == nil {
+			b = appendTag(b, vf)
+			return append(b, 0), nil
+		}
+	}
+	return appendElem(b, vf, vp, depth)
+}
+
+func sizeMapValue(vf *field, vp unsafe.Pointer, depth int) int {
+	if vf.card == cPointer {
+		vp = *(*unsafe.Pointer)(vp)
+		if vp == nil {
+			return int(vf.tagLen) + 1
+		}
+	}
+	return sizeElem(vf, vp, depth)
+}
+
+func sizeMapReflect(f *field, p unsafe.Pointer, depth int) int {
+	mv := reflect.NewAt(f.typ, p).Elem()
+	n := 0
+	for _, k := range mv.MapKeys() {
+		kp, vp := entryParts(f, mv, k)
+		s := sizeElem(f.mapKey, kp, depth+1) + sizeMapValue(f.mapVal, vp, depth+1)
+		n += int(f.tagLen) + sizeVarint(uint64(s)) + s
+	}
+	return n
+}
+
+func decodeMapReflect(d *decoder, f *field, p unsafe.Pointer, start, end, depth int) error {
+	kv := reflect.New(f.mapKey.typ)
+	vv := reflect.New(f.mapVal.typ)
+	if err := d.decodeEntry(f, kv.UnsafePointer(), vv.UnsafePointer(), start, end, depth); err != nil {
+		return err
+	}
+	mv := reflect.NewAt(f.typ, p).Elem()
+	if mv.IsNil() {
+		mv.Set(reflect.MakeMap(f.typ))
+	}
+	mv.SetMapIndex(kv.Elem(), vv.Elem())
+	return nil
+}
