@@ -83,6 +83,7 @@ func varintErr(offset, n int) *decodeErr {
 // (the arena), made at the first non-empty string.
 type decoder struct {
 	src       []byte
+	seenExt   []uint64 // presence bits of fields 64 and up, a word per 64
 	arena     []byte
 	arenaBase int
 }
@@ -93,9 +94,9 @@ var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
 
 func decodeTop(src []byte, m *message, p unsafe.Pointer) error {
 	d := decoderPool.Get().(*decoder)
-	*d = decoder{src: src}
+	*d = decoder{src: src, seenExt: d.seenExt[:0]}
 	err := d.decodeMessage(m, p, 0, len(src), 0, false)
-	*d = decoder{}
+	*d = decoder{seenExt: d.seenExt[:0]}
 	decoderPool.Put(d)
 	if err != nil {
 		return finishDecode(err, m)
@@ -136,15 +137,17 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 	if depth > maxDepth {
 		return errAt(start, "nesting deeper than %d", maxDepth)
 	}
-	if !merge {
-		// Fields past the 64 tracked by the seen mask are reset up front.
-		for i := 64; i < len(m.fields); i++ {
-			resetField(&m.fields[i], unsafe.Add(p, m.fields[i].offset))
+	if !merge && m.hasUnkwn {
+		u := (*[]byte)(unsafe.Add(p, m.unknown))
+		*u = (*u)[:0]
+	}
+	// Fields past the first 64 are tracked in words on the decoder's stack.
+	ext := len(d.seenExt)
+	if len(m.fields) > 64 {
+		for w := 0; w < (len(m.fields)-1)/64; w++ {
+			d.seenExt = append(d.seenExt, 0)
 		}
-		if m.hasUnkwn {
-			u := (*[]byte)(unsafe.Add(p, m.unknown))
-			*u = (*u)[:0]
-		}
+		defer func() { d.seenExt = d.seenExt[:ext] }()
 	}
 	var seen uint64
 	src := d.src
@@ -179,13 +182,15 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 			i = j
 			continue
 		}
-		first := true
+		var first bool
 		if f.idx < 64 {
 			bit := uint64(1) << uint(f.idx)
 			first = seen&bit == 0 && !merge
 			seen |= bit
 		} else {
-			first = false // reset up front
+			w, bit := &d.seenExt[ext+f.idx/64-1], uint64(1)<<uint(f.idx%64)
+			first = *w&bit == 0 && !merge
+			*w |= bit
 		}
 		fp := unsafe.Add(p, f.offset)
 		var err error
@@ -266,13 +271,13 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 	if merge {
 		return nil
 	}
-	n := len(m.fields)
-	if n > 64 {
-		n = 64
-	}
-	for j := 0; j < n; j++ {
+	for j := range m.fields {
 		f := &m.fields[j]
-		if seen&(1<<uint(j)) == 0 {
+		word := seen
+		if j >= 64 {
+			word = d.seenExt[ext+j/64-1]
+		}
+		if word&(1<<uint(j%64)) == 0 {
 			resetField(f, unsafe.Add(p, f.offset))
 		} else if f.card == cSlice {
 			if h := (*sliceHeader)(unsafe.Add(p, f.offset)); h.len == 0 {
@@ -353,7 +358,7 @@ func (d *decoder) decodeElem(f *field, p unsafe.Pointer, i, end, depth int, merg
 		if err != nil {
 			return i, err
 		}
-		return i + n, d.decodeTime(f.kind, p, i, i+n, depth+1)
+		return i + n, d.decodeTime(f.kind, p, i, i+n, depth+1, merge)
 	case kCustom:
 		n, i, err := d.length(i, end)
 		if err != nil {
@@ -488,10 +493,15 @@ func overflow(offset int, v int64, f *field) *decodeErr {
 	return errAt(offset, "value %d overflows the field's Go type %s", v, f.elemType)
 }
 
-// decodeTime decodes a google.protobuf.Timestamp or Duration body.
-func (d *decoder) decodeTime(k kind, p unsafe.Pointer, i, end, depth int) error {
+// decodeTime decodes a google.protobuf.Timestamp or Duration body. A repeated
+// occurrence of the same field merges into the value decoded so far, as
+// protobuf merges messages.
+func (d *decoder) decodeTime(k kind, p unsafe.Pointer, i, end, depth int, merge bool) error {
 	var sec int64
 	var nanos int32
+	if merge {
+		sec, nanos = timeParts(k, p)
+	}
 	for i < end {
 		tagAt := i
 		tag, n := consumeVarint(d.src[i:end])

@@ -39,6 +39,9 @@
 //	time.Time                    google.protobuf.Timestamp (the zero Time is not written)
 //	time.Duration                google.protobuf.Duration (zero is not written)
 //
+// Map keys and values use the plain encodings (int32, int64, uint32, ...);
+// zigzag and fixed are not available on maps.
+//
 // Named types of these (enums) encode as their underlying type. int8, int16,
 // uint8 and uint16 are range-checked on decode. A struct type that is not a
 // message (T of For[T] being a scalar, slice or map) is encoded as a message
