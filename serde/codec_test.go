@@ -52,24 +52,24 @@ type Kitchen struct {
 	D     time.Duration `proto:"25"`
 	TP    *time.Time    `proto:"26"`
 
-	RI    []int32        `proto:"30"`
-	RZ    []int64        `proto:"31,zigzag"`
-	RF    []float64      `proto:"32"`
-	RB    []bool         `proto:"33"`
-	RS    []string       `proto:"34"`
-	RBy   [][]byte       `proto:"35"`
-	RIn   []Inner        `proto:"36"`
-	RInP  []*Inner       `proto:"37"`
-	RSt   []Status       `proto:"38"`
-	RFx   []uint32       `proto:"39,fixed"`
-	RT    []time.Time    `proto:"40"`
-	MSS   map[string]string  `proto:"50"`
-	MIS   map[int64]string   `proto:"51"`
-	MSI   map[string]*Inner  `proto:"52"`
-	MBI   map[bool]int32     `proto:"53"`
-	MUB   map[uint32][]byte  `proto:"54"`
-	MIV   map[int32]Inner    `proto:"55"`
-	MST   map[string]time.Time `proto:"56"`
+	RI   []int32              `proto:"30"`
+	RZ   []int64              `proto:"31,zigzag"`
+	RF   []float64            `proto:"32"`
+	RB   []bool               `proto:"33"`
+	RS   []string             `proto:"34"`
+	RBy  [][]byte             `proto:"35"`
+	RIn  []Inner              `proto:"36"`
+	RInP []*Inner             `proto:"37"`
+	RSt  []Status             `proto:"38"`
+	RFx  []uint32             `proto:"39,fixed"`
+	RT   []time.Time          `proto:"40"`
+	MSS  map[string]string    `proto:"50"`
+	MIS  map[int64]string     `proto:"51"`
+	MSI  map[string]*Inner    `proto:"52"`
+	MBI  map[bool]int32       `proto:"53"`
+	MUB  map[uint32][]byte    `proto:"54"`
+	MIV  map[int32]Inner      `proto:"55"`
+	MST  map[string]time.Time `proto:"56"`
 
 	Skipped string `proto:"-"`
 	private int
@@ -86,8 +86,8 @@ func sampleKitchen() Kitchen {
 		U: math.MaxUint64, U8: 255, U16: 65535, U32: math.MaxUint32, U64: math.MaxUint64,
 		SF32: -5, SF64: math.MaxInt64, F32: float32(math.Inf(-1)), F64: math.Copysign(0, -1),
 		S: "héllo, 世界", Bytes: []byte{0, 1, 2, 255}, St: StatusActive,
-		In:  Inner{Name: "in", Deep: &Inner{Name: "deeper", Score: 1.5}},
-		InP: &Inner{},
+		In:   Inner{Name: "in", Deep: &Inner{Name: "deeper", Score: 1.5}},
+		InP:  &Inner{},
 		OptI: &i64, OptS: &s, OptB: &f,
 		T: time.Date(1969, 7, 20, 20, 17, 40, 999999999, time.UTC), D: -90*time.Minute - 1, TP: &tp,
 		RI: []int32{0, -1, 1 << 30}, RZ: []int64{math.MinInt64, 0, 5}, RF: []float64{math.Inf(1), 0},
