@@ -544,3 +544,22 @@ func errOf[T any]() error {
 	_, err := serde.For[T]()
 	return err
 }
+
+func TestInvalidUTF8EveryPositionAndLength(t *testing.T) {
+	type S struct {
+		S string `proto:"1"`
+	}
+	c := serde.MustFor[S]()
+	for n := 1; n < 40; n++ {
+		for at := 0; at < n; at++ {
+			b := []byte(strings.Repeat("a", n))
+			b[at] = 0xff
+			if _, err := c.Append(nil, &S{S: string(b)}); err == nil {
+				t.Fatalf("length %d, bad byte at %d: encoded without error", n, at)
+			}
+		}
+		if _, err := c.Append(nil, &S{S: strings.Repeat("é", n)}); err != nil {
+			t.Fatalf("valid non-ASCII string of %d runes rejected: %v", n, err)
+		}
+	}
+}

@@ -45,6 +45,12 @@ func planFor(t reflect.Type) (*message, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, bm := range c.building {
+		bm.buildProg()
+	}
+	if m.synth {
+		m.buildProg()
+	}
 	for bt, bm := range c.building {
 		plans.Store(bt, bm)
 	}

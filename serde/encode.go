@@ -1,6 +1,7 @@
 package serde
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unicode/utf8"
 	"unsafe"
@@ -65,59 +66,79 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 		return b, &encodeErr{reason: "nesting deeper than 100 (a cycle through pointers?)"}
 	}
 	var err error
-	for i := range m.fields {
-		f := &m.fields[i]
-		fp := unsafe.Add(p, f.offset)
-		switch f.card {
-		case cSingular:
-			switch f.kind {
-			case kString:
-				s := *(*string)(fp)
-				if len(s) == 0 {
-					continue
-				}
-				if !utf8.ValidString(s) {
-					return b, &encodeErr{segs: []string{"." + f.goName}, reason: "invalid UTF-8 in a string field (use []byte for binary data)"}
-				}
-				b = appendTag(b, f)
-				b = appendVarint(b, uint64(len(s)))
-				b = append(b, s...)
-			case kMessage:
-				b = appendTag(b, f)
-				if b, err = appendNested(b, f.msg, fp, depth); err != nil {
-					return b, wrapEncode(err, "."+f.goName)
-				}
-			case kTime, kDuration, kCustom:
-				if f.kind != kCustom && isZero(f, fp) {
-					continue
-				}
-				if b, err = appendElem(b, f, fp, depth); err != nil {
-					return b, wrapEncode(err, "."+f.goName)
-				}
-			default:
-				if isZero(f, fp) {
-					continue
-				}
-				b = appendTag(b, f)
-				b = appendScalar(b, f, fp)
+	var starts [maxInline]int
+	sp := 0
+	prog := m.prog
+	for i := range prog {
+		o := &prog[i]
+		f := o.f
+		fp := unsafe.Add(p, o.offset)
+		switch o.op {
+		case opBegin:
+			b = appendTag(b, f)
+			b = append(b, 0)
+			starts[sp&(maxInline-1)] = len(b)
+			sp++
+		case opEnd:
+			sp--
+			if o.unkn >= 0 {
+				b = append(b, *(*[]byte)(unsafe.Add(p, o.unkn))...)
 			}
-		case cPointer:
+			b = fixLength(b, starts[sp&(maxInline-1)])
+		case opString:
+			s := *(*string)(fp)
+			if len(s) == 0 {
+				continue
+			}
+			if !validString(s) {
+				return b, &encodeErr{segs: []string{o.path}, reason: "invalid UTF-8 in a string field (use []byte for binary data)"}
+			}
+			b = appendTag(b, f)
+			b = appendVarint(b, uint64(len(s)))
+			b = append(b, s...)
+		case opVarint64:
+			v := *(*uint64)(fp)
+			if v == 0 {
+				continue
+			}
+			b = appendTag(b, f)
+			b = appendVarint(b, v)
+		case opMessage:
+			b = appendTag(b, f)
+			if b, err = appendNested(b, f.msg, fp, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, o.path)
+			}
+		case opScalar:
+			if isZero(f, fp) {
+				continue
+			}
+			b = appendTag(b, f)
+			b = appendScalar(b, f, fp)
+		case opTime:
+			if isZero(f, fp) {
+				continue
+			}
+			if b, err = appendElem(b, f, fp, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, o.path)
+			}
+		case opCustom:
+			if b, err = appendElem(b, f, fp, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, o.path)
+			}
+		case opPointer:
 			ep := *(*unsafe.Pointer)(fp)
 			if ep == nil {
 				continue
 			}
-			if b, err = appendElem(b, f, ep, depth); err != nil {
-				return b, wrapEncode(err, "."+f.goName)
+			if b, err = appendElem(b, f, ep, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, o.path)
 			}
-		case cSlice:
-			h := (*sliceHeader)(fp)
-			if h.len == 0 {
-				continue
-			}
-			if f.kind.packable() {
+		case opPacked:
+			if h := (*sliceHeader)(fp); h.len > 0 {
 				b = appendPacked(b, f, h)
-				continue
 			}
+		case opRepeated:
+			h := (*sliceHeader)(fp)
 			for j := 0; j < h.len; j++ {
 				ep := unsafe.Add(h.data, uintptr(j)*f.elemSize)
 				if f.elemPtr {
@@ -130,13 +151,19 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 						continue
 					}
 				}
-				if b, err = appendElem(b, f, ep, depth); err != nil {
-					return b, wrapEncode(err, fmt.Sprintf(".%s[%d]", f.goName, j))
+				if f.kind == kMessage {
+					b = appendTag(b, f)
+					b, err = appendNested(b, f.msg, ep, depth+int(o.level))
+				} else {
+					b, err = appendElem(b, f, ep, depth+int(o.level))
+				}
+				if err != nil {
+					return b, wrapEncode(err, fmt.Sprintf("%s[%d]", o.path, j))
 				}
 			}
-		case cMap:
-			if b, err = f.mapOps.append(b, f, fp, depth); err != nil {
-				return b, wrapEncode(err, "."+f.goName)
+		case opMap:
+			if b, err = f.mapOps.append(b, f, fp, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, o.path)
 			}
 		}
 	}
@@ -153,7 +180,7 @@ func appendElem(b []byte, f *field, p unsafe.Pointer, depth int) ([]byte, error)
 	switch f.kind {
 	case kString:
 		s := *(*string)(p)
-		if !utf8.ValidString(s) {
+		if !validString(s) {
 			return b, &encodeErr{reason: "invalid UTF-8 in a string field (use []byte for binary data)"}
 		}
 		b = appendVarint(b, uint64(len(s)))
@@ -343,4 +370,30 @@ func sizeElem(f *field, p unsafe.Pointer, depth int) int {
 		s = sizeScalar(f, p)
 	}
 	return int(f.tagLen) + s
+}
+
+// validString reports whether s is UTF-8. IDs, codes and addresses are
+// mostly ASCII, so it ORs the string together eight bytes at a time (the
+// last word overlapping) and calls utf8.Valid only when a byte has its high
+// bit set.
+func validString(s string) bool {
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	n := len(b)
+	if n < 8 {
+		var acc byte
+		for _, c := range b {
+			acc |= c
+		}
+		return acc < utf8.RuneSelf || utf8.Valid(b)
+	}
+	var acc uint64
+	i := 0
+	for ; i+16 <= n; i += 16 {
+		acc |= binary.LittleEndian.Uint64(b[i:i+8]) | binary.LittleEndian.Uint64(b[i+8:i+16])
+	}
+	if i+8 <= n {
+		acc |= binary.LittleEndian.Uint64(b[i : i+8])
+	}
+	acc |= binary.LittleEndian.Uint64(b[n-8:])
+	return acc&0x8080808080808080 == 0 || utf8.Valid(b)
 }

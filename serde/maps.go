@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"reflect"
 	"slices"
-	"unicode/utf8"
 	"unsafe"
 )
 
@@ -77,10 +76,10 @@ func mapOpsFor(t reflect.Type, key, val *field) *mapOps {
 // appendEntryScalar appends the entry {key = 1; value = 2} of a typed map.
 func appendEntryScalar(b []byte, f *field, kp, vp unsafe.Pointer) ([]byte, error) {
 	kf, vf := f.mapKey, f.mapVal
-	if kf.kind == kString && !utf8.ValidString(*(*string)(kp)) {
+	if kf.kind == kString && !validString(*(*string)(kp)) {
 		return b, &encodeErr{segs: []string{"[key]"}, reason: "invalid UTF-8 in a string map key"}
 	}
-	if vf.kind == kString && !utf8.ValidString(*(*string)(vp)) {
+	if vf.kind == kString && !validString(*(*string)(vp)) {
 		return b, &encodeErr{segs: []string{"[value]"}, reason: "invalid UTF-8 in a string map value"}
 	}
 	n := int(kf.tagLen) + sizeScalar(kf, kp) + int(vf.tagLen) + sizeScalar(vf, vp)
@@ -97,16 +96,22 @@ func appendMapTyped[K cmp.Ordered, V any](b []byte, f *field, p unsafe.Pointer, 
 	if len(m) == 0 {
 		return b, nil
 	}
-	var stack [16]K
-	keys := stack[:0]
-	for k := range m {
-		keys = append(keys, k)
+	// Entries are copied out and sorted together, so writing them needs no
+	// map lookups; small maps stay on the stack.
+	type entry struct {
+		k K
+		v V
 	}
-	slices.Sort(keys)
+	var stack [16]entry
+	entries := stack[:0]
+	for k, v := range m {
+		entries = append(entries, entry{k, v})
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.k, b.k) })
 	var err error
-	for i := range keys {
-		v := m[keys[i]]
-		if b, err = appendEntryScalar(b, f, unsafe.Pointer(&keys[i]), unsafe.Pointer(&v)); err != nil {
+	for i := range entries {
+		e := &entries[i]
+		if b, err = appendEntryScalar(b, f, unsafe.Pointer(&e.k), unsafe.Pointer(&e.v)); err != nil {
 			return b, err
 		}
 	}

@@ -50,34 +50,136 @@ type message struct {
 	unknown  int     // offset of the Unknown field, or -1
 	synth    bool    // a non-struct T wrapped as a message with field 1
 	hasUnkwn bool
+	// prog is the encode program: the fields in number order, with nested
+	// structs held by value inlined between opBegin and opEnd so the encoder
+	// walks them without a call per message.
+	prog []encOp
+}
+
+// encOp is one step of an encode program.
+type encOp struct {
+	f      *field
+	offset uintptr // from the start of the top-level struct of the program
+	op     op
+	level  uint8  // inlining depth, added to the nesting depth of calls made here
+	unkn   int    // opEnd: offset of the inlined struct's Unknown field, or -1
+	path   string // Go path of the field below the program's struct, for errors
+}
+
+// maxInline bounds how many by-value structs deep a program inlines.
+const maxInline = 8
+
+// buildProg compiles m.prog. It runs after every plan of a compile pass is
+// complete, since it reads the fields of nested plans.
+func (m *message) buildProg() {
+	m.prog = m.prog[:0]
+	m.appendProg(0, 0, "")
+}
+
+func (m *message) appendProg(base uintptr, level uint8, path string) {
+	for i := range m.fields {
+		f := &m.fields[i]
+		fpath := path + "." + f.goName
+		if f.op == opMessage && level < maxInline {
+			m.prog = append(m.prog, encOp{f: f, offset: base + f.offset, op: opBegin, level: level, path: fpath})
+			f.msg.appendProgInto(m, base+f.offset, level+1, fpath)
+			unkn := -1
+			if f.msg.hasUnkwn {
+				unkn = int(base+f.offset) + f.msg.unknown
+			}
+			m.prog = append(m.prog, encOp{f: f, op: opEnd, level: level, unkn: unkn, path: fpath})
+			continue
+		}
+		m.prog = append(m.prog, encOp{f: f, offset: base + f.offset, op: f.op, level: level, path: fpath})
+	}
+}
+
+// appendProgInto appends n's fields, at base, to the program of m.
+func (n *message) appendProgInto(m *message, base uintptr, level uint8, path string) {
+	saved := n.prog
+	n.prog = m.prog
+	n.appendProg(base, level, path)
+	m.prog = n.prog
+	n.prog = saved
 }
 
 // field is one compiled field operation: where the value lives and how it is
 // written.
 type field struct {
-	num       uint32
-	idx       int // position in message.fields
-	kind      kind
-	card      card
-	size      uint8 // Go width in bytes of integer elements
-	wt        uint8 // wire type of one element
-	tagLen    uint8
-	elemPtr   bool    // slice elements are pointers ([]*T)
-	tag       [5]byte // the encoded key (number << 3 | wire type)
-	offset    uintptr
-	elemSize  uintptr // size of one slice element
+	// Read on every encode and decode; kept together in the first cache line.
+	offset       uintptr
+	msg          *message // for kMessage
+	elemSize     uintptr  // size of one slice element
+	op           op       // the encode operation
+	kind         kind
+	card         card
+	size         uint8 // Go width in bytes of integer elements
+	wt           uint8 // wire type of one element
+	tagLen       uint8
+	packedTagLen uint8
+	elemPtr      bool    // slice elements are pointers ([]*T)
+	tag          [5]byte // the encoded key (number << 3 | wire type)
+	packedTag    [5]byte // the key of a packed repeated scalar (wire type 2)
+	num          uint32
+	idx          int // position in message.fields
+
 	goName    string
 	protoName string
 	typ       reflect.Type // the field's Go type
 	elemType  reflect.Type // the element type: slice element, pointer target, map value
-	msg       *message     // for kMessage
 	cust      *customCodec // for kCustom
 	mapKey    *field       // for cMap: the entry's key, at offset 0 of a K
 	mapVal    *field       // for cMap: the entry's value, at offset 0 of a V
 	mapOps    *mapOps      // for cMap
-	// packedTag is the key of a packed repeated scalar (wire type 2).
-	packedTag    [5]byte
-	packedTagLen uint8
+}
+
+// op selects the encode loop's case for a field: card and kind folded into
+// one switch.
+type op uint8
+
+const (
+	opScalar   op = iota // singular scalar, omitted when zero
+	opString             // singular string
+	opVarint64           // singular int64/uint64 held in 8 bytes
+	opMessage            // singular struct held by value, always written
+	opTime               // singular time.Time or time.Duration, omitted when zero
+	opCustom             // singular value with a registered codec
+	opPointer            // *T, written when non-nil
+	opPacked             // repeated scalar
+	opRepeated           // repeated string, bytes, message, time or custom
+	opMap
+	opBegin // start of an inlined struct: key and a length placeholder
+	opEnd   // end of an inlined struct: fix the length
+)
+
+// setOp derives f.op from f.card and f.kind.
+func (f *field) setOp() {
+	switch f.card {
+	case cPointer:
+		f.op = opPointer
+	case cSlice:
+		f.op = opRepeated
+		if f.kind.packable() {
+			f.op = opPacked
+		}
+	case cMap:
+		f.op = opMap
+	default:
+		switch f.kind {
+		case kString:
+			f.op = opString
+		case kInt64, kUint64:
+			f.op = opVarint64
+		case kMessage:
+			f.op = opMessage
+		case kTime, kDuration:
+			f.op = opTime
+		case kCustom:
+			f.op = opCustom
+		default:
+			f.op = opScalar
+		}
+	}
 }
 
 // packable reports whether a repeated field of this kind is written packed.
@@ -97,6 +199,7 @@ func (k kind) wireType() uint8 {
 }
 
 func (f *field) setTag() {
+	f.setOp()
 	t := appendVarint(nil, uint64(f.num)<<3|uint64(f.wt))
 	f.tagLen = uint8(copy(f.tag[:], t))
 	p := appendVarint(nil, uint64(f.num)<<3|wireBytes)
