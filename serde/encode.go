@@ -93,16 +93,24 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 			if !validString(s) {
 				return b, &encodeErr{segs: []string{o.path}, reason: "invalid UTF-8 in a string field (use []byte for binary data)"}
 			}
-			b = appendTag(b, f)
-			b = appendVarint(b, uint64(len(s)))
+			if o.tag1 != 0 && len(s) < 0x80 {
+				b = append(b, o.tag1, byte(len(s)))
+			} else {
+				b = appendTag(b, f)
+				b = appendVarint(b, uint64(len(s)))
+			}
 			b = append(b, s...)
 		case opVarint64:
 			v := *(*uint64)(fp)
 			if v == 0 {
 				continue
 			}
-			b = appendTag(b, f)
-			b = appendVarint(b, v)
+			if o.tag1 != 0 && v < 0x80 {
+				b = append(b, o.tag1, byte(v))
+			} else {
+				b = appendTag(b, f)
+				b = appendVarint(b, v)
+			}
 		case opMessage:
 			b = appendTag(b, f)
 			if b, err = appendNested(b, f.msg, fp, depth+int(o.level)); err != nil {

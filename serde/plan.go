@@ -58,9 +58,10 @@ type message struct {
 
 // encOp is one step of an encode program.
 type encOp struct {
-	f      *field
 	offset uintptr // from the start of the top-level struct of the program
+	f      *field
 	op     op
+	tag1   byte // the key when it is one byte long (numbers 1..15), else 0
 	level  uint8  // inlining depth, added to the nesting depth of calls made here
 	unkn   int    // opEnd: offset of the inlined struct's Unknown field, or -1
 	path   string // Go path of the field below the program's struct, for errors
@@ -77,6 +78,13 @@ func (m *message) buildProg() {
 }
 
 func (m *message) appendProg(base uintptr, level uint8, path string) {
+	defer func() {
+		for i := range m.prog {
+			if o := &m.prog[i]; o.f.tagLen == 1 {
+				o.tag1 = o.f.tag[0]
+			}
+		}
+	}()
 	for i := range m.fields {
 		f := &m.fields[i]
 		fpath := path + "." + f.goName
