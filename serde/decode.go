@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 )
 
@@ -169,7 +168,14 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		if num == 0 || num > maxFieldNumber {
 			return errAt(tagAt, "invalid field number %d", num)
 		}
-		f := m.lookup(num)
+		var f *field
+		if num < uint64(len(m.byNum)) {
+			if k := m.byNum[num]; k > 0 {
+				f = &m.fields[k-1]
+			}
+		} else {
+			f = m.search(num)
+		}
 		if f == nil {
 			j, err := skipField(src, wt, num, i, end, depth)
 			if err != nil {
@@ -184,7 +190,7 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		}
 		var first bool
 		if f.idx < 64 {
-			bit := uint64(1) << uint(f.idx)
+			bit := uint64(1) << uint(f.idx&63)
 			first = seen&bit == 0 && !merge
 			seen |= bit
 		} else {
@@ -193,59 +199,72 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 			*w |= bit
 		}
 		fp := unsafe.Add(p, f.offset)
+		if wt != f.wt && f.card != cSlice {
+			return wrapDecode(wrongWire(tagAt, wt, f), f, -1)
+		}
 		var err error
-		switch f.card {
-		case cSingular:
-			if wt != f.wt {
-				return wrapDecode(wrongWire(tagAt, wt, f), f, -1)
+		switch f.op {
+		case opString:
+			// The commonest field, decoded without the call chain.
+			n := 0
+			if i < end && src[i] < 0x80 && int(src[i]) < end-i {
+				n = int(src[i])
+				i++
+			} else if n, i, err = d.length(i, end); err != nil {
+				break
 			}
-			switch f.kind {
-			case kMessage:
-				var n int
-				if n, i, err = d.length(i, end); err == nil {
-					err = d.decodeMessage(f.msg, fp, i, i+n, depth+1, !first)
-					i += n
-				}
-			case kString:
-				// The commonest field, decoded without the call chain.
-				var n int
-				if n, i, err = d.length(i, end); err == nil {
-					if utf8.Valid(src[i : i+n]) {
-						*(*string)(fp) = d.str(i, i+n)
-						i += n
-					} else {
-						err = errAt(i, "invalid UTF-8 in a string field")
-					}
-				}
-			case kInt64, kUint64:
-				if i < end && src[i] < 0x80 {
-					*(*uint64)(fp) = uint64(src[i])
-					i++
-				} else {
-					i, err = d.decodeScalar(f, fp, i, end)
-				}
-			default:
-				i, err = d.decodeElem(f, fp, i, end, depth, !first)
+			if !validBytes(src[i : i+n]) {
+				err = errAt(i, "invalid UTF-8 in a string field")
+				break
 			}
-		case cPointer:
-			if wt != f.wt {
-				return wrapDecode(wrongWire(tagAt, wt, f), f, -1)
+			*(*string)(fp) = d.str(i, i+n)
+			i += n
+		case opVarint64:
+			if i < end && src[i] < 0x80 {
+				*(*uint64)(fp) = uint64(src[i])
+				i++
+			} else {
+				i, err = d.decodeScalar(f, fp, i, end)
 			}
+		case opMessage:
+			var n int
+			if n, i, err = d.length(i, end); err == nil {
+				err = d.decodeMessage(f.msg, fp, i, i+n, depth+1, !first)
+				i += n
+			}
+		case opScalar, opTime, opCustom:
+			i, err = d.decodeElem(f, fp, i, end, depth, !first)
+		case opPointer:
 			pp := (*unsafe.Pointer)(fp)
 			if *pp == nil {
 				*pp = reflect.New(f.elemType).UnsafePointer()
 			}
 			i, err = d.decodeElem(f, *pp, i, end, depth, !first)
-		case cSlice:
-			i, err = d.decodeRepeated(f, fp, wt, tagAt, i, end, depth, first)
+		case opRepeated, opPacked:
+			h := (*sliceHeader)(fp)
+			if f.kind == kMessage && !f.elemPtr && wt == wireBytes {
+				// Repeated struct values: decode straight into the next
+				// element, reusing whatever it held.
+				if first {
+					h.len = 0
+				}
+				if h.len == h.cap {
+					d.reserve(f, fp, 1+countField(src, f, i, end))
+				}
+				ep := unsafe.Add(h.data, uintptr(h.len)*f.elemSize)
+				h.len++
+				var n int
+				if n, i, err = d.length(i, end); err == nil {
+					err = d.decodeMessage(f.msg, ep, i, i+n, depth+1, false)
+					i += n
+				}
+			} else {
+				i, err = d.decodeRepeated(f, fp, wt, tagAt, i, end, depth, first)
+			}
 			if err != nil {
-				return wrapDecode(err, f, (*sliceHeader)(fp).len-1)
+				return wrapDecode(err, f, h.len-1)
 			}
-			continue
-		case cMap:
-			if wt != wireBytes {
-				return wrapDecode(wrongWire(tagAt, wt, f), f, -1)
-			}
+		case opMap:
 			if first {
 				if f.mapOps.clear != nil {
 					if *(*unsafe.Pointer)(fp) != nil {
@@ -382,7 +401,7 @@ func (d *decoder) decodeValue(f *field, p unsafe.Pointer, i, end int) (int, erro
 		if err != nil {
 			return i, err
 		}
-		if !utf8.Valid(src[i : i+n]) {
+		if !validBytes(src[i : i+n]) {
 			return i, errAt(i, "invalid UTF-8 in a string field")
 		}
 		*(*string)(p) = d.str(i, i+n)

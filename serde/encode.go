@@ -385,7 +385,11 @@ func sizeElem(f *field, p unsafe.Pointer, depth int) int {
 // last word overlapping) and calls utf8.Valid only when a byte has its high
 // bit set.
 func validString(s string) bool {
-	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	return validBytes(unsafe.Slice(unsafe.StringData(s), len(s)))
+}
+
+// validBytes is validString for bytes.
+func validBytes(b []byte) bool {
 	n := len(b)
 	if n < 8 {
 		var acc byte

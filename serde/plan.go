@@ -61,7 +61,7 @@ type encOp struct {
 	offset uintptr // from the start of the top-level struct of the program
 	f      *field
 	op     op
-	tag1   byte // the key when it is one byte long (numbers 1..15), else 0
+	tag1   byte   // the key when it is one byte long (numbers 1..15), else 0
 	level  uint8  // inlining depth, added to the nesting depth of calls made here
 	unkn   int    // opEnd: offset of the inlined struct's Unknown field, or -1
 	path   string // Go path of the field below the program's struct, for errors
