@@ -1,0 +1,42 @@
+// Command eddy is Eddy's command-line tool.
+//
+//	eddy demo [--seed N] [--events N]   run the main job
+//
+// Until the runtime lands, the demo is a serde showcase: it encodes and
+// decodes sample order events and prints sizes and speeds.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "demo":
+		return demo(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "eddy: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, `usage: eddy <command> [flags]
+
+commands:
+  demo     run the main job (today: the serde showcase on sample order events)`)
+}
