@@ -63,9 +63,13 @@ func Register[T any](c Codec[T]) {
 		panic("serde: Register with a nil codec")
 	}
 	t := reflect.TypeFor[T]()
+	name, version, sample := customInfo(c)
 	cc := &customCodec{
-		typ:   t,
-		codec: c,
+		typ:      t,
+		codec:    c,
+		name:     name,
+		version:  version,
+		sampleFn: sample,
 		appendFn: func(dst []byte, p unsafe.Pointer) ([]byte, error) {
 			return c.Append(dst, (*T)(p))
 		},
@@ -79,6 +83,7 @@ func Register[T any](c Codec[T]) {
 	compileMu.Lock()
 	defer compileMu.Unlock()
 	custom.Store(t, cc)
+	customByName.Store(name, cc)
 	// Plans compiled before the registration may embed T with the generic
 	// plan; forget them so the next For recompiles with the custom codec.
 	plans.Clear()
@@ -89,6 +94,9 @@ func Register[T any](c Codec[T]) {
 type customCodec struct {
 	typ      reflect.Type
 	codec    any
+	name     string
+	version  uint32
+	sampleFn func() []byte // the sample value's bytes, if the codec has one
 	appendFn func(dst []byte, p unsafe.Pointer) ([]byte, error)
 	decodeFn func(src []byte, p unsafe.Pointer) error
 	sizeFn   func(p unsafe.Pointer) int

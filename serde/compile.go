@@ -3,6 +3,7 @@ package serde
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,7 +94,15 @@ func (c *compiler) message(t reflect.Type) (*message, error) {
 		sf := t.Field(i)
 		path := m.goName + "." + sf.Name
 		tag, hasTag := sf.Tag.Lookup("proto")
-		if sf.Name == "_" || tag == "-" {
+		if sf.Name == "_" {
+			if strings.HasPrefix(tag, "reserved=") {
+				if err := m.parseReserved(strings.TrimPrefix(tag, "reserved=")); err != nil {
+					return nil, fmt.Errorf("serde: %s: reserved tag %q: %v", m.goName, tag, err)
+				}
+			}
+			continue
+		}
+		if tag == "-" {
 			continue
 		}
 		if !sf.IsExported() {
@@ -132,6 +141,14 @@ func (c *compiler) message(t reflect.Type) (*message, error) {
 			return nil, err
 		}
 		m.fields = append(m.fields, f)
+	}
+	for _, f := range m.fields {
+		if m.isReservedNumber(f.num) {
+			return nil, fmt.Errorf("serde: field %s.%s uses number %d, which %s declares reserved; pick an unused number", m.goName, f.goName, f.num, m.goName)
+		}
+		if slices.Contains(m.reservedNames, f.protoName) {
+			return nil, fmt.Errorf("serde: field %s.%s uses name %q, which %s declares reserved; pick another name", m.goName, f.goName, f.protoName, m.goName)
+		}
 	}
 	sort.Slice(m.fields, func(i, j int) bool { return m.fields[i].num < m.fields[j].num })
 	for i := range m.fields {
@@ -435,4 +452,44 @@ func snakeCase(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// parseReserved reads the list of a `proto:"reserved=4,9-11,name=old_total"`
+// tag on a blank field.
+func (m *message) parseReserved(list string) error {
+	for _, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		if name, ok := strings.CutPrefix(item, "name="); ok {
+			if !validProtoName(name) {
+				return fmt.Errorf("%q is not a valid proto field name", name)
+			}
+			m.reservedNames = append(m.reservedNames, name)
+			continue
+		}
+		lo, hi, isRange := strings.Cut(item, "-")
+		from, err := strconv.ParseUint(lo, 10, 32)
+		if err != nil {
+			return fmt.Errorf("%q is not a number, a range N-M or name=x", item)
+		}
+		to := from
+		if isRange {
+			if to, err = strconv.ParseUint(hi, 10, 32); err != nil || to < from {
+				return fmt.Errorf("%q is not a range N-M with N <= M", item)
+			}
+		}
+		if from < 1 || to > maxFieldNumber {
+			return fmt.Errorf("%q is outside 1..%d", item, maxFieldNumber)
+		}
+		m.reserved = append(m.reserved, Range{From: uint32(from), To: uint32(to)})
+	}
+	return nil
+}
+
+func (m *message) isReservedNumber(n uint32) bool {
+	for _, r := range m.reserved {
+		if n >= r.From && n <= r.To {
+			return true
+		}
+	}
+	return false
 }

@@ -50,6 +50,10 @@ type message struct {
 	unknown  int     // offset of the Unknown field, or -1
 	synth    bool    // a non-struct T wrapped as a message with field 1
 	hasUnkwn bool
+	// reserved and reservedNames come from blank fields tagged
+	// proto:"reserved=...": numbers and names the type must not use again.
+	reserved      []Range
+	reservedNames []string
 	// prog is the encode program: the fields in number order, with nested
 	// structs held by value inlined between opBegin and opEnd so the encoder
 	// walks them without a call per message.
