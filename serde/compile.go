@@ -158,8 +158,19 @@ func (c *compiler) message(t reflect.Type) (*message, error) {
 	return m, nil
 }
 
-// index builds the number lookup table for numbers up to 255.
+// index builds the number lookup tables.
 func (m *message) index() {
+	m.fast = [128]*field{}
+	for i := range m.fields {
+		f := &m.fields[i]
+		if f.num >= 16 {
+			continue
+		}
+		m.fast[f.num<<3|uint32(f.kind.wireType())] = f
+		if f.card == cSlice && f.kind.packable() {
+			m.fast[f.num<<3|wireBytes] = f
+		}
+	}
 	maxNum := uint32(0)
 	for _, f := range m.fields {
 		if f.num < 256 && f.num > maxNum {

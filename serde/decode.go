@@ -153,40 +153,42 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 	i := start
 	for i < end {
 		tagAt := i
-		var tag uint64
-		if c := src[i]; c < 0x80 {
-			tag = uint64(c)
+		var f *field
+		var wt uint8
+		if c := src[i]; c < 0x80 && m.fast[c] != nil {
+			// A one-byte key of a known field with its expected wire type.
+			f, wt = m.fast[c], c&7
 			i++
 		} else {
-			v, n := consumeVarint(src[i:end])
-			if n < 0 {
-				return varintErr(i, n)
+			var tag uint64
+			if c < 0x80 {
+				tag = uint64(c)
+				i++
+			} else {
+				v, n := consumeVarint(src[i:end])
+				if n < 0 {
+					return varintErr(i, n)
+				}
+				tag, i = v, i+n
 			}
-			tag, i = v, i+n
-		}
-		num, wt := tag>>3, uint8(tag&7)
-		if num == 0 || num > maxFieldNumber {
-			return errAt(tagAt, "invalid field number %d", num)
-		}
-		var f *field
-		if num < uint64(len(m.byNum)) {
-			if k := m.byNum[num]; k > 0 {
-				f = &m.fields[k-1]
+			num := tag >> 3
+			wt = uint8(tag & 7)
+			if num == 0 || num > maxFieldNumber {
+				return errAt(tagAt, "invalid field number %d", num)
 			}
-		} else {
-			f = m.search(num)
-		}
-		if f == nil {
-			j, err := skipField(src, wt, num, i, end, depth)
-			if err != nil {
-				return err
+			f = m.lookup(num)
+			if f == nil {
+				j, err := skipField(src, wt, num, i, end, depth)
+				if err != nil {
+					return err
+				}
+				if m.hasUnkwn {
+					u := (*Unknown)(unsafe.Add(p, m.unknown))
+					*u = append(*u, src[tagAt:j]...)
+				}
+				i = j
+				continue
 			}
-			if m.hasUnkwn {
-				u := (*Unknown)(unsafe.Add(p, m.unknown))
-				*u = append(*u, src[tagAt:j]...)
-			}
-			i = j
-			continue
 		}
 		var first bool
 		if f.idx < 64 {

@@ -90,7 +90,17 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 			if len(s) == 0 {
 				continue
 			}
-			if !validString(s) {
+			// The ASCII test of validString, inline: most strings are short.
+			bs := unsafe.Slice(unsafe.StringData(s), len(s))
+			var acc uint64
+			j := 0
+			for ; j+8 <= len(bs); j += 8 {
+				acc |= binary.LittleEndian.Uint64(bs[j : j+8])
+			}
+			for ; j < len(bs); j++ {
+				acc |= uint64(bs[j])
+			}
+			if acc&0x8080808080808080 != 0 && !utf8.Valid(bs) {
 				return b, &encodeErr{segs: []string{o.path}, reason: "invalid UTF-8 in a string field (use []byte for binary data)"}
 			}
 			if o.tag1 != 0 && len(s) < 0x80 {

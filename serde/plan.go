@@ -54,6 +54,9 @@ type message struct {
 	// proto:"reserved=...": numbers and names the type must not use again.
 	reserved      []Range
 	reservedNames []string
+	// fast maps a one-byte key (numbers 1..15) with the field's expected
+	// wire type to the field, so the decoder skips key parsing and checks.
+	fast [128]*field
 	// prog is the encode program: the fields in number order, with nested
 	// structs held by value inlined between opBegin and opEnd so the encoder
 	// walks them without a call per message.
