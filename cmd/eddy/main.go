@@ -1,6 +1,9 @@
 // Command eddy is Eddy's command-line tool.
 //
 //	eddy demo [--seed N] [--events N]   run the main job
+//	eddy schema proto                   print the .proto of the demo's event types
+//	eddy schema show [--type T]         print a demo type's schema (JSON or --binary)
+//	eddy schema check [--key] OLD NEW   compare two saved schemas
 //
 // Until the runtime lands, the demo is a serde showcase: it encodes and
 // decodes sample order events and prints sizes and speeds.
@@ -25,6 +28,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "demo":
 		return demo(args[1:], stdout, stderr)
+	case "schema":
+		return schemaCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -38,5 +43,6 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage: eddy <command> [flags]
 
 commands:
-  demo     run the main job (today: the serde showcase on sample order events)`)
+  demo     run the main job (today: the serde showcase on sample order events)
+  schema   print the .proto or schema of the demo types; check two saved schemas`)
 }
