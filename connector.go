@@ -1,0 +1,73 @@
+package eddy
+
+import "context"
+
+// Source is a partitioned, replayable input: a fixed number of splits, each
+// read in order from a position that a checkpoint can store. Split s is read
+// by source subtask s % parallelism, so a job can be restored with another
+// parallelism.
+type Source[T any] interface {
+	// Name identifies the source in checkpoints and errors.
+	Name() string
+	// Splits is the number of splits; it must not change between runs of a job.
+	Splits() int
+	// OpenSplit opens split s at pos, a value returned by an earlier reader's
+	// Position (nil: the beginning).
+	OpenSplit(ctx context.Context, split int, pos []byte) (SplitReader[T], error)
+}
+
+// ReadStatus says what SplitReader.Next produced.
+type ReadStatus int
+
+const (
+	// Record means *rec holds the next record.
+	Record ReadStatus = iota
+	// Idle means no record is available now; the runtime calls Next again
+	// after a short wait, handling checkpoints in between.
+	Idle
+	// End means the split is exhausted (bounded input).
+	End
+)
+
+// SplitReader reads one split. The runtime calls it from one goroutine.
+type SplitReader[T any] interface {
+	// Next fills *rec with the next record. *rec may hold the previous
+	// record's memory for reuse.
+	Next(rec *T) (ReadStatus, error)
+	// Position is where reading would resume after the last record Next
+	// returned; it is stored in checkpoints.
+	Position() []byte
+	// Close releases the reader.
+	Close() error
+}
+
+// Sink is an output that takes part in checkpoints with a two-phase commit:
+// writes become durable but invisible at each checkpoint barrier (PreCommit)
+// and visible once the checkpoint is complete (Commit). An exactly-once sink
+// commits exactly the output of completed checkpoints.
+type Sink[T any] interface {
+	// Name identifies the sink in checkpoints and errors.
+	Name() string
+	// Recover runs once when a job starts, before any writer opens: commit
+	// the transactions that the restored checkpoint recorded as
+	// pre-committed (they may be committed already), and abort every other
+	// pending transaction of this sink.
+	Recover(ctx context.Context, committed [][]byte) error
+	// OpenWriter opens the writer of one subtask.
+	OpenWriter(ctx context.Context, subtask, parallelism int) (SinkWriter[T], error)
+	// Commit makes pre-committed transactions visible. It must be idempotent:
+	// after a crash it may be called again for the same transactions.
+	Commit(ctx context.Context, txns [][]byte) error
+}
+
+// SinkWriter writes the records of one sink subtask.
+type SinkWriter[T any] interface {
+	// Write adds one record to the current transaction.
+	Write(rec *T) error
+	// PreCommit ends the current transaction at the barrier of a checkpoint:
+	// its records become durable but not visible. It returns a handle that
+	// Sink.Commit understands, or nil when the transaction is empty.
+	PreCommit(checkpointID uint64) ([]byte, error)
+	// Close aborts the open transaction and releases the writer.
+	Close() error
+}
