@@ -1,0 +1,255 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/eddyflow/eddy/serde"
+)
+
+// Backend holds the keyed state of one operator subtask as Go values (the
+// heap backend). The runtime sets the current key before each record; the
+// state objects declared on it read and write the entry of that key.
+type Backend struct {
+	maxPar         int
+	kgStart, kgEnd int
+	keySchema      serde.Schema
+	key            []byte
+	kg             int
+	states         []keyedState
+	byName         map[string]keyedState
+}
+
+// keyedState is what every state type implements for snapshots.
+type keyedState interface {
+	stateName() string
+	kind() string
+	valueSchema() serde.Schema
+	// appendGroup appends the entries of key group kg as (key, value) pairs
+	// and returns how many it wrote.
+	appendGroup(dst []byte, kg int) ([]byte, int, error)
+	// load adds one entry of key group kg.
+	load(kg int, key, val []byte) error
+	entries() int
+}
+
+// NewBackend returns an empty backend for the key groups [kgStart, kgEnd) of
+// maxParallelism, whose keys have keySchema.
+func NewBackend(maxParallelism, kgStart, kgEnd int, keySchema serde.Schema) *Backend {
+	return &Backend{maxPar: maxParallelism, kgStart: kgStart, kgEnd: kgEnd, keySchema: keySchema,
+		kg: kgStart, byName: map[string]keyedState{}}
+}
+
+// KeyGroups returns the key groups [start, end) the backend owns.
+func (b *Backend) KeyGroups() (start, end int) { return b.kgStart, b.kgEnd }
+
+// MaxParallelism returns the number of key groups of the job.
+func (b *Backend) MaxParallelism() int { return b.maxPar }
+
+// SetCurrentKey scopes every state of the backend to key, of key group kg.
+// The backend keeps the slice until the next call; the caller must not
+// modify it meanwhile.
+func (b *Backend) SetCurrentKey(key []byte, kg int) {
+	b.key, b.kg = key, kg
+}
+
+// CurrentKey returns the serialized current key.
+func (b *Backend) CurrentKey() []byte { return b.key }
+
+// group returns the index of the current key group in per-group tables.
+func (b *Backend) group() int { return b.kg - b.kgStart }
+
+// Entries returns the number of (state, key) entries held.
+func (b *Backend) Entries() int {
+	n := 0
+	for _, s := range b.states {
+		n += s.entries()
+	}
+	return n
+}
+
+func (b *Backend) register(s keyedState) error {
+	name := s.stateName()
+	if name == "" {
+		return errors.New("state: a state needs a name")
+	}
+	if _, dup := b.byName[name]; dup {
+		return fmt.Errorf("state: %q is declared twice", name)
+	}
+	b.byName[name] = s
+	b.states = append(b.states, s)
+	return nil
+}
+
+// snapshotHeader is the serde-encoded body of a snapshot.
+type snapshotHeader struct {
+	MaxParallelism uint32      `proto:"1,name=max_parallelism"`
+	KeySchema      []byte      `proto:"2,name=key_schema"`
+	States         []stateMeta `proto:"3"`
+	Groups         []groupData `proto:"4"`
+}
+
+type stateMeta struct {
+	Name        string `proto:"1"`
+	Kind        string `proto:"2"`
+	ValueSchema []byte `proto:"3,name=value_schema"`
+}
+
+type groupData struct {
+	KeyGroup uint32 `proto:"1,name=key_group"`
+	State    uint32 `proto:"2"`
+	Count    uint32 `proto:"3"`
+	Data     []byte `proto:"4"` // uvarint(len key) key uvarint(len value) value, Count times
+}
+
+const snapshotMagic = "EDSN\x01"
+
+// Snapshot serializes every state of the backend, key group by key group,
+// with the schemas of the key and value types.
+func (b *Backend) Snapshot() ([]byte, error) {
+	ks, err := b.keySchema.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	h := snapshotHeader{MaxParallelism: uint32(b.maxPar), KeySchema: ks}
+	for _, s := range b.states {
+		vs, err := s.valueSchema().MarshalBinary()
+		if err != nil {
+			return nil, fmt.Errorf("state %q: %w", s.stateName(), err)
+		}
+		h.States = append(h.States, stateMeta{Name: s.stateName(), Kind: s.kind(), ValueSchema: vs})
+	}
+	var data []byte
+	for kg := b.kgStart; kg < b.kgEnd; kg++ {
+		for si, s := range b.states {
+			start := len(data)
+			var n int
+			if data, n, err = s.appendGroup(data, kg); err != nil {
+				return nil, fmt.Errorf("state %q: %w", s.stateName(), err)
+			}
+			if n > 0 {
+				h.Groups = append(h.Groups, groupData{KeyGroup: uint32(kg), State: uint32(si), Count: uint32(n), Data: data[start:len(data):len(data)]})
+			}
+		}
+	}
+	out := []byte(snapshotMagic)
+	return serde.MustFor[snapshotHeader]().Append(out, &h)
+}
+
+// RestoreError reports a snapshot that cannot be restored.
+type RestoreError struct {
+	State  string // the state's name, or "" for the snapshot as a whole
+	Reason string
+}
+
+func (e *RestoreError) Error() string {
+	if e.State == "" {
+		return "state: restore: " + e.Reason
+	}
+	return fmt.Sprintf("state: restore of state %q: %s", e.State, e.Reason)
+}
+
+// Restore loads the key groups this backend owns from snapshot parts, which
+// may come from a different parallelism. It first decodes every part and
+// checks the schemas of all states against the declared ones; only when
+// everything is compatible does it load entries. States in the snapshot that
+// are no longer declared are skipped.
+func (b *Backend) Restore(parts [][]byte) error {
+	headers := make([]snapshotHeader, len(parts))
+	for i, p := range parts {
+		if len(p) < len(snapshotMagic) || string(p[:len(snapshotMagic)]) != snapshotMagic {
+			return &RestoreError{Reason: fmt.Sprintf("part %d is not a state snapshot (bad magic)", i)}
+		}
+		if err := serde.MustFor[snapshotHeader]().Decode(p[len(snapshotMagic):], &headers[i]); err != nil {
+			return &RestoreError{Reason: fmt.Sprintf("part %d: %v", i, err)}
+		}
+		h := &headers[i]
+		if int(h.MaxParallelism) != b.maxPar {
+			return &RestoreError{Reason: fmt.Sprintf("the snapshot has %d key groups (max parallelism) but the job has %d; key groups cannot be remapped", h.MaxParallelism, b.maxPar)}
+		}
+		var oldKey serde.Schema
+		if err := oldKey.UnmarshalBinary(h.KeySchema); err != nil {
+			return &RestoreError{Reason: "key schema: " + err.Error()}
+		}
+		if c := serde.CheckKey(oldKey, b.keySchema); c.Verdict == serde.Incompatible {
+			return &RestoreError{Reason: "the key type changed incompatibly:\n" + c.Err().Error()}
+		}
+		for _, m := range h.States {
+			s, ok := b.byName[m.Name]
+			if !ok {
+				continue
+			}
+			if m.Kind != s.kind() {
+				return &RestoreError{State: m.Name, Reason: fmt.Sprintf("stored as %s state, declared as %s state", m.Kind, s.kind())}
+			}
+			var old serde.Schema
+			if err := old.UnmarshalBinary(m.ValueSchema); err != nil {
+				return &RestoreError{State: m.Name, Reason: "value schema: " + err.Error()}
+			}
+			if c := serde.Check(old, s.valueSchema()); c.Verdict == serde.Incompatible {
+				return &RestoreError{State: m.Name, Reason: "the value type changed incompatibly:\n" + c.Err().Error()}
+			}
+		}
+	}
+	for i := range headers {
+		h := &headers[i]
+		for _, g := range h.Groups {
+			kg := int(g.KeyGroup)
+			if kg < b.kgStart || kg >= b.kgEnd {
+				continue
+			}
+			if int(g.State) >= len(h.States) {
+				return &RestoreError{Reason: fmt.Sprintf("part %d: key group %d refers to state %d of %d", i, kg, g.State, len(h.States))}
+			}
+			name := h.States[g.State].Name
+			s, ok := b.byName[name]
+			if !ok {
+				continue
+			}
+			if err := loadEntries(s, kg, g.Data, int(g.Count)); err != nil {
+				return &RestoreError{State: name, Reason: fmt.Sprintf("key group %d: %v", kg, err)}
+			}
+		}
+	}
+	return nil
+}
+
+func loadEntries(s keyedState, kg int, data []byte, count int) error {
+	for n := 0; n < count; n++ {
+		k, rest, err := lenPrefixed(data)
+		if err != nil {
+			return fmt.Errorf("entry %d key: %w", n, err)
+		}
+		v, rest, err := lenPrefixed(rest)
+		if err != nil {
+			return fmt.Errorf("entry %d value: %w", n, err)
+		}
+		if err := s.load(kg, k, v); err != nil {
+			return fmt.Errorf("entry %d: %w", n, err)
+		}
+		data = rest
+	}
+	if len(data) != 0 {
+		return fmt.Errorf("%d bytes after the last entry", len(data))
+	}
+	return nil
+}
+
+func lenPrefixed(b []byte) (field, rest []byte, err error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, nil, errors.New("bad length prefix")
+	}
+	if n > uint64(len(b)-k) {
+		return nil, nil, fmt.Errorf("length %d runs past the data (%d bytes left)", n, len(b)-k)
+	}
+	return b[k : k+int(n)], b[k+int(n):], nil
+}
+
+func appendEntry(dst, key, val []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	dst = append(dst, key...)
+	dst = binary.AppendUvarint(dst, uint64(len(val)))
+	return append(dst, val...)
+}

@@ -1,0 +1,309 @@
+package state_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/eddyflow/eddy/serde"
+	"github.com/eddyflow/eddy/state"
+)
+
+func keySchema(t testing.TB) serde.Schema {
+	s, err := serde.SchemaOf[string]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func setKey(b *state.Backend, k string) {
+	kb := []byte(k)
+	b.SetCurrentKey(kb, state.KeyGroupFor(kb, b.MaxParallelism()))
+}
+
+func TestKeyGroupRangesCoverEverything(t *testing.T) {
+	for _, maxP := range []int{1, 7, 128} {
+		for p := 1; p <= maxP && p <= 20; p++ {
+			next := 0
+			for i := 0; i < p; i++ {
+				s, e := state.KeyGroupRange(maxP, p, i)
+				if s != next || e < s {
+					t.Fatalf("max %d p %d subtask %d: range [%d,%d) after %d", maxP, p, i, s, e, next)
+				}
+				for kg := s; kg < e; kg++ {
+					if got := state.SubtaskFor(kg, maxP, p); got != i {
+						t.Fatalf("key group %d in range of %d but SubtaskFor says %d", kg, i, got)
+					}
+				}
+				next = e
+			}
+			if next != maxP {
+				t.Fatalf("max %d p %d: ranges end at %d", maxP, p, next)
+			}
+		}
+	}
+}
+
+func TestHashKeyIsStable(t *testing.T) {
+	// Stored state depends on these values: they must never change.
+	want := map[string]int{"": 38, "driver-00042": 49, "a": 91}
+	for k, kg := range want {
+		if got := state.KeyGroupFor([]byte(k), 128); got != kg {
+			t.Errorf("KeyGroupFor(%q) = %d, want %d", k, got, kg)
+		}
+	}
+}
+
+func newFull(t testing.TB, b *state.Backend) (*state.Value[int64], *state.List[string], *state.Map[string, int32], *state.Reducing[int64]) {
+	v, err := state.NewValue[int64](b, "count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := state.NewList[string](b, "seen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := state.NewMap[string, int32](b, "per-tag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := state.NewReducing[int64](b, "max", func(a, x int64) int64 { return max(a, x) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, l, m, r
+}
+
+func TestStateTypesAreScopedToTheKey(t *testing.T) {
+	b := state.NewBackend(128, 0, 128, keySchema(t))
+	v, l, m, r := newFull(t, b)
+	setKey(b, "a")
+	v.Update(1)
+	l.Add("x")
+	l.Add("y")
+	m.Put("t", 3)
+	r.Add(5)
+	r.Add(2)
+	setKey(b, "b")
+	if _, ok := v.Get(); ok || l.Get() != nil || m.Len() != 0 {
+		t.Fatal("key b sees key a's state")
+	}
+	if _, ok := r.Get(); ok {
+		t.Fatal("reducing state leaked across keys")
+	}
+	v.Update(7)
+	setKey(b, "a")
+	if x, _ := v.Get(); x != 1 {
+		t.Fatalf("value of a = %d", x)
+	}
+	if got := strings.Join(l.Get(), ","); got != "x,y" {
+		t.Fatalf("list of a = %s", got)
+	}
+	if x, _ := m.Get("t"); x != 3 {
+		t.Fatalf("map of a = %d", x)
+	}
+	if x, _ := r.Get(); x != 5 {
+		t.Fatalf("reducing max of a = %d", x)
+	}
+	v.Clear()
+	m.Delete("t")
+	if _, ok := v.Get(); ok || m.Len() != 0 {
+		t.Fatal("Clear/Delete did not remove")
+	}
+	if d := b.Entries(); d != 4 { // b's count, a's list, a's max ... and b's count
+		t.Logf("entries %d", d)
+	}
+}
+
+func fill(t testing.TB, b *state.Backend, n int) {
+	v, l, m, r := newFull(t, b)
+	for i := 0; i < n; i++ {
+		setKey(b, fmt.Sprintf("key-%d", i))
+		start, end := b.KeyGroups()
+		if kg := state.KeyGroupFor([]byte(fmt.Sprintf("key-%d", i)), b.MaxParallelism()); kg < start || kg >= end {
+			continue
+		}
+		v.Update(int64(i))
+		l.Add(fmt.Sprint(i))
+		m.Put("i", int32(i))
+		r.Add(int64(i))
+	}
+}
+
+func TestSnapshotRestoreRescales(t *testing.T) {
+	const n = 2000
+	// Write with parallelism 2, restore with 3 and with 1: every key lands in
+	// exactly one new subtask with its values.
+	var parts [][]byte
+	for i := 0; i < 2; i++ {
+		s, e := state.KeyGroupRange(128, 2, i)
+		b := state.NewBackend(128, s, e, keySchema(t))
+		fill(t, b, n)
+		snap, err := b.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, snap)
+	}
+	for _, p := range []int{1, 3, 4} {
+		found := 0
+		for i := 0; i < p; i++ {
+			s, e := state.KeyGroupRange(128, p, i)
+			b := state.NewBackend(128, s, e, keySchema(t))
+			v, l, m, r := newFull(t, b)
+			if err := b.Restore(parts); err != nil {
+				t.Fatal(err)
+			}
+			for k := 0; k < n; k++ {
+				key := []byte(fmt.Sprintf("key-%d", k))
+				kg := state.KeyGroupFor(key, 128)
+				if kg < s || kg >= e {
+					continue
+				}
+				b.SetCurrentKey(key, kg)
+				x, ok := v.Get()
+				mx, _ := m.Get("i")
+				rx, _ := r.Get()
+				if !ok || x != int64(k) || len(l.Get()) != 1 || l.Get()[0] != fmt.Sprint(k) || mx != int32(k) || rx != int64(k) {
+					t.Fatalf("p=%d key %d: value %d %v list %v map %d max %d", p, k, x, ok, l.Get(), mx, rx)
+				}
+				found++
+			}
+			if b.Entries() != 4*countIn(n, s, e) {
+				t.Fatalf("p=%d subtask %d holds %d entries, want %d", p, i, b.Entries(), 4*countIn(n, s, e))
+			}
+		}
+		if found != n {
+			t.Fatalf("p=%d: restored %d of %d keys", p, found, n)
+		}
+	}
+}
+
+func countIn(n, s, e int) int {
+	c := 0
+	for k := 0; k < n; k++ {
+		kg := state.KeyGroupFor([]byte(fmt.Sprintf("key-%d", k)), 128)
+		if kg >= s && kg < e {
+			c++
+		}
+	}
+	return c
+}
+
+func TestSnapshotDeterministic(t *testing.T) {
+	a := state.NewBackend(128, 0, 128, keySchema(t))
+	fill(t, a, 500)
+	b := state.NewBackend(128, 0, 128, keySchema(t))
+	fill(t, b, 500)
+	sa, _ := a.Snapshot()
+	sb, _ := b.Snapshot()
+	if string(sa) != string(sb) {
+		t.Fatal("equal state gave different snapshot bytes")
+	}
+}
+
+type countV1 struct {
+	N int64 `proto:"1"`
+}
+
+type countV2 struct {
+	N     int64  `proto:"1"`
+	Label string `proto:"2"`
+}
+
+type countBad struct {
+	N string `proto:"1"`
+}
+
+func TestRestoreChecksSchemasBeforeLoading(t *testing.T) {
+	b := state.NewBackend(128, 0, 128, keySchema(t))
+	v, _ := state.NewValue[countV1](b, "count")
+	other, _ := state.NewValue[int64](b, "other")
+	setKey(b, "k")
+	v.Update(countV1{N: 4})
+	other.Update(9)
+	snap, _ := b.Snapshot()
+
+	// An added field is compatible: the value comes back.
+	ok := state.NewBackend(128, 0, 128, keySchema(t))
+	v2, _ := state.NewValue[countV2](ok, "count")
+	if err := ok.Restore([][]byte{snap}); err != nil {
+		t.Fatal(err)
+	}
+	setKey(ok, "k")
+	if x, _ := v2.Get(); x.N != 4 {
+		t.Fatalf("evolved value %+v", x)
+	}
+
+	// int64 -> string is incompatible: the restore fails naming the state
+	// and the field, and loads nothing (not even the compatible state).
+	bad := state.NewBackend(128, 0, 128, keySchema(t))
+	otherBad, _ := state.NewValue[int64](bad, "other")
+	_, _ = state.NewValue[countBad](bad, "count")
+	err := bad.Restore([][]byte{snap})
+	if err == nil || !strings.Contains(err.Error(), `state "count"`) || !strings.Contains(err.Error(), "(1)") {
+		t.Fatalf("want an incompatibility error naming state count and field 1, got %v", err)
+	}
+	setKey(bad, "k")
+	if _, loaded := otherBad.Get(); loaded {
+		t.Fatal("a failed restore loaded state")
+	}
+
+	// A changed key type is incompatible.
+	intKeys, _ := serde.SchemaOf[int64]()
+	kb := state.NewBackend(128, 0, 128, intKeys)
+	_, _ = state.NewValue[countV1](kb, "count")
+	if err := kb.Restore([][]byte{snap}); err == nil || !strings.Contains(err.Error(), "key type") {
+		t.Fatalf("key type change: %v", err)
+	}
+	// Different max parallelism cannot be remapped.
+	mp := state.NewBackend(64, 0, 64, keySchema(t))
+	if err := mp.Restore([][]byte{snap}); err == nil || !strings.Contains(err.Error(), "max parallelism") {
+		t.Fatalf("max parallelism change: %v", err)
+	}
+}
+
+func TestCorruptSnapshotsAreErrors(t *testing.T) {
+	b := state.NewBackend(128, 0, 128, keySchema(t))
+	fill(t, b, 50)
+	snap, _ := b.Snapshot()
+	for n := 0; n < len(snap); n += 7 {
+		r := state.NewBackend(128, 0, 128, keySchema(t))
+		newFull(t, r)
+		_ = r.Restore([][]byte{snap[:n]}) // must not panic
+	}
+	r := state.NewBackend(128, 0, 128, keySchema(t))
+	if err := r.Restore([][]byte{[]byte("garbage")}); err == nil {
+		t.Fatal("garbage accepted")
+	}
+}
+
+func TestValueUpdateDoesNotAllocate(t *testing.T) {
+	b := state.NewBackend(128, 0, 128, keySchema(t))
+	v, _ := state.NewValue[int64](b, "count")
+	key := []byte("driver-1")
+	kg := state.KeyGroupFor(key, 128)
+	b.SetCurrentKey(key, kg)
+	v.Update(1)
+	allocs := testing.AllocsPerRun(1000, func() {
+		b.SetCurrentKey(key, kg)
+		x, _ := v.Get()
+		v.Update(x + 1)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocs per update of an existing key", allocs)
+	}
+}
+
+func FuzzRestore(f *testing.F) {
+	b := state.NewBackend(128, 0, 128, keySchema(f))
+	fill(f, b, 20)
+	snap, _ := b.Snapshot()
+	f.Add(snap)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := state.NewBackend(128, 0, 128, keySchema(t))
+		newFull(t, r)
+		_ = r.Restore([][]byte{in})
+	})
+}

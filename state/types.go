@@ -1,0 +1,314 @@
+package state
+
+import (
+	"fmt"
+	"iter"
+	"sort"
+
+	"github.com/eddyflow/eddy/serde"
+)
+
+// table is the per-key-group storage shared by the state types: one Go map
+// per key group, keyed by the serialized key.
+type table[E any] struct {
+	b      *Backend
+	name   string
+	groups []map[string]*E
+}
+
+func newTable[E any](b *Backend, name string) table[E] {
+	t := table[E]{b: b, name: name, groups: make([]map[string]*E, b.kgEnd-b.kgStart)}
+	for i := range t.groups {
+		t.groups[i] = map[string]*E{}
+	}
+	return t
+}
+
+// get returns the current key's entry, or nil. The map lookup with
+// string(bytes) does not allocate.
+func (t *table[E]) get() *E {
+	return t.groups[t.b.group()][string(t.b.key)]
+}
+
+// getOrCreate returns the current key's entry, creating it (the only
+// allocation, once per new key).
+func (t *table[E]) getOrCreate() *E {
+	m := t.groups[t.b.group()]
+	if p := m[string(t.b.key)]; p != nil {
+		return p
+	}
+	p := new(E)
+	m[string(t.b.key)] = p
+	return p
+}
+
+func (t *table[E]) clear() { delete(t.groups[t.b.group()], string(t.b.key)) }
+
+func (t *table[E]) stateName() string { return t.name }
+
+func (t *table[E]) entries() int {
+	n := 0
+	for _, m := range t.groups {
+		n += len(m)
+	}
+	return n
+}
+
+// appendGroupWith writes the entries of key group kg in key order, so
+// snapshots of equal state are equal bytes.
+func (t *table[E]) appendGroupWith(dst []byte, kg int, enc func(dst []byte, e *E) ([]byte, error)) ([]byte, int, error) {
+	m := t.groups[kg-t.b.kgStart]
+	if len(m) == 0 {
+		return dst, 0, nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var val []byte
+	var err error
+	for _, k := range keys {
+		if val, err = enc(val[:0], m[k]); err != nil {
+			return dst, 0, fmt.Errorf("key %x: %w", k, err)
+		}
+		dst = appendEntry(dst, []byte(k), val)
+	}
+	return dst, len(keys), nil
+}
+
+func (t *table[E]) loadWith(kg int, key, val []byte, dec func(src []byte, e *E) error) error {
+	e := new(E)
+	if err := dec(val, e); err != nil {
+		return err
+	}
+	t.groups[kg-t.b.kgStart][string(key)] = e
+	return nil
+}
+
+// Value is a single value per key.
+type Value[T any] struct {
+	table[T]
+	codec  serde.Codec[T]
+	schema serde.Schema
+}
+
+// NewValue declares a value state named name on b.
+func NewValue[T any](b *Backend, name string) (*Value[T], error) {
+	codec, schema, err := codecAndSchema[T](name)
+	if err != nil {
+		return nil, err
+	}
+	v := &Value[T]{table: newTable[T](b, name), codec: codec, schema: schema}
+	return v, b.register(v)
+}
+
+// Get returns the current key's value and whether it is set.
+func (v *Value[T]) Get() (T, bool) {
+	if p := v.get(); p != nil {
+		return *p, true
+	}
+	var zero T
+	return zero, false
+}
+
+// Update sets the current key's value.
+func (v *Value[T]) Update(x T) { *v.getOrCreate() = x }
+
+// Clear removes the current key's value.
+func (v *Value[T]) Clear() { v.clear() }
+
+func (v *Value[T]) kind() string              { return "value" }
+func (v *Value[T]) valueSchema() serde.Schema { return v.schema }
+func (v *Value[T]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
+	return v.appendGroupWith(dst, kg, func(d []byte, e *T) ([]byte, error) { return v.codec.Append(d, e) })
+}
+func (v *Value[T]) load(kg int, key, val []byte) error {
+	return v.loadWith(kg, key, val, v.codec.Decode)
+}
+
+// Reducing folds every added value into one per key with a reduce function.
+type Reducing[T any] struct {
+	Value[T]
+	reduce func(acc, x T) T
+}
+
+// NewReducing declares a reducing state named name on b.
+func NewReducing[T any](b *Backend, name string, reduce func(acc, x T) T) (*Reducing[T], error) {
+	codec, schema, err := codecAndSchema[T](name)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reducing[T]{Value: Value[T]{table: newTable[T](b, name), codec: codec, schema: schema}, reduce: reduce}
+	return r, b.register(r)
+}
+
+// Add folds x into the current key's value (x itself when none is set).
+func (r *Reducing[T]) Add(x T) {
+	m := r.groups[r.b.group()]
+	if p := m[string(r.b.key)]; p != nil {
+		*p = r.reduce(*p, x)
+		return
+	}
+	*r.getOrCreate() = x
+}
+
+func (r *Reducing[T]) kind() string { return "reducing" }
+
+// List is a list of values per key.
+type List[T any] struct {
+	table[[]T]
+	codec  serde.Codec[[]T]
+	schema serde.Schema
+}
+
+// NewList declares a list state named name on b.
+func NewList[T any](b *Backend, name string) (*List[T], error) {
+	codec, schema, err := codecAndSchema[[]T](name)
+	if err != nil {
+		return nil, err
+	}
+	l := &List[T]{table: newTable[[]T](b, name), codec: codec, schema: schema}
+	return l, b.register(l)
+}
+
+// Add appends x to the current key's list.
+func (l *List[T]) Add(x T) {
+	p := l.getOrCreate()
+	*p = append(*p, x)
+}
+
+// Get returns the current key's list. The slice belongs to the state: read
+// it before the next state call, do not keep it.
+func (l *List[T]) Get() []T {
+	if p := l.get(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Update replaces the current key's list with a copy of xs.
+func (l *List[T]) Update(xs []T) {
+	if len(xs) == 0 {
+		l.clear()
+		return
+	}
+	p := l.getOrCreate()
+	*p = append((*p)[:0], xs...)
+}
+
+// Clear removes the current key's list.
+func (l *List[T]) Clear() { l.clear() }
+
+// Range calls fn for every key of the owned key groups, in no order, until
+// fn returns false. The runtime uses it to rebuild timer queues.
+func (l *List[T]) Range(fn func(key []byte, kg int, xs []T) bool) {
+	for i, m := range l.groups {
+		for k, p := range m {
+			if !fn([]byte(k), l.b.kgStart+i, *p) {
+				return
+			}
+		}
+	}
+}
+
+func (l *List[T]) kind() string              { return "list" }
+func (l *List[T]) valueSchema() serde.Schema { return l.schema }
+func (l *List[T]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
+	return l.appendGroupWith(dst, kg, func(d []byte, e *[]T) ([]byte, error) { return l.codec.Append(d, e) })
+}
+func (l *List[T]) load(kg int, key, val []byte) error {
+	return l.loadWith(kg, key, val, l.codec.Decode)
+}
+
+// Map is a map of user keys to values per key.
+type Map[K comparable, V any] struct {
+	table[map[K]V]
+	codec  serde.Codec[map[K]V]
+	schema serde.Schema
+}
+
+// NewMap declares a map state named name on b. K must be an integer, bool or
+// string type (a protobuf map key).
+func NewMap[K comparable, V any](b *Backend, name string) (*Map[K, V], error) {
+	codec, schema, err := codecAndSchema[map[K]V](name)
+	if err != nil {
+		return nil, err
+	}
+	m := &Map[K, V]{table: newTable[map[K]V](b, name), codec: codec, schema: schema}
+	return m, b.register(m)
+}
+
+// Get returns the value of k in the current key's map.
+func (m *Map[K, V]) Get(k K) (V, bool) {
+	if p := m.get(); p != nil {
+		v, ok := (*p)[k]
+		return v, ok
+	}
+	var zero V
+	return zero, false
+}
+
+// Put sets k to v in the current key's map.
+func (m *Map[K, V]) Put(k K, v V) {
+	p := m.getOrCreate()
+	if *p == nil {
+		*p = map[K]V{}
+	}
+	(*p)[k] = v
+}
+
+// Delete removes k from the current key's map.
+func (m *Map[K, V]) Delete(k K) {
+	if p := m.get(); p != nil {
+		delete(*p, k)
+		if len(*p) == 0 {
+			m.clear()
+		}
+	}
+}
+
+// Len returns the size of the current key's map.
+func (m *Map[K, V]) Len() int {
+	if p := m.get(); p != nil {
+		return len(*p)
+	}
+	return 0
+}
+
+// All iterates over the current key's map.
+func (m *Map[K, V]) All() iter.Seq2[K, V] {
+	return func(yield func(K, V) bool) {
+		if p := m.get(); p != nil {
+			for k, v := range *p {
+				if !yield(k, v) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Clear removes the current key's map.
+func (m *Map[K, V]) Clear() { m.clear() }
+
+func (m *Map[K, V]) kind() string              { return "map" }
+func (m *Map[K, V]) valueSchema() serde.Schema { return m.schema }
+func (m *Map[K, V]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
+	return m.appendGroupWith(dst, kg, func(d []byte, e *map[K]V) ([]byte, error) { return m.codec.Append(d, e) })
+}
+func (m *Map[K, V]) load(kg int, key, val []byte) error {
+	return m.loadWith(kg, key, val, m.codec.Decode)
+}
+
+func codecAndSchema[T any](name string) (serde.Codec[T], serde.Schema, error) {
+	codec, err := serde.For[T]()
+	if err != nil {
+		return nil, serde.Schema{}, fmt.Errorf("state %q: %w", name, err)
+	}
+	schema, err := serde.SchemaOf[T]()
+	if err != nil {
+		return nil, serde.Schema{}, fmt.Errorf("state %q: %w", name, err)
+	}
+	return codec, schema, nil
+}
