@@ -161,8 +161,17 @@ func (c *compiler) message(t reflect.Type) (*message, error) {
 // index builds the number lookup tables.
 func (m *message) index() {
 	m.fast = [128]*field{}
+	m.allBits, m.sliceBits = 0, 0
 	for i := range m.fields {
 		f := &m.fields[i]
+		f.bit = 0
+		if i < 64 {
+			f.bit = 1 << uint(i)
+			m.allBits |= f.bit
+			if f.card == cSlice {
+				m.sliceBits |= f.bit
+			}
+		}
 		if f.num >= 16 {
 			continue
 		}

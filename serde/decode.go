@@ -1,12 +1,15 @@
 package serde
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"reflect"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -109,11 +112,16 @@ func (d *decoder) str(s, e int) string {
 		return ""
 	}
 	if d.arena == nil {
-		d.arenaBase = s
-		d.arena = make([]byte, len(d.src)-s)
-		copy(d.arena, d.src[s:])
+		d.newArena(s)
 	}
 	return unsafe.String(&d.arena[s-d.arenaBase], e-s)
+}
+
+// newArena copies the input from offset s on, where the first string starts.
+func (d *decoder) newArena(s int) {
+	d.arenaBase = s
+	d.arena = make([]byte, len(d.src)-s)
+	copy(d.arena, d.src[s:])
 }
 
 // bytesAt returns src[s:e] as a slice of the arena whose capacity ends at e,
@@ -191,8 +199,7 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 			}
 		}
 		var first bool
-		if f.idx < 64 {
-			bit := uint64(1) << uint(f.idx&63)
+		if bit := f.bit; bit != 0 {
 			first = seen&bit == 0 && !merge
 			seen |= bit
 		} else {
@@ -215,17 +222,46 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 			} else if n, i, err = d.length(i, end); err != nil {
 				break
 			}
-			if !validBytes(src[i : i+n]) {
+			if n == 0 {
+				*(*string)(fp) = ""
+				break
+			}
+			// The ASCII test of validBytes, inline for short strings.
+			bs := src[i : i+n]
+			var acc uint64
+			switch {
+			case n > 16:
+				if !asciiBytes(bs) {
+					acc = 0x80
+				}
+			case n >= 8:
+				acc = binary.LittleEndian.Uint64(bs) | binary.LittleEndian.Uint64(bs[n-8:])
+			case n >= 4:
+				acc = uint64(binary.LittleEndian.Uint32(bs) | binary.LittleEndian.Uint32(bs[n-4:]))
+			default:
+				acc = uint64(bs[0] | bs[n/2] | bs[n-1])
+			}
+			if acc&0x8080808080808080 != 0 && !utf8.Valid(bs) {
 				err = errAt(i, "invalid UTF-8 in a string field")
 				break
 			}
-			*(*string)(fp) = d.str(i, i+n)
+			if d.arena == nil {
+				d.newArena(i)
+			}
+			*(*string)(fp) = unsafe.String(&d.arena[i-d.arenaBase], n)
 			i += n
 		case opVarint64:
-			if i < end && src[i] < 0x80 {
+			switch {
+			case i < end && src[i] < 0x80:
 				*(*uint64)(fp) = uint64(src[i])
 				i++
-			} else {
+			case i+1 < end && src[i+1] < 0x80:
+				*(*uint64)(fp) = uint64(src[i]&0x7f) | uint64(src[i+1])<<7
+				i += 2
+			case i+2 < end && src[i+2] < 0x80:
+				*(*uint64)(fp) = uint64(src[i]&0x7f) | uint64(src[i+1]&0x7f)<<7 | uint64(src[i+2])<<14
+				i += 3
+			default:
 				i, err = d.decodeScalar(f, fp, i, end)
 			}
 		case opMessage:
@@ -234,7 +270,14 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 				err = d.decodeMessage(f.msg, fp, i, i+n, depth+1, !first)
 				i += n
 			}
-		case opScalar, opTime, opCustom:
+		case opScalar:
+			if f.kind == kInt32 && f.size == 4 && i < end && src[i] < 0x80 {
+				*(*int32)(fp) = int32(src[i])
+				i++
+			} else {
+				i, err = d.decodeValue(f, fp, i, end)
+			}
+		case opTime, opCustom:
 			i, err = d.decodeElem(f, fp, i, end, depth, !first)
 		case opPointer:
 			pp := (*unsafe.Pointer)(fp)
@@ -290,6 +333,19 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		return errAt(end, "message runs past its length")
 	}
 	if merge {
+		return nil
+	}
+	if len(m.fields) <= 64 {
+		// Reset the fields not seen; check the repeated ones seen for an
+		// empty packed run.
+		for todo := m.allBits&^seen | seen&m.sliceBits; todo != 0; todo &= todo - 1 {
+			f := &m.fields[bits.TrailingZeros64(todo)]
+			if seen&f.bit == 0 {
+				resetField(f, unsafe.Add(p, f.offset))
+			} else if h := (*sliceHeader)(unsafe.Add(p, f.offset)); h.len == 0 {
+				*h = sliceHeader{}
+			}
+		}
 		return nil
 	}
 	for j := range m.fields {

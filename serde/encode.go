@@ -3,6 +3,7 @@ package serde
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -59,6 +60,14 @@ func appendTop(b []byte, m *message, p unsafe.Pointer) ([]byte, error) {
 
 var zeros [10]byte
 
+// loopFrame is one running opLoop of a program.
+type loopFrame struct {
+	base unsafe.Pointer // the base of the level around the loop
+	left int            // elements after the current one
+	j    int            // index of the current element
+	op   int            // index of the opLoop
+}
+
 // appendMessage appends the fields of the struct at p in number order, then
 // its unknown fields.
 func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, error) {
@@ -67,47 +76,72 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 	}
 	var err error
 	var starts [maxInline]int
-	sp := 0
+	var loops [maxInline]loopFrame
+	sp, lp := 0, 0
+	base := p
 	prog := m.prog
-	for i := range prog {
+	for i := 0; i < len(prog); i++ {
 		o := &prog[i]
-		f := o.f
-		fp := unsafe.Add(p, o.offset)
+		fp := unsafe.Add(base, o.offset)
 		switch o.op {
-		case opBegin:
-			b = appendTag(b, f)
-			b = append(b, 0)
-			starts[sp&(maxInline-1)] = len(b)
-			sp++
-		case opEnd:
-			sp--
-			if o.unkn >= 0 {
-				b = append(b, *(*[]byte)(unsafe.Add(p, o.unkn))...)
-			}
-			b = fixLength(b, starts[sp&(maxInline-1)])
 		case opString:
 			s := *(*string)(fp)
-			if len(s) == 0 {
+			n := len(s)
+			if n == 0 {
 				continue
 			}
-			// The ASCII test of validString, inline: most strings are short.
-			bs := unsafe.Slice(unsafe.StringData(s), len(s))
-			var acc uint64
-			j := 0
-			for ; j+8 <= len(bs); j += 8 {
-				acc |= binary.LittleEndian.Uint64(bs[j : j+8])
+			if n <= 32 && o.tag1 != 0 && cap(b)-len(b) >= 34 {
+				// A short string: key, length and bytes written in place
+				// with word moves, the words ORed for the ASCII test, so
+				// neither memmove nor a validation loop is called.
+				// (copyShort, inline: a call would spill the loop's state.)
+				k := len(b)
+				b = b[:k+2+n]
+				b[k] = o.tag1
+				b[k+1] = byte(n)
+				src, dst := unsafe.Slice(unsafe.StringData(s), n), b[k+2:]
+				var acc uint64
+				switch {
+				case n >= 16:
+					w0 := binary.LittleEndian.Uint64(src)
+					w1 := binary.LittleEndian.Uint64(src[8:])
+					w2 := binary.LittleEndian.Uint64(src[n-16:])
+					w3 := binary.LittleEndian.Uint64(src[n-8:])
+					binary.LittleEndian.PutUint64(dst[n-16:], w2)
+					binary.LittleEndian.PutUint64(dst[n-8:], w3)
+					binary.LittleEndian.PutUint64(dst, w0)
+					binary.LittleEndian.PutUint64(dst[8:], w1)
+					acc = w0 | w1 | w2 | w3
+				case n >= 8:
+					w0 := binary.LittleEndian.Uint64(src)
+					w1 := binary.LittleEndian.Uint64(src[n-8:])
+					binary.LittleEndian.PutUint64(dst[n-8:], w1)
+					binary.LittleEndian.PutUint64(dst, w0)
+					acc = w0 | w1
+				case n >= 4:
+					w0 := binary.LittleEndian.Uint32(src)
+					w1 := binary.LittleEndian.Uint32(src[n-4:])
+					binary.LittleEndian.PutUint32(dst[n-4:], w1)
+					binary.LittleEndian.PutUint32(dst, w0)
+					acc = uint64(w0 | w1)
+				default:
+					c0, c1, c2 := src[0], src[n/2], src[n-1]
+					dst[n-1], dst[n/2], dst[0] = c2, c1, c0
+					acc = uint64(c0 | c1 | c2)
+				}
+				if acc&0x8080808080808080 != 0 && !utf8.ValidString(s) {
+					return b[:k], &encodeErr{segs: []string{progPath(prog, loops[:lp&(maxInline-1)], o.path)}, reason: "invalid UTF-8 in a string field (use []byte for binary data)"}
+				}
+				continue
 			}
-			for ; j < len(bs); j++ {
-				acc |= uint64(bs[j])
+			if !asciiString(s) && !utf8.ValidString(s) {
+				return b, &encodeErr{segs: []string{progPath(prog, loops[:lp&(maxInline-1)], o.path)}, reason: "invalid UTF-8 in a string field (use []byte for binary data)"}
 			}
-			if acc&0x8080808080808080 != 0 && !utf8.Valid(bs) {
-				return b, &encodeErr{segs: []string{o.path}, reason: "invalid UTF-8 in a string field (use []byte for binary data)"}
-			}
-			if o.tag1 != 0 && len(s) < 0x80 {
-				b = append(b, o.tag1, byte(len(s)))
+			if o.tag1 != 0 && n < 0x80 {
+				b = append(b, o.tag1, byte(n))
 			} else {
-				b = appendTag(b, f)
-				b = appendVarint(b, uint64(len(s)))
+				b = appendTag(b, o.f)
+				b = appendVarint(b, uint64(n))
 			}
 			b = append(b, s...)
 		case opVarint64:
@@ -117,45 +151,133 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 			}
 			if o.tag1 != 0 && v < 0x80 {
 				b = append(b, o.tag1, byte(v))
+			} else if o.tag1 != 0 && cap(b)-len(b) >= 11 {
+				k := len(b)
+				b = b[:k+11]
+				b[k] = o.tag1
+				k++
+				for v >= 0x80 {
+					b[k] = byte(v) | 0x80
+					v >>= 7
+					k++
+				}
+				b[k] = byte(v)
+				b = b[:k+1]
 			} else {
-				b = appendTag(b, f)
+				b = appendTag(b, o.f)
 				b = appendVarint(b, v)
 			}
+		case opInt32:
+			v := uint64(int64(*(*int32)(fp)))
+			if v == 0 {
+				continue
+			}
+			if o.tag1 != 0 && v < 0x80 {
+				b = append(b, o.tag1, byte(v))
+			} else {
+				b = appendTag(b, o.f)
+				b = appendVarint(b, v)
+			}
+		case opBegin:
+			if o.tag1 != 0 {
+				b = append(b, o.tag1, 0)
+			} else {
+				b = appendTag(b, o.f)
+				b = append(b, 0)
+			}
+			starts[sp&(maxInline-1)] = len(b)
+			sp++
+		case opEnd:
+			sp--
+			if o.unkn >= 0 {
+				b = append(b, *(*[]byte)(unsafe.Add(base, o.unkn))...)
+			}
+			if st := starts[sp&(maxInline-1)]; len(b)-st < 0x80 && st > 0 {
+				b[st-1] = byte(len(b) - st)
+			} else {
+				b = fixLength(b, st)
+			}
+		case opLoop:
+			h := (*sliceHeader)(fp)
+			if h.len == 0 {
+				i = int(o.jump) // past the opLoopEnd
+				continue
+			}
+			loops[lp&(maxInline-1)] = loopFrame{base: base, left: h.len - 1, op: i}
+			lp++
+			base = h.data
+			if o.tag1 != 0 {
+				b = append(b, o.tag1, 0)
+			} else {
+				b = appendTag(b, o.f)
+				b = append(b, 0)
+			}
+			starts[sp&(maxInline-1)] = len(b)
+			sp++
+		case opLoopEnd:
+			if o.unkn >= 0 {
+				b = append(b, *(*[]byte)(unsafe.Add(base, o.unkn))...)
+			}
+			if st := starts[(sp-1)&(maxInline-1)]; len(b)-st < 0x80 && st > 0 {
+				b[st-1] = byte(len(b) - st)
+			} else {
+				b = fixLength(b, st)
+			}
+			fr := &loops[(lp-1)&(maxInline-1)]
+			if fr.left > 0 {
+				fr.left--
+				fr.j++
+				base = unsafe.Add(base, o.elemSize)
+				if o.tag1 != 0 {
+					b = append(b, o.tag1, 0)
+				} else {
+					b = appendTag(b, o.f)
+					b = append(b, 0)
+				}
+				starts[(sp-1)&(maxInline-1)] = len(b)
+				i = int(o.jump) // to the first op of the element
+				continue
+			}
+			sp--
+			base = fr.base
+			lp--
 		case opMessage:
-			b = appendTag(b, f)
-			if b, err = appendNested(b, f.msg, fp, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, o.path)
+			b = appendTag(b, o.f)
+			if b, err = appendNested(b, o.f.msg, fp, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path))
 			}
 		case opScalar:
+			f := o.f
 			if isZero(f, fp) {
 				continue
 			}
 			b = appendTag(b, f)
 			b = appendScalar(b, f, fp)
 		case opTime:
-			if isZero(f, fp) {
+			if isZero(o.f, fp) {
 				continue
 			}
-			if b, err = appendElem(b, f, fp, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, o.path)
+			if b, err = appendElem(b, o.f, fp, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path))
 			}
 		case opCustom:
-			if b, err = appendElem(b, f, fp, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, o.path)
+			if b, err = appendElem(b, o.f, fp, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path))
 			}
 		case opPointer:
 			ep := *(*unsafe.Pointer)(fp)
 			if ep == nil {
 				continue
 			}
-			if b, err = appendElem(b, f, ep, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, o.path)
+			if b, err = appendElem(b, o.f, ep, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path))
 			}
 		case opPacked:
 			if h := (*sliceHeader)(fp); h.len > 0 {
-				b = appendPacked(b, f, h)
+				b = appendPacked(b, o.f, h)
 			}
 		case opRepeated:
+			f := o.f
 			h := (*sliceHeader)(fp)
 			for j := 0; j < h.len; j++ {
 				ep := unsafe.Add(h.data, uintptr(j)*f.elemSize)
@@ -176,12 +298,12 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 					b, err = appendElem(b, f, ep, depth+int(o.level))
 				}
 				if err != nil {
-					return b, wrapEncode(err, fmt.Sprintf("%s[%d]", o.path, j))
+					return b, wrapEncode(err, fmt.Sprintf("%s[%d]", progPath(prog, loops[:lp&(maxInline-1)], o.path), j))
 				}
 			}
 		case opMap:
-			if b, err = f.mapOps.append(b, f, fp, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, o.path)
+			if b, err = o.f.mapOps.append(b, o.f, fp, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path))
 			}
 		}
 	}
@@ -189,6 +311,85 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 		b = append(b, *(*[]byte)(unsafe.Add(p, m.unknown))...)
 	}
 	return b, nil
+}
+
+// progPath is the Go path of an op's field for an error, with the indexes of
+// the running loops: .Items[3].SKU.
+func progPath(prog []encOp, loops []loopFrame, path string) string {
+	if len(loops) == 0 {
+		return path
+	}
+	var sb strings.Builder
+	prev := ""
+	for _, fr := range loops {
+		lp := prog[fr.op].path
+		sb.WriteString(strings.TrimPrefix(lp, prev))
+		fmt.Fprintf(&sb, "[%d]", fr.j)
+		prev = lp
+	}
+	sb.WriteString(strings.TrimPrefix(path, prev))
+	return sb.String()
+}
+
+// copyShort copies src, of 1 to 32 bytes, to dst, of the same length, with
+// overlapping word moves, and reports whether src is ASCII.
+func copyShort(dst, src []byte) bool {
+	n := len(src)
+	var acc uint64
+	switch {
+	case n >= 16:
+		w0 := binary.LittleEndian.Uint64(src)
+		w1 := binary.LittleEndian.Uint64(src[8:])
+		w2 := binary.LittleEndian.Uint64(src[n-16:])
+		w3 := binary.LittleEndian.Uint64(src[n-8:])
+		binary.LittleEndian.PutUint64(dst[n-16:], w2)
+		binary.LittleEndian.PutUint64(dst[n-8:], w3)
+		binary.LittleEndian.PutUint64(dst, w0)
+		binary.LittleEndian.PutUint64(dst[8:], w1)
+		acc = w0 | w1 | w2 | w3
+	case n >= 8:
+		w0 := binary.LittleEndian.Uint64(src)
+		w1 := binary.LittleEndian.Uint64(src[n-8:])
+		binary.LittleEndian.PutUint64(dst[n-8:], w1)
+		binary.LittleEndian.PutUint64(dst, w0)
+		acc = w0 | w1
+	case n >= 4:
+		w0 := binary.LittleEndian.Uint32(src)
+		w1 := binary.LittleEndian.Uint32(src[n-4:])
+		binary.LittleEndian.PutUint32(dst[n-4:], w1)
+		binary.LittleEndian.PutUint32(dst, w0)
+		acc = uint64(w0 | w1)
+	default:
+		c0, c1, c2 := src[0], src[n/2], src[n-1]
+		dst[n-1], dst[n/2], dst[0] = c2, c1, c0
+		acc = uint64(c0 | c1 | c2)
+	}
+	return acc&0x8080808080808080 == 0
+}
+
+// asciiString reports whether every byte of s is below 0x80. It reads s in
+// overlapping words rather than byte by byte: IDs, codes and currencies are
+// short.
+func asciiString(s string) bool {
+	return asciiBytes(unsafe.Slice(unsafe.StringData(s), len(s)))
+}
+
+func asciiBytes(b []byte) bool {
+	n := len(b)
+	var acc uint64
+	switch {
+	case n >= 8:
+		for j := 0; j+8 < n; j += 8 {
+			acc |= binary.LittleEndian.Uint64(b[j:])
+		}
+		acc |= binary.LittleEndian.Uint64(b[n-8:])
+	case n >= 4:
+		acc = uint64(binary.LittleEndian.Uint32(b) | binary.LittleEndian.Uint32(b[n-4:]))
+	case n > 0:
+		// Indexes 0, n/2 and n-1 cover every byte of 1 to 3.
+		acc = uint64(b[0] | b[n/2] | b[n-1])
+	}
+	return acc&0x8080808080808080 == 0
 }
 
 // appendElem appends key and value of one element, whatever its zero-ness:
@@ -391,31 +592,13 @@ func sizeElem(f *field, p unsafe.Pointer, depth int) int {
 }
 
 // validString reports whether s is UTF-8. IDs, codes and addresses are
-// mostly ASCII, so it ORs the string together eight bytes at a time (the
-// last word overlapping) and calls utf8.Valid only when a byte has its high
-// bit set.
+// mostly ASCII, so it tests that first, a word at a time, and calls
+// utf8.ValidString only when a byte has its high bit set.
 func validString(s string) bool {
-	return validBytes(unsafe.Slice(unsafe.StringData(s), len(s)))
+	return asciiString(s) || utf8.ValidString(s)
 }
 
 // validBytes is validString for bytes.
 func validBytes(b []byte) bool {
-	n := len(b)
-	if n < 8 {
-		var acc byte
-		for _, c := range b {
-			acc |= c
-		}
-		return acc < utf8.RuneSelf || utf8.Valid(b)
-	}
-	var acc uint64
-	i := 0
-	for ; i+16 <= n; i += 16 {
-		acc |= binary.LittleEndian.Uint64(b[i:i+8]) | binary.LittleEndian.Uint64(b[i+8:i+16])
-	}
-	if i+8 <= n {
-		acc |= binary.LittleEndian.Uint64(b[i : i+8])
-	}
-	acc |= binary.LittleEndian.Uint64(b[n-8:])
-	return acc&0x8080808080808080 == 0 || utf8.Valid(b)
+	return asciiBytes(b) || utf8.Valid(b)
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"reflect"
 	"slices"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -49,6 +50,8 @@ func addTypedKey[K cmp.Ordered](key reflect.Kind) {
 
 func init() {
 	addTypedKey[string](reflect.String)
+	typedMaps[mapKind{reflect.String, reflect.String}].append = appendMapStringString
+	typedMaps[mapKind{reflect.String, reflect.String}].decode = decodeMapStringString
 	addTypedKey[int64](reflect.Int64)
 	addTypedKey[int32](reflect.Int32)
 	addTypedKey[int](reflect.Int)
@@ -116,6 +119,106 @@ func appendMapTyped[K cmp.Ordered, V any](b []byte, f *field, p unsafe.Pointer, 
 		}
 	}
 	return b, nil
+}
+
+// appendMapStringString is appendMapTyped for map[string]string, the common
+// tags and labels map: entries sorted by insertion sort (maps are small) and
+// written in place when key and value are short.
+func appendMapStringString(b []byte, f *field, p unsafe.Pointer, _ int) ([]byte, error) {
+	m := *(*map[string]string)(p)
+	if len(m) == 0 {
+		return b, nil
+	}
+	type entry struct{ k, v string }
+	var stack [16]entry
+	entries := stack[:0]
+	for k, v := range m {
+		entries = append(entries, entry{k, v})
+	}
+	if len(entries) <= 16 {
+		for i := 1; i < len(entries); i++ {
+			for j := i; j > 0 && entries[j].k < entries[j-1].k; j-- {
+				entries[j], entries[j-1] = entries[j-1], entries[j]
+			}
+		}
+	} else {
+		slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.k, b.k) })
+	}
+	var tag byte
+	if f.tagLen == 1 {
+		tag = f.tag[0]
+	}
+	for i := range entries {
+		k, v := entries[i].k, entries[i].v
+		nk, nv := len(k), len(v)
+		if tag != 0 && nk <= 32 && nv <= 32 && cap(b)-len(b) >= 6+64 {
+			// Every length fits one byte: tag, entry length, key and value
+			// written in place.
+			at := len(b)
+			b = b[:at+6+nk+nv]
+			b[at] = tag
+			b[at+1] = byte(4 + nk + nv)
+			b[at+2] = 1<<3 | wireBytes
+			b[at+3] = byte(nk)
+			if nk > 0 && !copyShort(b[at+4:at+4+nk], unsafe.Slice(unsafe.StringData(k), nk)) && !utf8.ValidString(k) {
+				return b[:at], &encodeErr{segs: []string{"[key]"}, reason: "invalid UTF-8 in a string map key"}
+			}
+			at += 4 + nk
+			b[at] = 2<<3 | wireBytes
+			b[at+1] = byte(nv)
+			if nv > 0 && !copyShort(b[at+2:at+2+nv], unsafe.Slice(unsafe.StringData(v), nv)) && !utf8.ValidString(v) {
+				return b[:at-4-nk], &encodeErr{segs: []string{"[value]"}, reason: "invalid UTF-8 in a string map value"}
+			}
+			continue
+		}
+		var err error
+		if b, err = appendEntryScalar(b, f, unsafe.Pointer(&entries[i].k), unsafe.Pointer(&entries[i].v)); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+// decodeMapStringString is decodeMapTyped for map[string]string. Entries
+// that are key then value with one-byte lengths, as every encoder writes
+// them, are read inline; others go through decodeEntryValue.
+func decodeMapStringString(d *decoder, f *field, p unsafe.Pointer, start, end, _ int) error {
+	var k, v string
+	src := d.src
+	i := start
+	if i+4 <= end && src[i] == 1<<3|wireBytes && src[i+1] < 0x80 {
+		nk := int(src[i+1])
+		j := i + 2 + nk
+		if j+2 <= end && src[j] == 2<<3|wireBytes && src[j+1] < 0x80 && j+2+int(src[j+1]) == end &&
+			validBytes(src[i+2:j]) && validBytes(src[j+2:end]) {
+			if nk > 0 || j+2 < end {
+				if d.arena == nil {
+					if nk > 0 {
+						d.newArena(i + 2)
+					} else {
+						d.newArena(j + 2)
+					}
+				}
+				if nk > 0 {
+					k = unsafe.String(&d.arena[i+2-d.arenaBase], nk)
+				}
+				if j+2 < end {
+					v = unsafe.String(&d.arena[j+2-d.arenaBase], end-j-2)
+				}
+			}
+			goto store
+		}
+	}
+	if err := d.decodeEntryValue(f, unsafe.Pointer(&k), unsafe.Pointer(&v), start, end); err != nil {
+		return err
+	}
+store:
+	mp := (*map[string]string)(p)
+	if *mp == nil {
+		*mp = make(map[string]string)
+	}
+	(*mp)[k] = v
+	return nil
 }
 
 func sizeMapTyped[K cmp.Ordered, V any](f *field, p unsafe.Pointer, _ int) int {

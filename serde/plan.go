@@ -2,6 +2,7 @@ package serde
 
 import (
 	"reflect"
+	"slices"
 	"unsafe"
 )
 
@@ -54,6 +55,10 @@ type message struct {
 	// proto:"reserved=...": numbers and names the type must not use again.
 	reserved      []Range
 	reservedNames []string
+	// allBits has a bit per field of the first 64 (by index), sliceBits
+	// those of them that are repeated: the decoder resets the fields whose
+	// bits it did not see, and checks seen repeated fields for empty runs.
+	allBits, sliceBits uint64
 	// fast maps a one-byte key (numbers 1..15) with the field's expected
 	// wire type to the field, so the decoder skips key parsing and checks.
 	fast [128]*field
@@ -65,57 +70,70 @@ type message struct {
 
 // encOp is one step of an encode program.
 type encOp struct {
-	offset uintptr // from the start of the top-level struct of the program
-	f      *field
-	op     op
-	tag1   byte   // the key when it is one byte long (numbers 1..15), else 0
-	level  uint8  // inlining depth, added to the nesting depth of calls made here
-	unkn   int    // opEnd: offset of the inlined struct's Unknown field, or -1
-	path   string // Go path of the field below the program's struct, for errors
+	offset   uintptr // from the base of the current level: the program's struct or a loop's element
+	f        *field
+	elemSize uintptr // opLoopEnd: the size of one element
+	op       op
+	tag1     byte   // the key when it is one byte long (numbers 1..15), else 0
+	level    uint8  // inlining depth, added to the nesting depth of calls made here
+	jump     int32  // opLoop: index of its opLoopEnd; opLoopEnd: index of its opLoop
+	unkn     int    // opEnd, opLoopEnd: offset of the inlined struct's Unknown field, or -1
+	path     string // Go path of the field below the program's struct, for errors
 }
 
-// maxInline bounds how many by-value structs deep a program inlines.
+// maxInline bounds how many by-value structs and loops deep a program
+// inlines.
 const maxInline = 8
 
 // buildProg compiles m.prog. It runs after every plan of a compile pass is
 // complete, since it reads the fields of nested plans.
 func (m *message) buildProg() {
-	m.prog = m.prog[:0]
-	m.appendProg(0, 0, "")
+	prog := appendProg(nil, m, 0, 0, "", []*message{m})
+	for i := range prog {
+		if o := &prog[i]; o.f.tagLen == 1 {
+			o.tag1 = o.f.tag[0]
+		}
+	}
+	m.prog = prog
 }
 
-func (m *message) appendProg(base uintptr, level uint8, path string) {
-	defer func() {
-		for i := range m.prog {
-			if o := &m.prog[i]; o.f.tagLen == 1 {
-				o.tag1 = o.f.tag[0]
-			}
-		}
-	}()
+// appendProg appends the ops of m's fields, at base, to prog. chain holds
+// the messages being inlined, so a recursive type is not inlined into itself.
+func appendProg(prog []encOp, m *message, base uintptr, level uint8, path string, chain []*message) []encOp {
 	for i := range m.fields {
 		f := &m.fields[i]
 		fpath := path + "." + f.goName
-		if f.op == opMessage && level < maxInline {
-			m.prog = append(m.prog, encOp{f: f, offset: base + f.offset, op: opBegin, level: level, path: fpath})
-			f.msg.appendProgInto(m, base+f.offset, level+1, fpath)
+		switch {
+		case f.op == opMessage && level < maxInline:
+			prog = append(prog, encOp{f: f, offset: base + f.offset, op: opBegin, level: level, path: fpath})
+			prog = appendProg(prog, f.msg, base+f.offset, level+1, fpath, chain)
 			unkn := -1
 			if f.msg.hasUnkwn {
 				unkn = int(base+f.offset) + f.msg.unknown
 			}
-			m.prog = append(m.prog, encOp{f: f, op: opEnd, level: level, unkn: unkn, path: fpath})
-			continue
+			prog = append(prog, encOp{f: f, op: opEnd, level: level, unkn: unkn, path: fpath})
+		case f.op == opRepeated && f.kind == kMessage && !f.elemPtr && level < maxInline && !slices.Contains(chain, f.msg):
+			// A repeated struct held by value: the element's ops run in a
+			// loop between opLoop and opLoopEnd, at offsets from the
+			// element.
+			loop := len(prog)
+			prog = append(prog, encOp{f: f, offset: base + f.offset, op: opLoop, level: level, path: fpath})
+			prog = appendProg(prog, f.msg, 0, level+1, fpath, append(chain[:len(chain):len(chain)], f.msg))
+			unkn := -1
+			if f.msg.hasUnkwn {
+				unkn = f.msg.unknown
+			}
+			prog[loop].jump = int32(len(prog))
+			prog = append(prog, encOp{f: f, op: opLoopEnd, level: level, unkn: unkn, elemSize: f.elemSize, jump: int32(loop), path: fpath})
+		default:
+			o := encOp{f: f, offset: base + f.offset, op: f.op, level: level, path: fpath}
+			if o.op == opScalar && f.kind == kInt32 && f.size == 4 {
+				o.op = opInt32
+			}
+			prog = append(prog, o)
 		}
-		m.prog = append(m.prog, encOp{f: f, offset: base + f.offset, op: f.op, level: level, path: fpath})
 	}
-}
-
-// appendProgInto appends n's fields, at base, to the program of m.
-func (n *message) appendProgInto(m *message, base uintptr, level uint8, path string) {
-	saved := n.prog
-	n.prog = m.prog
-	n.appendProg(base, level, path)
-	m.prog = n.prog
-	n.prog = saved
+	return prog
 }
 
 // field is one compiled field operation: where the value lives and how it is
@@ -133,6 +151,7 @@ type field struct {
 	tagLen       uint8
 	packedTagLen uint8
 	elemPtr      bool    // slice elements are pointers ([]*T)
+	bit          uint64  // 1 << idx for the first 64 fields, else 0
 	tag          [5]byte // the encoded key (number << 3 | wire type)
 	packedTag    [5]byte // the key of a packed repeated scalar (wire type 2)
 	num          uint32
@@ -163,8 +182,11 @@ const (
 	opPacked             // repeated scalar
 	opRepeated           // repeated string, bytes, message, time or custom
 	opMap
-	opBegin // start of an inlined struct: key and a length placeholder
-	opEnd   // end of an inlined struct: fix the length
+	opBegin   // start of an inlined struct: key and a length placeholder
+	opEnd     // end of an inlined struct: fix the length
+	opLoop    // start of an inlined repeated struct: the first element's key
+	opLoopEnd // end of one element: fix its length, go on with the next
+	opInt32   // singular int32 held in 4 bytes (program only)
 )
 
 // setOp derives f.op from f.card and f.kind.

@@ -1,0 +1,275 @@
+package file
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"github.com/eddyflow/eddy/blob"
+)
+
+func init() {
+	blob.RegisterScheme("file", func(rest string) (blob.Store, error) { return New(rest) })
+}
+
+// Store is a blob.Store keeping each object in a file under one directory.
+// It is safe for concurrent use, also by several processes sharing the
+// directory.
+type Store struct {
+	dir string // absolute, cleaned
+}
+
+var _ blob.Store = (*Store)(nil)
+
+// New returns the store of directory dir, creating it (and its parents) if
+// needed. A relative dir is resolved against the working directory now.
+func New(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("blob/file: empty directory path")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("blob/file: directory %q: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("blob/file: create directory: %w", err)
+	}
+	return &Store{dir: abs}, nil
+}
+
+// Path returns the file that holds (or would hold) the object name, for
+// debugging and tools. It does not validate name.
+func (s *Store) Path(name string) string {
+	return filepath.Join(s.dir, filepath.FromSlash(name))
+}
+
+// Dir returns the store's directory as an absolute path.
+func (s *Store) Dir() string { return s.dir }
+
+// Put stores data under name atomically and durably: temporary file, fsync,
+// rename, fsync of the directory.
+func (s *Store) Put(ctx context.Context, name string, data []byte) error {
+	if err := blob.ValidateName(name); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("blob/file: put %q: %w", name, err)
+	}
+	path := s.Path(name)
+	dir := filepath.Dir(path)
+	f, err := s.createTemp(dir, filepath.Base(path))
+	if err != nil {
+		return fmt.Errorf("blob/file: put %q: %w", name, err)
+	}
+	tmp := f.Name()
+	if err := writeSynced(f, data); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("blob/file: put %q: write %s: %w", name, tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("blob/file: put %q: %w", name, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("blob/file: put %q: sync directory: %w", name, err)
+	}
+	return nil
+}
+
+// createTemp creates a temporary file in dir, creating dir if needed. A
+// concurrent Delete may prune dir, or a parent of it, between the steps,
+// hence the retries.
+func (s *Store) createTemp(dir, base string) (*os.File, error) {
+	// Keep the temporary name within NAME_MAX; the base is only a hint for
+	// whoever finds a leftover after a crash.
+	if len(base) > 64 {
+		base = base[:64]
+		for !utf8.ValidString(base) {
+			base = base[:len(base)-1]
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := s.mkdirAll(dir)
+		if err == nil {
+			var f *os.File
+			if f, err = os.CreateTemp(dir, "."+base+".tmp-*"); err == nil {
+				return f, nil
+			}
+		}
+		// Each retry follows a Delete that made progress; give up only on
+		// what cannot be a race.
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 100 {
+			return nil, err
+		}
+	}
+}
+
+// writeSynced writes data and its trailer to f, fsyncs and closes it.
+func writeSynced(f *os.File, data []byte) error {
+	_, err := f.Write(data)
+	if err == nil {
+		var t [blob.TrailerSize]byte
+		_, err = f.Write(blob.AppendTrailer(t[:0], data))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// mkdirAll creates dir and its missing parents up to the store's directory,
+// fsyncing the parent of each directory it creates so the new entries
+// survive a crash.
+func (s *Store) mkdirAll(dir string) error {
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if dir != s.dir && parent != dir {
+		if err := s.mkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(parent)
+}
+
+// syncDir fsyncs a directory, making renames and new entries in it durable.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil // directories cannot be opened for sync; NTFS journals renames
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Get reads the object name and verifies its trailer.
+func (s *Store) Get(ctx context.Context, name string) ([]byte, error) {
+	if err := blob.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("blob/file: get %q: %w", name, err)
+	}
+	path := s.Path(name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if missing(err) || isDir(path) {
+			return nil, blob.NotFound(name)
+		}
+		return nil, fmt.Errorf("blob/file: get %q: %w", name, err)
+	}
+	return blob.CheckTrailer(name, data)
+}
+
+// missing reports whether err says a path does not exist, including the case
+// where one of its parents is a file.
+func missing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+// List walks only the part of the tree that can hold names with prefix,
+// skipping dot-files and dot-directories.
+func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	start := s.dir
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		// Every valid name with this prefix lies under the directory
+		// prefix[:i], which is then itself a valid name.
+		if blob.ValidateName(prefix[:i]) != nil {
+			return nil, nil
+		}
+		start = s.Path(prefix[:i])
+	}
+	var names []string
+	err := filepath.WalkDir(start, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if missing(err) {
+				return nil // gone, or pruned by a concurrent Delete
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if path == start {
+			return nil
+		}
+		rel, err := filepath.Rel(s.dir, path)
+		if err != nil {
+			return err
+		}
+		name := filepath.ToSlash(rel)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") || !strings.HasPrefix(name+"/", prefix) && !strings.HasPrefix(prefix, name+"/") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Type().IsRegular() && strings.HasPrefix(name, prefix) && blob.ValidateName(name) == nil {
+			names = append(names, name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("blob/file: list %q: %w", prefix, err)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Delete removes the object name, then removes the directories the removal
+// left empty, up to (not including) the store's directory.
+func (s *Store) Delete(ctx context.Context, name string) error {
+	if err := blob.ValidateName(name); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("blob/file: delete %q: %w", name, err)
+	}
+	path := s.Path(name)
+	if fi, err := os.Lstat(path); err != nil || fi.IsDir() {
+		if err == nil || missing(err) {
+			return nil // a directory is not an object
+		}
+		return fmt.Errorf("blob/file: delete %q: %w", name, err)
+	}
+	if err := os.Remove(path); err != nil && !missing(err) {
+		return fmt.Errorf("blob/file: delete %q: %w", name, err)
+	}
+	// Best effort: os.Remove fails on the first directory that is not empty.
+	for dir := filepath.Dir(path); dir != s.dir && strings.HasPrefix(dir, s.dir); dir = filepath.Dir(dir) {
+		if os.Remove(dir) != nil {
+			break
+		}
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/serde"
+)
+
+// ManifestVersion is the manifest format this package writes and the only
+// one it reads.
+const ManifestVersion = 1
+
+// Manifest describes one complete checkpoint. It is stored as protobuf
+// (serde); field numbers are never reused.
+type Manifest struct {
+	ID        uint64          `proto:"1"` // the checkpoint id; ids start at 1 and increase
+	Job       string          `proto:"2"` // the job's name, for tools
+	CreatedAt int64           `proto:"3"` // when the checkpoint was triggered, unix nanoseconds
+	Sources   []SourceState   `proto:"4"`
+	Operators []OperatorState `proto:"5"`
+	Sinks     []SinkState     `proto:"6"`
+	// Files lists every blob the checkpoint uses, including every
+	// StatePart.Blob. Pruning keeps exactly the files retained manifests list.
+	Files []string `proto:"7"`
+	// Version is the manifest format. Complete writes ManifestVersion
+	// whatever it holds; DecodeManifest rejects versions it does not know.
+	Version uint32 `proto:"15"`
+}
+
+// SourceState is the position of one source in a checkpoint.
+type SourceState struct {
+	Name   string       `proto:"1"`
+	Splits []SplitState `proto:"2"`
+}
+
+// SplitState is the position of one split (partition, file, ...) of a source.
+type SplitState struct {
+	Split uint32 `proto:"1"`
+	Pos   []byte `proto:"2"` // the source's own encoding of its position
+	Done  bool   `proto:"3"` // the split was read to its end
+}
+
+// OperatorState is the keyed state of one operator in a checkpoint.
+type OperatorState struct {
+	Name           string      `proto:"1"`
+	MaxParallelism uint32      `proto:"2"` // the number of key groups
+	Parallelism    uint32      `proto:"3"` // the number of subtasks that wrote Parts
+	Parts          []StatePart `proto:"4"`
+	Schemas        []byte      `proto:"5"` // the runtime's record of the state's schemas; opaque here
+}
+
+// StatePart is the state of the key groups [KeyGroupStart, KeyGroupEnd) as
+// written by one subtask.
+type StatePart struct {
+	Subtask       uint32 `proto:"1"`
+	KeyGroupStart uint32 `proto:"2"`
+	KeyGroupEnd   uint32 `proto:"3"` // exclusive
+	Blob          string `proto:"4"` // the blob holding the part; "" for a part without state
+	Size          int64  `proto:"5"` // the blob's payload size in bytes
+}
+
+// SinkState is what one sink pre-committed in a checkpoint.
+type SinkState struct {
+	Name string   `proto:"1"`
+	Txns [][]byte `proto:"2"` // transactions to commit on restore, in the sink's encoding
+}
+
+var manifestCodec = sync.OnceValues(serde.For[Manifest])
+
+// invalidError marks an error about a manifest's content, as opposed to an
+// error reading it: such a manifest is skipped, not retried.
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string { return e.err.Error() }
+func (e invalidError) Unwrap() error { return e.err }
+
+func invalidf(format string, args ...any) error {
+	return invalidError{fmt.Errorf(format, args...)}
+}
+
+// DecodeManifest decodes and checks the payload of a manifest blob. It
+// rejects bytes that are not a manifest of ManifestVersion or whose content
+// is inconsistent (see Complete), and never panics.
+func DecodeManifest(data []byte) (*Manifest, error) {
+	m, err := decodeManifest(data)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: decode manifest: %w", err)
+	}
+	return m, nil
+}
+
+// decodeManifest is DecodeManifest with errors that do not say what failed,
+// for callers that say it in their own words.
+func decodeManifest(data []byte) (*Manifest, error) {
+	codec, err := manifestCodec()
+	if err != nil {
+		return nil, fmt.Errorf("manifest codec: %w", err)
+	}
+	m := new(Manifest)
+	if err := codec.Decode(data, m); err != nil {
+		return nil, invalidError{err}
+	}
+	switch m.Version {
+	case ManifestVersion:
+	case 0:
+		return nil, invalidf("no format version; not a manifest")
+	default:
+		return nil, invalidf("format version %d; this build reads version %d", m.Version, ManifestVersion)
+	}
+	if err := m.validate(); err != nil {
+		return nil, invalidError{err}
+	}
+	return m, nil
+}
+
+// encodeManifest returns the payload of m's manifest blob.
+func encodeManifest(m *Manifest) ([]byte, error) {
+	codec, err := manifestCodec()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: manifest codec: %w", err)
+	}
+	c := *m
+	c.Version = ManifestVersion
+	return codec.Append(nil, &c)
+}
+
+// validate checks what restore relies on: a positive id, valid and unique
+// names, key-group ranges inside the operator's key groups, and state blobs
+// that Files lists.
+func (m *Manifest) validate() error {
+	if m.ID == 0 {
+		return errors.New("checkpoint id 0; ids start at 1")
+	}
+	files := make(map[string]bool, len(m.Files))
+	for i, f := range m.Files {
+		if err := blob.ValidateName(f); err != nil {
+			return fmt.Errorf("checkpoint %d: Files[%d]: %w", m.ID, i, err)
+		}
+		files[f] = true
+	}
+	seen := map[string]bool{}
+	unique := func(kind, name string) error {
+		if name == "" {
+			return fmt.Errorf("checkpoint %d: %s with an empty name", m.ID, kind)
+		}
+		if seen[kind+"\x00"+name] {
+			return fmt.Errorf("checkpoint %d: two %ss named %q", m.ID, kind, name)
+		}
+		seen[kind+"\x00"+name] = true
+		return nil
+	}
+	for _, s := range m.Sources {
+		if err := unique("source", s.Name); err != nil {
+			return err
+		}
+	}
+	for _, s := range m.Sinks {
+		if err := unique("sink", s.Name); err != nil {
+			return err
+		}
+	}
+	for _, op := range m.Operators {
+		if err := unique("operator", op.Name); err != nil {
+			return err
+		}
+		for i, p := range op.Parts {
+			where := fmt.Sprintf("checkpoint %d: operator %q part %d", m.ID, op.Name, i)
+			switch {
+			case p.KeyGroupStart > p.KeyGroupEnd:
+				return fmt.Errorf("%s: key groups [%d, %d) run backwards", where, p.KeyGroupStart, p.KeyGroupEnd)
+			case op.MaxParallelism > 0 && p.KeyGroupEnd > op.MaxParallelism:
+				return fmt.Errorf("%s: key groups [%d, %d) exceed the operator's %d key groups", where, p.KeyGroupStart, p.KeyGroupEnd, op.MaxParallelism)
+			case op.Parallelism > 0 && p.Subtask >= op.Parallelism:
+				return fmt.Errorf("%s: subtask %d of an operator with parallelism %d", where, p.Subtask, op.Parallelism)
+			case p.Size < 0:
+				return fmt.Errorf("%s: negative size %d", where, p.Size)
+			case p.Blob != "" && !files[p.Blob]:
+				return fmt.Errorf("%s: blob %q is not listed in Files", where, p.Blob)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,331 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/eddyflow/eddy/blob"
+)
+
+// DefaultRetain is the number of complete checkpoints NewStorage keeps when
+// asked for fewer than one.
+const DefaultRetain = 3
+
+// ErrSubsumed is matched (errors.Is) by Complete's error for a checkpoint
+// whose id is below that of a complete checkpoint: the newer one replaces
+// it, as it would have replaced it had the older one completed first.
+var ErrSubsumed = errors.New("subsumed by a newer complete checkpoint")
+
+// Storage keeps a job's checkpoints in a blob.Store. It is safe for
+// concurrent use; Complete calls are serialized.
+type Storage struct {
+	store  blob.Store
+	retain int
+	mu     sync.Mutex // serializes Complete, so prunes never interleave
+}
+
+// NewStorage returns the checkpoints kept in store, retaining the newest
+// retain complete checkpoints (DefaultRetain if retain < 1).
+func NewStorage(store blob.Store, retain int) *Storage {
+	if retain < 1 {
+		retain = DefaultRetain
+	}
+	return &Storage{store: store, retain: retain}
+}
+
+// StateBlobName returns the blob name for the state that subtask of operator
+// writes in checkpoint id: "checkpoints/<id, 20 digits>/<operator>-<subtask>.state".
+// Characters of operator outside [A-Za-z0-9_.-] are replaced, and a hash
+// of the original name is appended when anything was, so the result is a
+// valid blob name and distinct operators get distinct names.
+func (s *Storage) StateBlobName(id uint64, operator string, subtask int) string {
+	return fmt.Sprintf("%s%s-%d.state", checkpointDir(id), sanitize(operator), subtask)
+}
+
+// ManifestName returns the blob name of checkpoint id's manifest,
+// "checkpoints/<id, 20 digits>/MANIFEST".
+func (s *Storage) ManifestName(id uint64) string {
+	return checkpointDir(id) + manifestFile
+}
+
+// List returns the ids of the complete checkpoints, those whose manifest
+// exists, in ascending order. It does not read the manifests.
+func (s *Storage) List(ctx context.Context) ([]uint64, error) {
+	names, err := s.store.List(ctx, checkpointsDir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: list checkpoints: %w", err)
+	}
+	var ids []uint64
+	for _, n := range names {
+		if id, manifest, ok := parseName(n); ok && manifest {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids) // already sorted by name; ids are fixed-width
+	return ids, nil
+}
+
+// NextID returns the id for the next checkpoint: one more than the largest
+// id List returns (readable or not), or 1 if there is none. A job restored
+// from a checkpoint older than the newest should continue from NextID, not
+// from its restored id + 1, since Complete refuses ids below a complete one.
+func (s *Storage) NextID(ctx context.Context) (uint64, error) {
+	ids, err := s.List(ctx)
+	if err != nil || len(ids) == 0 {
+		return 1, err
+	}
+	return ids[len(ids)-1] + 1, nil
+}
+
+// Load reads and decodes the manifest of checkpoint id. It does not check
+// that the manifest's files exist; Latest and Before do.
+func (s *Storage) Load(ctx context.Context, id uint64) (*Manifest, error) {
+	m, err := s.load(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: load checkpoint %d: %w", id, err)
+	}
+	return m, nil
+}
+
+// load is Load with errors that do not name the checkpoint.
+func (s *Storage) load(ctx context.Context, id uint64) (*Manifest, error) {
+	name := s.ManifestName(id)
+	data, err := s.store.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	m, err := decodeManifest(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if m.ID != id {
+		return nil, invalidf("%s describes checkpoint %d", name, m.ID)
+	}
+	return m, nil
+}
+
+// PruneError is Complete's error when the checkpoint was completed (its
+// manifest is written and restores will find it) but deleting older
+// checkpoints failed. Callers log it and carry on: the next Complete prunes
+// again.
+type PruneError struct {
+	ID  uint64 // the checkpoint that was completed
+	Err error  // what went wrong while pruning
+}
+
+// Error says that the checkpoint is complete and what pruning failed on.
+func (e *PruneError) Error() string {
+	return fmt.Sprintf("checkpoint: checkpoint %d is complete, but pruning older checkpoints failed: %v", e.ID, e.Err)
+}
+
+// Unwrap returns the pruning error.
+func (e *PruneError) Unwrap() error { return e.Err }
+
+// Complete makes m a complete checkpoint by writing its manifest, atomically,
+// as the last step; the blobs m.Files lists must be written before. It then
+// prunes: of the complete checkpoints, the newest retain whose manifests
+// are readable are kept (m among them), the manifests of the others with ids
+// up to m.ID are deleted, and so is every blob under "checkpoints/" that no
+// kept manifest lists in Files and whose checkpoint id (from its name) is at
+// most m.ID: orphans of failed or aborted checkpoints go, blobs of newer
+// checkpoints still in flight stay. Blobs outside "checkpoints/<id>/" are
+// never deleted.
+//
+// A nil error means complete and pruned. A *PruneError means complete but
+// not (fully) pruned. Any other error means m is not complete: m is
+// inconsistent (see DecodeManifest), its id is below that of a complete
+// checkpoint (ErrSubsumed), or the manifest could not be written.
+// Completing an existing id again replaces its manifest.
+func (s *Storage) Complete(ctx context.Context, m *Manifest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := m.validate(); err != nil {
+		return fmt.Errorf("checkpoint: complete: %w", err)
+	}
+	ids, err := s.List(ctx)
+	if err != nil {
+		return fmt.Errorf("checkpoint: complete checkpoint %d: %w", m.ID, err)
+	}
+	if n := len(ids); n > 0 && ids[n-1] > m.ID {
+		return fmt.Errorf("checkpoint: complete checkpoint %d: %w %d (use Storage.NextID for new ids)", m.ID, ErrSubsumed, ids[n-1])
+	}
+	data, err := encodeManifest(m)
+	if err != nil {
+		return fmt.Errorf("checkpoint: complete checkpoint %d: encode manifest: %w", m.ID, err)
+	}
+	if err := s.store.Put(ctx, s.ManifestName(m.ID), data); err != nil {
+		return fmt.Errorf("checkpoint: complete checkpoint %d: write manifest: %w", m.ID, err)
+	}
+	if err := s.prune(ctx, m); err != nil {
+		return &PruneError{ID: m.ID, Err: err}
+	}
+	return nil
+}
+
+// prune deletes what Complete(m) promises to delete. It decides everything
+// before deleting anything, and deletes manifests before the files they
+// list, so a crash mid-prune never leaves a manifest whose files are gone.
+func (s *Storage) prune(ctx context.Context, m *Manifest) error {
+	names, err := s.store.List(ctx, checkpointsDir)
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{s.ManifestName(m.ID): true}
+	for _, f := range m.Files {
+		keep[f] = true
+	}
+	var older []uint64 // manifests below m.ID, newest first
+	for i := len(names) - 1; i >= 0; i-- {
+		if id, manifest, ok := parseName(names[i]); ok && manifest && id < m.ID {
+			older = append(older, id)
+		}
+	}
+	for kept := 1; kept < s.retain && len(older) > 0; older = older[1:] {
+		old, err := s.Load(ctx, older[0])
+		if err != nil {
+			if unusable(err) {
+				continue // deleted below, as an unreferenced manifest
+			}
+			return err // unsure what it references: delete nothing
+		}
+		keep[s.ManifestName(old.ID)] = true
+		for _, f := range old.Files {
+			keep[f] = true
+		}
+		kept++
+	}
+	var manifests, files []string
+	for _, n := range names {
+		id, manifest, ok := parseName(n)
+		switch {
+		case !ok || id > m.ID || keep[n]:
+		case manifest:
+			manifests = append(manifests, n)
+		default:
+			files = append(files, n)
+		}
+	}
+	var errs []error
+	for _, n := range append(manifests, files...) {
+		if err := ctx.Err(); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if err := s.store.Delete(ctx, n); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unusable reports whether a Load error means the manifest will never be
+// readable (corrupt, undecodable, or deleted since it was listed), as
+// opposed to a failure that may pass, like a network error.
+func unusable(err error) bool {
+	var ce *blob.CorruptError
+	var ie invalidError
+	return errors.As(err, &ce) || errors.As(err, &ie) || errors.Is(err, blob.ErrNotFound)
+}
+
+// SkipError explains why Latest or Before passed over a checkpoint.
+type SkipError struct {
+	ID  uint64 // the checkpoint skipped
+	Err error  // why: a corrupt or undecodable manifest, or missing files
+}
+
+// Error names the checkpoint and why it was skipped.
+func (e *SkipError) Error() string {
+	return fmt.Sprintf("checkpoint %d: %v; falling back to an older checkpoint", e.ID, e.Err)
+}
+
+// Unwrap returns the reason, so errors.As finds a *blob.CorruptError.
+func (e *SkipError) Unwrap() error { return e.Err }
+
+// Latest returns the newest checkpoint to restore from: the newest whose
+// manifest is intact and whose Files all exist (their contents are verified
+// when the restore reads them). Every newer checkpoint passed over is in
+// skipped as a *SkipError saying why. With no usable checkpoint, m is nil
+// and err is nil. A failure to read storage that is not corruption (an I/O
+// or network error) is returned as err rather than skipped: falling back
+// past a checkpoint whose sink transactions were committed would repeat
+// output.
+func (s *Storage) Latest(ctx context.Context) (m *Manifest, skipped []error, err error) {
+	return s.newest(ctx, func(uint64) bool { return true })
+}
+
+// Before is Latest restricted to checkpoints with ids below id. A restore
+// calls it when restoring checkpoint id failed, for example on a corrupt
+// state part. Restoring an older checkpoint is only exactly-once if the
+// sinks can abort, not just commit, what newer checkpoints pre-committed.
+func (s *Storage) Before(ctx context.Context, id uint64) (*Manifest, []error, error) {
+	return s.newest(ctx, func(c uint64) bool { return c < id })
+}
+
+func (s *Storage) newest(ctx context.Context, eligible func(uint64) bool) (*Manifest, []error, error) {
+	ids, err := s.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var skipped []error
+	listed := map[string]map[string]bool{} // directory prefix -> names under it
+	for i := len(ids) - 1; i >= 0; i-- {
+		id := ids[i]
+		if !eligible(id) {
+			continue
+		}
+		m, err := s.load(ctx, id)
+		if err != nil {
+			var ce *blob.CorruptError
+			switch {
+			case errors.As(err, &ce):
+				skipped = append(skipped, &SkipError{id, fmt.Errorf("manifest corrupt: %w", err)})
+			case errors.Is(err, blob.ErrNotFound):
+				skipped = append(skipped, &SkipError{id, fmt.Errorf("manifest deleted while reading: %w", err)})
+			case unusable(err):
+				skipped = append(skipped, &SkipError{id, fmt.Errorf("manifest undecodable: %w", err)})
+			default:
+				return nil, skipped, fmt.Errorf("checkpoint: load checkpoint %d: %w", id, err)
+			}
+			continue
+		}
+		missing, err := s.missing(ctx, m.Files, listed)
+		if err != nil {
+			return nil, skipped, err
+		}
+		if len(missing) > 0 {
+			skipped = append(skipped, &SkipError{id, fmt.Errorf("%d of its %d files missing, first %q: %w",
+				len(missing), len(m.Files), missing[0], blob.ErrNotFound)})
+			continue
+		}
+		return m, skipped, nil
+	}
+	return nil, skipped, nil
+}
+
+// missing returns the files that do not exist, listing each directory once
+// per call of newest (listed caches the listings).
+func (s *Storage) missing(ctx context.Context, files []string, listed map[string]map[string]bool) ([]string, error) {
+	var out []string
+	for _, f := range files {
+		dir := f[:strings.LastIndexByte(f, '/')+1]
+		names, ok := listed[dir]
+		if !ok {
+			l, err := s.store.List(ctx, dir)
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint: check files: %w", err)
+			}
+			names = make(map[string]bool, len(l))
+			for _, n := range l {
+				names[n] = true
+			}
+			listed[dir] = names
+		}
+		if !names[f] {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,464 @@
+package checkpoint_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/blob/file"
+	"github.com/eddyflow/eddy/checkpoint"
+)
+
+var ctx = context.Background()
+
+func newFileStore(t *testing.T) *file.Store {
+	t.Helper()
+	fs, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// writeCheckpoint uploads a state part per name in own (under id's
+// directory) and completes a manifest listing them plus shared.
+func writeCheckpoint(t *testing.T, st *checkpoint.Storage, bs blob.Store, id uint64, own int, shared ...string) *checkpoint.Manifest {
+	t.Helper()
+	m := &checkpoint.Manifest{
+		ID:        id,
+		Job:       "job",
+		CreatedAt: int64(id) * 1e9,
+		Sources:   []checkpoint.SourceState{{Name: "src", Splits: []checkpoint.SplitState{{Split: 0, Pos: []byte{byte(id)}}, {Split: 1, Pos: []byte("end"), Done: true}}}},
+		Operators: []checkpoint.OperatorState{{Name: "agg", MaxParallelism: 128, Parallelism: uint32(own), Schemas: []byte("schemas")}},
+		Sinks:     []checkpoint.SinkState{{Name: "out", Txns: [][]byte{[]byte(fmt.Sprintf("txn-%d", id))}}},
+	}
+	for i := 0; i < own; i++ {
+		name := st.StateBlobName(id, "agg", i)
+		data := []byte(fmt.Sprintf("state %d/%d", id, i))
+		if err := bs.Put(ctx, name, data); err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := uint32(i*128/own), uint32((i+1)*128/own)
+		m.Operators[0].Parts = append(m.Operators[0].Parts, checkpoint.StatePart{Subtask: uint32(i), KeyGroupStart: lo, KeyGroupEnd: hi, Blob: name, Size: int64(len(data))})
+		m.Files = append(m.Files, name)
+	}
+	m.Files = append(m.Files, shared...)
+	if err := st.Complete(ctx, m); err != nil {
+		t.Fatalf("Complete(%d): %v", id, err)
+	}
+	return m
+}
+
+func names(t *testing.T, bs blob.Store) []string {
+	t.Helper()
+	n, err := bs.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestCompleteLatestRoundTrip(t *testing.T) {
+	bs := newFileStore(t)
+	st := checkpoint.NewStorage(bs, 0)
+	if m, skipped, err := st.Latest(ctx); m != nil || skipped != nil || err != nil {
+		t.Fatalf("Latest of an empty store = %v, %v, %v", m, skipped, err)
+	}
+	if id, err := st.NextID(ctx); id != 1 || err != nil {
+		t.Fatalf("NextID = %d, %v", id, err)
+	}
+	want := writeCheckpoint(t, st, bs, 7, 2)
+	want.Version = checkpoint.ManifestVersion
+	got, skipped, err := st.Latest(ctx)
+	if err != nil || len(skipped) != 0 {
+		t.Fatalf("Latest: %v, skipped %v", err, skipped)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Latest =\n%+v\nwant\n%+v", got, want)
+	}
+	if got, err := st.Load(ctx, 7); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Load = %+v, %v", got, err)
+	}
+	if ids, err := st.List(ctx); !slices.Equal(ids, []uint64{7}) || err != nil {
+		t.Fatalf("List = %v, %v", ids, err)
+	}
+	if id, _ := st.NextID(ctx); id != 8 {
+		t.Fatalf("NextID = %d, want 8", id)
+	}
+	if _, err := bs.Get(ctx, "checkpoints/00000000000000000007/MANIFEST"); err != nil {
+		t.Fatalf("manifest not at the documented name: %v", err)
+	}
+	// Completing the same id again replaces the manifest.
+	want.Job = "renamed"
+	if err := st.Complete(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := st.Latest(ctx); got.Job != "renamed" {
+		t.Fatalf("Job = %q after re-completing", got.Job)
+	}
+}
+
+func TestRetention(t *testing.T) {
+	bs := newFileStore(t)
+	st := checkpoint.NewStorage(bs, 3)
+	put := func(name string) {
+		if err := bs.Put(ctx, name, []byte(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared := st.StateBlobName(1, "agg", 99) // uploaded by checkpoint 1, used by all
+	put(shared)
+	put("dstl/segment-1")                 // not a checkpoint's blob: never touched
+	put("checkpoints/shared/incremental") // no id in its path: never touched
+	writeCheckpoint(t, st, bs, 1, 2, shared)
+	writeCheckpoint(t, st, bs, 2, 2, shared)
+	writeCheckpoint(t, st, bs, 3, 1, shared)
+	// Checkpoint 4 was aborted after uploading state: no manifest.
+	put(st.StateBlobName(4, "agg", 0))
+	put(st.StateBlobName(4, "agg", 1))
+	writeCheckpoint(t, st, bs, 5, 2, shared, st.StateBlobName(3, "agg", 0)) // reuses one of 3's parts
+	if ids, _ := st.List(ctx); !slices.Equal(ids, []uint64{2, 3, 5}) {
+		t.Fatalf("after 5: List = %v, want [2 3 5]", ids)
+	}
+	// Checkpoints 7 and 8 are in flight while 6 completes.
+	put(st.StateBlobName(7, "agg", 0))
+	put(st.StateBlobName(8, "agg", 0))
+	writeCheckpoint(t, st, bs, 6, 1, shared)
+
+	if ids, _ := st.List(ctx); !slices.Equal(ids, []uint64{3, 5, 6}) {
+		t.Fatalf("List = %v, want [3 5 6]", ids)
+	}
+	want := []string{
+		"checkpoints/00000000000000000001/agg-99.state", // shared by retained ones
+		"checkpoints/00000000000000000003/MANIFEST",
+		"checkpoints/00000000000000000003/agg-0.state",
+		"checkpoints/00000000000000000005/MANIFEST",
+		"checkpoints/00000000000000000005/agg-0.state",
+		"checkpoints/00000000000000000005/agg-1.state",
+		"checkpoints/00000000000000000006/MANIFEST",
+		"checkpoints/00000000000000000006/agg-0.state",
+		"checkpoints/00000000000000000007/agg-0.state", // in flight
+		"checkpoints/00000000000000000008/agg-0.state", // in flight
+		"checkpoints/shared/incremental",
+		"dstl/segment-1",
+	}
+	if got := names(t, bs); !slices.Equal(got, want) {
+		t.Fatalf("blobs after retention:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Every retained checkpoint is still restorable.
+	for _, id := range []uint64{3, 5, 6} {
+		if m, skipped, err := st.Before(ctx, id+1); err != nil || len(skipped) != 0 || m.ID != id {
+			t.Fatalf("Before(%d) = %v, %v, %v", id+1, m, skipped, err)
+		}
+	}
+	// Completing 7 retains 5, 6 and 7: 3's manifest goes, but its part
+	// stays while 5 uses it; 8 is still in flight.
+	writeCheckpoint(t, st, bs, 7, 1)
+	got := names(t, bs)
+	if slices.Contains(got, st.ManifestName(3)) {
+		t.Error("manifest 3 survived completing 7")
+	}
+	for _, kept := range []string{shared, st.StateBlobName(3, "agg", 0), st.StateBlobName(8, "agg", 0)} {
+		if !slices.Contains(got, kept) {
+			t.Errorf("%s was deleted", kept)
+		}
+	}
+	// Completing 8 retains 6, 7 and 8: nothing uses 3's part any more.
+	writeCheckpoint(t, st, bs, 8, 1)
+	if slices.Contains(names(t, bs), st.StateBlobName(3, "agg", 0)) {
+		t.Error("3's part survived once no retained checkpoint used it")
+	}
+}
+
+func TestRetentionDefaultAndOne(t *testing.T) {
+	for _, c := range []struct{ retain, want int }{{0, 3}, {-5, 3}, {1, 1}, {5, 5}} {
+		bs := newFileStore(t)
+		st := checkpoint.NewStorage(bs, c.retain)
+		for id := uint64(1); id <= 8; id++ {
+			writeCheckpoint(t, st, bs, id, 1)
+		}
+		ids, _ := st.List(ctx)
+		if len(ids) != c.want || ids[len(ids)-1] != 8 {
+			t.Errorf("retain %d: List = %v, want the newest %d", c.retain, ids, c.want)
+		}
+		if n := len(names(t, bs)); n != 2*c.want {
+			t.Errorf("retain %d: %d blobs left, want %d", c.retain, n, 2*c.want)
+		}
+	}
+}
+
+// corrupt rewrites the file of blob name with f applied to its bytes.
+func corrupt(t *testing.T, fs *file.Store, name string, f func([]byte) []byte) {
+	t.Helper()
+	data, err := os.ReadFile(fs.Path(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fs.Path(name), f(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantSkip(t *testing.T, err error, id uint64, why string) {
+	t.Helper()
+	var se *checkpoint.SkipError
+	if !errors.As(err, &se) || se.ID != id {
+		t.Fatalf("skipped error %v is not a *SkipError for checkpoint %d", err, id)
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, fmt.Sprintf("checkpoint %d: ", id)) || !strings.Contains(msg, why) || !strings.Contains(msg, "falling back") {
+		t.Fatalf("skipped error %q does not name checkpoint %d and %q", msg, id, why)
+	}
+}
+
+func TestLatestFallsBack(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, fs *file.Store, st *checkpoint.Storage)
+		why    string
+	}{
+		{"flipped byte", func(t *testing.T, fs *file.Store, st *checkpoint.Storage) {
+			corrupt(t, fs, st.ManifestName(3), func(b []byte) []byte { b[len(b)/2] ^= 1; return b })
+		}, "manifest corrupt: blob: object \"checkpoints/00000000000000000003/MANIFEST\" is corrupt: checksum mismatch"},
+		{"truncated", func(t *testing.T, fs *file.Store, st *checkpoint.Storage) {
+			corrupt(t, fs, st.ManifestName(3), func(b []byte) []byte { return b[:len(b)-3] })
+		}, "manifest corrupt"},
+		{"empty", func(t *testing.T, fs *file.Store, st *checkpoint.Storage) {
+			corrupt(t, fs, st.ManifestName(3), func(b []byte) []byte { return nil })
+		}, "truncated"},
+		{"not a manifest", func(t *testing.T, fs *file.Store, st *checkpoint.Storage) {
+			fs.Put(ctx, st.ManifestName(3), []byte("\xff\xff\xff garbage with a valid trailer"))
+		}, "manifest undecodable"},
+		{"no version", func(t *testing.T, fs *file.Store, st *checkpoint.Storage) {
+			fs.Put(ctx, st.ManifestName(3), nil)
+		}, "no format version"},
+		{"other checkpoint's manifest", func(t *testing.T, fs *file.Store, st *checkpoint.Storage) {
+			data, _ := fs.Get(ctx, st.ManifestName(2))
+			fs.Put(ctx, st.ManifestName(3), data)
+		}, "describes checkpoint 2"},
+		{"missing state", func(t *testing.T, fs *file.Store, st *checkpoint.Storage) {
+			fs.Delete(ctx, st.StateBlobName(3, "agg", 1))
+		}, `1 of its 2 files missing, first "checkpoints/00000000000000000003/agg-1.state"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs := newFileStore(t)
+			st := checkpoint.NewStorage(fs, 3)
+			for id := uint64(1); id <= 3; id++ {
+				writeCheckpoint(t, st, fs, id, 2)
+			}
+			c.damage(t, fs, st)
+			m, skipped, err := st.Latest(ctx)
+			if err != nil || m == nil || m.ID != 2 || len(skipped) != 1 {
+				t.Fatalf("Latest = %v, skipped %v, %v; want checkpoint 2 and one skip", m, skipped, err)
+			}
+			wantSkip(t, skipped[0], 3, c.why)
+			if c.name == "flipped byte" {
+				var ce *blob.CorruptError
+				if !errors.As(skipped[0], &ce) || ce.Name != st.ManifestName(3) {
+					t.Fatalf("skip does not carry the *blob.CorruptError: %v", skipped[0])
+				}
+			}
+		})
+	}
+}
+
+func TestLatestNothingUsable(t *testing.T) {
+	fs := newFileStore(t)
+	st := checkpoint.NewStorage(fs, 3)
+	writeCheckpoint(t, st, fs, 1, 1)
+	writeCheckpoint(t, st, fs, 2, 1)
+	corrupt(t, fs, st.ManifestName(1), func(b []byte) []byte { return b[:1] })
+	corrupt(t, fs, st.ManifestName(2), func(b []byte) []byte { return b[:1] })
+	m, skipped, err := st.Latest(ctx)
+	if m != nil || err != nil || len(skipped) != 2 {
+		t.Fatalf("Latest = %v, %v, %v", m, skipped, err)
+	}
+	wantSkip(t, skipped[0], 2, "corrupt")
+	wantSkip(t, skipped[1], 1, "corrupt")
+}
+
+func TestBefore(t *testing.T) {
+	fs := newFileStore(t)
+	st := checkpoint.NewStorage(fs, 5)
+	for _, id := range []uint64{2, 4, 6} {
+		writeCheckpoint(t, st, fs, id, 1)
+	}
+	for before, want := range map[uint64]uint64{7: 6, 6: 4, 5: 4, 3: 2, 2: 0, 1: 0, 0: 0} {
+		m, skipped, err := st.Before(ctx, before)
+		if err != nil || len(skipped) != 0 {
+			t.Fatalf("Before(%d): %v, %v", before, skipped, err)
+		}
+		if got := uint64(0); m != nil {
+			got = m.ID
+			if got != want {
+				t.Errorf("Before(%d) = %d, want %d", before, got, want)
+			}
+		} else if want != 0 {
+			t.Errorf("Before(%d) = nil, want %d", before, want)
+		}
+	}
+	corrupt(t, fs, st.ManifestName(4), func(b []byte) []byte { b[0] ^= 0xff; return b })
+	m, skipped, err := st.Before(ctx, 6)
+	if err != nil || m == nil || m.ID != 2 || len(skipped) != 1 {
+		t.Fatalf("Before(6) with 4 corrupt = %v, %v, %v", m, skipped, err)
+	}
+	wantSkip(t, skipped[0], 4, "corrupt")
+}
+
+// faultStore fails Get of one name, or every Delete, with a plain error.
+type faultStore struct {
+	blob.Store
+	failGet    string
+	failDelete bool
+}
+
+var errInjected = errors.New("injected I/O error")
+
+func (f *faultStore) Get(ctx context.Context, name string) ([]byte, error) {
+	if name == f.failGet {
+		return nil, fmt.Errorf("get %q: %w", name, errInjected)
+	}
+	return f.Store.Get(ctx, name)
+}
+
+func (f *faultStore) Delete(ctx context.Context, name string) error {
+	if f.failDelete {
+		return fmt.Errorf("delete %q: %w", name, errInjected)
+	}
+	return f.Store.Delete(ctx, name)
+}
+
+func TestTransientErrorDoesNotFallBack(t *testing.T) {
+	fs := &faultStore{Store: newFileStore(t)}
+	st := checkpoint.NewStorage(fs, 3)
+	writeCheckpoint(t, st, fs, 1, 1)
+	writeCheckpoint(t, st, fs, 2, 1)
+	fs.failGet = st.ManifestName(2)
+	m, _, err := st.Latest(ctx)
+	if m != nil || !errors.Is(err, errInjected) {
+		t.Fatalf("Latest = %v, %v; want the I/O error, not a fallback", m, err)
+	}
+	// Pruning that cannot read a retained manifest deletes nothing.
+	before := names(t, fs)
+	m3 := &checkpoint.Manifest{ID: 3}
+	var pe *checkpoint.PruneError
+	if err := st.Complete(ctx, m3); !errors.As(err, &pe) || pe.ID != 3 || !errors.Is(err, errInjected) {
+		t.Fatalf("Complete = %v, want a *PruneError", err)
+	}
+	after := names(t, fs)
+	if want := append(slices.Clone(before), st.ManifestName(3)); !slices.Equal(after, want) {
+		t.Fatalf("blobs = %q, want %q", after, want)
+	}
+}
+
+func TestPruneErrorStillComplete(t *testing.T) {
+	fs := &faultStore{Store: newFileStore(t)}
+	st := checkpoint.NewStorage(fs, 1)
+	writeCheckpoint(t, st, fs, 1, 1)
+	fs.failDelete = true
+	m := &checkpoint.Manifest{ID: 2}
+	err := st.Complete(ctx, m)
+	var pe *checkpoint.PruneError
+	if !errors.As(err, &pe) || pe.ID != 2 || !errors.Is(err, errInjected) || !strings.Contains(err.Error(), "checkpoint 2 is complete") {
+		t.Fatalf("Complete = %v, want a *PruneError", err)
+	}
+	if got, _, err := st.Latest(ctx); err != nil || got.ID != 2 {
+		t.Fatalf("Latest = %v, %v; want checkpoint 2", got, err)
+	}
+	// The next Complete prunes what this one could not.
+	fs.failDelete = false
+	if err := st.Complete(ctx, &checkpoint.Manifest{ID: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, fs); !slices.Equal(got, []string{st.ManifestName(3)}) {
+		t.Fatalf("blobs = %q", got)
+	}
+}
+
+func TestPruneSkipsCorruptRetained(t *testing.T) {
+	fs := newFileStore(t)
+	st := checkpoint.NewStorage(fs, 3)
+	for id := uint64(1); id <= 4; id++ {
+		writeCheckpoint(t, st, fs, id, 1)
+	}
+	corrupt(t, fs, st.ManifestName(3), func(b []byte) []byte { return b[:4] })
+	writeCheckpoint(t, st, fs, 5, 1)
+	if ids, _ := st.List(ctx); !slices.Equal(ids, []uint64{2, 4, 5}) {
+		t.Fatalf("List = %v, want [2 4 5]: a corrupt manifest holds no retention slot", ids)
+	}
+	if got := names(t, fs); slices.Contains(got, st.StateBlobName(3, "agg", 0)) {
+		t.Fatal("state of the corrupt checkpoint 3 survived")
+	}
+}
+
+func TestCompleteRejects(t *testing.T) {
+	fs := newFileStore(t)
+	st := checkpoint.NewStorage(fs, 3)
+	writeCheckpoint(t, st, fs, 5, 1)
+	part := func(p checkpoint.StatePart) []checkpoint.OperatorState {
+		return []checkpoint.OperatorState{{Name: "op", MaxParallelism: 8, Parallelism: 2, Parts: []checkpoint.StatePart{p}}}
+	}
+	cases := []struct {
+		m    checkpoint.Manifest
+		want string
+	}{
+		{checkpoint.Manifest{ID: 0}, "ids start at 1"},
+		{checkpoint.Manifest{ID: 4}, "subsumed by a newer complete checkpoint 5"},
+		{checkpoint.Manifest{ID: 6, Files: []string{"../x"}}, `Files[0]: blob: invalid object name "../x"`},
+		{checkpoint.Manifest{ID: 6, Operators: part(checkpoint.StatePart{Blob: "b"})}, `blob "b" is not listed in Files`},
+		{checkpoint.Manifest{ID: 6, Operators: part(checkpoint.StatePart{KeyGroupStart: 4, KeyGroupEnd: 2})}, "run backwards"},
+		{checkpoint.Manifest{ID: 6, Operators: part(checkpoint.StatePart{KeyGroupEnd: 9})}, "exceed the operator's 8 key groups"},
+		{checkpoint.Manifest{ID: 6, Operators: part(checkpoint.StatePart{Subtask: 2})}, "subtask 2 of an operator with parallelism 2"},
+		{checkpoint.Manifest{ID: 6, Operators: part(checkpoint.StatePart{Size: -1})}, "negative size"},
+		{checkpoint.Manifest{ID: 6, Sources: []checkpoint.SourceState{{Name: "a"}, {Name: "a"}}}, `two sources named "a"`},
+		{checkpoint.Manifest{ID: 6, Sinks: []checkpoint.SinkState{{}}}, "sink with an empty name"},
+	}
+	for _, c := range cases {
+		err := st.Complete(ctx, &c.m)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Complete(%+v) = %v, want an error containing %q", c.m, err, c.want)
+		}
+		var pe *checkpoint.PruneError
+		if errors.As(err, &pe) {
+			t.Errorf("Complete(%+v) wrote its manifest", c.m)
+		}
+	}
+	if err := st.Complete(ctx, &checkpoint.Manifest{ID: 4}); !errors.Is(err, checkpoint.ErrSubsumed) {
+		t.Errorf("Complete(4) = %v, want ErrSubsumed", err)
+	}
+	if ids, _ := st.List(ctx); !slices.Equal(ids, []uint64{5}) {
+		t.Fatalf("List = %v: a rejected checkpoint became complete", ids)
+	}
+}
+
+func TestStateBlobName(t *testing.T) {
+	st := checkpoint.NewStorage(newFileStore(t), 0)
+	if got, want := st.StateBlobName(12, "window-agg_1.v2", 3), "checkpoints/00000000000000000012/window-agg_1.v2-3.state"; got != want {
+		t.Errorf("StateBlobName = %q, want %q", got, want)
+	}
+	if got, want := st.ManifestName(12), "checkpoints/00000000000000000012/MANIFEST"; got != want {
+		t.Errorf("ManifestName = %q, want %q", got, want)
+	}
+	ops := []string{"", ".", "..", ".hidden", "a/b", "a_b", "a b", "a\\b", "ünïcode", "a/../../etc", strings.Repeat("x", 300), strings.Repeat("x", 301)}
+	seen := map[string]string{}
+	for _, op := range ops {
+		n := st.StateBlobName(^uint64(0), op, 0)
+		if err := blob.ValidateName(n); err != nil {
+			t.Errorf("StateBlobName(%q) = %q: %v", op, n, err)
+		}
+		if strings.Count(n, "/") != 2 || len(n[strings.LastIndexByte(n, '/')+1:]) > 200 {
+			t.Errorf("StateBlobName(%q) = %q: not one short file in the checkpoint's directory", op, n)
+		}
+		if prev, dup := seen[n]; dup {
+			t.Errorf("operators %q and %q share blob %q", prev, op, n)
+		}
+		seen[n] = op
+	}
+}

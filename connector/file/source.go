@@ -1,0 +1,176 @@
+package file
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/eddyflow/eddy"
+)
+
+// JSONLinesSource returns a bounded source that reads JSON lines
+// (encoding/json) from files. paths are file names or filepath.Glob patterns;
+// they are expanded once, here, and the sorted, de-duplicated files are the
+// splits, so the set of files must not change between runs of a job. A
+// pattern that matches nothing stays as it is, so that opening it reports the
+// missing file. Blank lines are skipped; a line that is not valid JSON for T
+// fails the read with the file name and line number. A split's Position is
+// the byte offset after the last line returned, as a uvarint. The source's
+// Name is "file-jsonlines-source:" followed by the paths, comma-separated.
+func JSONLinesSource[T any](paths ...string) eddy.Source[T] {
+	var files []string
+	for _, p := range paths {
+		m, err := filepath.Glob(p)
+		if err != nil || len(m) == 0 {
+			m = []string{p}
+		}
+		files = append(files, m...)
+	}
+	slices.Sort(files)
+	return &jsonSource[T]{name: "file-jsonlines-source:" + strings.Join(paths, ","), files: slices.Compact(files)}
+}
+
+type jsonSource[T any] struct {
+	name  string
+	files []string
+}
+
+func (s *jsonSource[T]) Name() string { return s.name }
+
+func (s *jsonSource[T]) Splits() int { return len(s.files) }
+
+func (s *jsonSource[T]) OpenSplit(_ context.Context, split int, pos []byte) (eddy.SplitReader[T], error) {
+	if split < 0 || split >= len(s.files) {
+		return nil, fmt.Errorf("file source: split %d out of range [0, %d)", split, len(s.files))
+	}
+	path := s.files[split]
+	var off int64
+	if pos != nil {
+		v, n := binary.Uvarint(pos)
+		if n <= 0 || n != len(pos) || v > 1<<62 {
+			return nil, fmt.Errorf("file source: %s: invalid position %x", path, pos)
+		}
+		off = int64(v)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("file source: %w", err)
+	}
+	r := &jsonReader[T]{path: path, f: f, off: off}
+	if err := r.seek(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+type jsonReader[T any] struct {
+	path string
+	f    *os.File
+	br   *bufio.Reader
+	off  int64 // offset after the last line returned
+	buf  []byte
+}
+
+// seek positions the reader at r.off, which must be the start of a line (or
+// the end of the file).
+func (r *jsonReader[T]) seek() error {
+	st, err := r.f.Stat()
+	if err != nil {
+		return fmt.Errorf("file source: %w", err)
+	}
+	if r.off > st.Size() {
+		return fmt.Errorf("file source: %s: position %d beyond the end of the file (%d bytes)", r.path, r.off, st.Size())
+	}
+	if r.off > 0 && r.off < st.Size() {
+		var b [1]byte
+		if _, err := r.f.ReadAt(b[:], r.off-1); err != nil {
+			return fmt.Errorf("file source: %w", err)
+		}
+		if b[0] != '\n' {
+			return fmt.Errorf("file source: %s: position %d is not at the start of a line", r.path, r.off)
+		}
+	}
+	if _, err := r.f.Seek(r.off, io.SeekStart); err != nil {
+		return fmt.Errorf("file source: %w", err)
+	}
+	r.br = bufio.NewReaderSize(r.f, 64<<10)
+	return nil
+}
+
+func (r *jsonReader[T]) Next(rec *T) (eddy.ReadStatus, error) {
+	for {
+		line, err := r.readLine()
+		if len(line) == 0 && err == io.EOF {
+			return eddy.End, nil
+		}
+		if err != nil && err != io.EOF {
+			return eddy.End, fmt.Errorf("file source: %s: line %s: %w", r.path, r.lineNumber(), err)
+		}
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) == 0 {
+			r.off += int64(len(line))
+			continue
+		}
+		var zero T
+		*rec = zero // fields missing from the line must not keep old values
+		if err := json.Unmarshal(trimmed, rec); err != nil {
+			return eddy.End, fmt.Errorf("file source: %s: line %s: %w", r.path, r.lineNumber(), err)
+		}
+		r.off += int64(len(line))
+		return eddy.Record, nil
+	}
+}
+
+// lineNumber returns the 1-based number of the line that starts at r.off. It
+// counts the lines before it, so it is for error messages only.
+func (r *jsonReader[T]) lineNumber() string {
+	n, err := countLines(io.NewSectionReader(r.f, 0, r.off))
+	if err != nil {
+		return fmt.Sprintf("at byte %d", r.off)
+	}
+	return fmt.Sprintf("%d (byte %d)", n+1, r.off)
+}
+
+func countLines(rd io.Reader) (int, error) {
+	var buf [32 << 10]byte
+	n := 0
+	for {
+		k, err := rd.Read(buf[:])
+		n += bytes.Count(buf[:k], []byte{'\n'})
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// readLine returns the next line including its newline; at the end of the
+// file it returns the last line without one, with io.EOF.
+func (r *jsonReader[T]) readLine() ([]byte, error) {
+	line, err := r.br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	r.buf = append(r.buf[:0], line...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = r.br.ReadSlice('\n')
+		r.buf = append(r.buf, line...)
+	}
+	return r.buf, err
+}
+
+func (r *jsonReader[T]) Position() []byte { return binary.AppendUvarint(nil, uint64(r.off)) }
+
+func (r *jsonReader[T]) Close() error { return r.f.Close() }

@@ -1,0 +1,215 @@
+package eddy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/eddyflow/eddy/blob"
+	_ "github.com/eddyflow/eddy/blob/file" // registers file:// storage
+	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/state"
+)
+
+// Env holds a job under construction and runs it.
+type Env struct {
+	cfg      config
+	stages   []*stage
+	sinks    []*sinkEntry
+	sources  []*sourceEntry
+	ops      int // operators created, for default names
+	stats    stats
+	buildErr error // the first misuse of the API while building the job
+}
+
+type config struct {
+	storageURL     string
+	interval       time.Duration
+	timeout        time.Duration
+	retain         int
+	parallelism    int
+	maxParallelism int
+	restarts       int
+	restartDelay   time.Duration
+	batchSize      int
+	channelBatches int
+	job            string
+	logger         *log.Logger
+	onCheckpoint   func(CheckpointStats)
+	store          blob.Store
+}
+
+// Option configures an Env.
+type Option func(*config)
+
+// Checkpoints stores checkpoints at url ("file://./eddy-data" or a
+// directory path) every interval (10 ms or more). Without it a job keeps no
+// checkpoints and restarts from the beginning.
+func Checkpoints(url string, interval time.Duration) Option {
+	return func(c *config) { c.storageURL, c.interval = url, interval }
+}
+
+// CheckpointStore stores checkpoints in an open blob.Store (tests, S3).
+func CheckpointStore(s blob.Store, interval time.Duration) Option {
+	return func(c *config) { c.store, c.interval = s, interval }
+}
+
+// CheckpointTimeout aborts a checkpoint that has not completed in d
+// (default 1 minute); the next one is triggered on schedule.
+func CheckpointTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// RetainCheckpoints keeps the newest n complete checkpoints (default 3).
+func RetainCheckpoints(n int) Option { return func(c *config) { c.retain = n } }
+
+// Parallelism sets the default number of subtasks per operator (default:
+// the number of CPUs).
+func Parallelism(n int) Option { return func(c *config) { c.parallelism = n } }
+
+// MaxParallelism sets the number of key groups (default 128): the upper
+// bound of any keyed operator's parallelism, fixed for the life of the job's
+// state.
+func MaxParallelism(n int) Option { return func(c *config) { c.maxParallelism = n } }
+
+// Restarts restarts a failed job from its last checkpoint up to attempts
+// times, waiting delay before each (default 3 attempts, 1 s).
+func Restarts(attempts int, delay time.Duration) Option {
+	return func(c *config) { c.restarts, c.restartDelay = attempts, delay }
+}
+
+// BatchSize sets how many records travel between subtasks in one batch
+// (default 512).
+func BatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
+
+// JobName names the job in checkpoints and logs (default "eddy-job").
+func JobName(name string) Option { return func(c *config) { c.job = name } }
+
+// Logger sends the runtime's messages (restores, fallbacks, restarts) to w.
+// Default: standard error.
+func Logger(w io.Writer) Option {
+	return func(c *config) { c.logger = log.New(w, "eddy: ", log.LstdFlags|log.Lmsgprefix) }
+}
+
+// OnCheckpoint calls fn after each completed checkpoint, from the
+// coordinator goroutine.
+func OnCheckpoint(fn func(CheckpointStats)) Option { return func(c *config) { c.onCheckpoint = fn } }
+
+// CheckpointStats describes one completed checkpoint.
+type CheckpointStats struct {
+	ID       uint64
+	Duration time.Duration // trigger to manifest written
+	Bytes    int64         // state bytes written
+	Final    bool          // the checkpoint that ends a bounded job
+}
+
+// New returns an environment for one job.
+func New(opts ...Option) *Env {
+	cfg := config{
+		timeout: time.Minute, retain: 3, parallelism: runtime.NumCPU(),
+		maxParallelism: state.DefaultMaxParallelism, restarts: 3, restartDelay: time.Second,
+		batchSize: 512, channelBatches: 4, job: "eddy-job",
+		logger: log.New(os.Stderr, "eddy: ", log.LstdFlags|log.Lmsgprefix),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.parallelism < 1 {
+		cfg.parallelism = 1
+	}
+	if cfg.batchSize < 1 {
+		cfg.batchSize = 1
+	}
+	return &Env{cfg: cfg}
+}
+
+// Stats is a live view of a running job, safe to read from any goroutine.
+type Stats struct {
+	RecordsIn      int64         // records read from sources
+	RecordsOut     int64         // records written to sinks
+	StateEntries   int64         // keyed state entries at the last checkpoint
+	Checkpoints    int64         // checkpoints completed
+	LastCheckpoint time.Duration // duration of the last completed checkpoint
+	LastBytes      int64         // state bytes of the last completed checkpoint
+	Restarts       int64         // restarts after failures
+	RestoredFrom   uint64        // checkpoint the current attempt restored from (0: none)
+}
+
+type stats struct {
+	recordsIn, recordsOut, stateEntries, checkpoints, lastDur, lastBytes, restarts, restored atomic.Int64
+}
+
+// Stats returns the job's counters.
+func (e *Env) Stats() Stats {
+	s := &e.stats
+	return Stats{RecordsIn: s.recordsIn.Load(), RecordsOut: s.recordsOut.Load(), StateEntries: s.stateEntries.Load(),
+		Checkpoints: s.checkpoints.Load(), LastCheckpoint: time.Duration(s.lastDur.Load()), LastBytes: s.lastBytes.Load(),
+		Restarts: s.restarts.Load(), RestoredFrom: uint64(s.restored.Load())}
+}
+
+// permanentError marks a failure that a restart cannot fix (an incompatible
+// state schema, a bad job graph).
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Run runs the job until its bounded inputs are exhausted and their output
+// is committed, or ctx is cancelled. It first restores the latest complete
+// checkpoint in the job's storage; on a failure it restarts from the last
+// checkpoint as the restart strategy allows.
+func (e *Env) Run(ctx context.Context) error {
+	if err := e.validate(); err != nil {
+		return err
+	}
+	var store *checkpoint.Storage
+	bs := e.cfg.store
+	if bs == nil && e.cfg.storageURL != "" {
+		var err error
+		if bs, err = blob.Open(e.cfg.storageURL); err != nil {
+			return fmt.Errorf("eddy: checkpoint storage: %w", err)
+		}
+	}
+	if bs != nil {
+		store = checkpoint.NewStorage(bs, e.cfg.retain)
+	}
+	for attempt := 0; ; attempt++ {
+		err := e.runAttempt(ctx, store, bs)
+		if err == nil || ctx.Err() != nil {
+			if ctx.Err() != nil && err != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		var perm *permanentError
+		if errors.As(err, &perm) || attempt >= e.cfg.restarts {
+			return err
+		}
+		e.stats.restarts.Add(1)
+		e.cfg.logger.Printf("job failed (attempt %d of %d): %v; restarting from the last checkpoint in %v", attempt+1, e.cfg.restarts+1, err, e.cfg.restartDelay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(e.cfg.restartDelay):
+		}
+	}
+}
+
+func (e *Env) validate() error {
+	if len(e.sources) == 0 {
+		return errors.New("eddy: the job has no source")
+	}
+	for _, st := range e.stages {
+		if !st.consumed {
+			return fmt.Errorf("eddy: the output of %s is not consumed; end the pipeline in a sink (eddy.ToSink)", st.lastOp)
+		}
+	}
+	if e.cfg.interval != 0 && e.cfg.interval < 10*time.Millisecond {
+		return fmt.Errorf("eddy: checkpoint interval %v is below the 10ms minimum", e.cfg.interval)
+	}
+	return nil
+}

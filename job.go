@@ -1,0 +1,415 @@
+package eddy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/eddyflow/eddy/blob"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/eddyflow/eddy/checkpoint"
+)
+
+// jobRun is one attempt of running the job: its channels, the restored
+// checkpoint and the coordinator's inboxes.
+type jobRun struct {
+	env      *Env
+	storage  *checkpoint.Storage
+	blobs    blob.Store
+	restored *checkpoint.Manifest
+	nextID   uint64
+	chans    map[*edge][][]chan msg // [from subtask][to subtask]
+	triggers [][]chan trigger       // [source][subtask]
+	acks     chan ack
+	finished chan struct{}
+	wg       sync.WaitGroup
+}
+
+// ack is a subtask's answer to a checkpoint barrier.
+type ack struct {
+	stage, subtask int
+	id             uint64
+	splits         []checkpoint.SplitState
+	parts          []opPart
+	sinkTxns       map[string][]byte
+	entries, bytes int64
+	err            error
+}
+
+type opPart struct {
+	uid  string
+	part checkpoint.StatePart
+}
+
+func (j *jobRun) sendAck(ctx context.Context, a ack) error {
+	select {
+	case j.acks <- a:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (j *jobRun) sourceFinished(ctx context.Context) error {
+	select {
+	case j.finished <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, blobs blob.Store) error {
+	if e.buildErr != nil {
+		return &permanentError{e.buildErr}
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	j := &jobRun{env: e, storage: storage, blobs: blobs, nextID: 1, chans: map[*edge][][]chan msg{},
+		acks: make(chan ack, 64), finished: make(chan struct{}, 64)}
+	// Restore: the newest readable checkpoint; if its state turns out to be
+	// unreadable, the one before it.
+	var before uint64
+	for storage != nil {
+		var m *checkpoint.Manifest
+		var skipped []error
+		var err error
+		if before == 0 {
+			m, skipped, err = storage.Latest(ctx)
+		} else {
+			m, skipped, err = storage.Before(ctx, before)
+		}
+		for _, s := range skipped {
+			e.cfg.logger.Printf("skipping a checkpoint: %v", s)
+		}
+		if err != nil {
+			return fmt.Errorf("eddy: reading checkpoints: %w", err)
+		}
+		j.restored = m
+		if m == nil {
+			break
+		}
+		if err := e.precheckRestore(ctx, j); err != nil {
+			var re *restoreError
+			if errors.As(err, &re) {
+				e.cfg.logger.Printf("%v; falling back to the previous complete checkpoint (output committed after it may repeat)", err)
+				before = m.ID
+				continue
+			}
+			return err
+		}
+		break
+	}
+	if storage != nil {
+		// Ids keep growing past anything stored, also after a fallback.
+		id, err := storage.NextID(ctx)
+		if err != nil {
+			return fmt.Errorf("eddy: reading checkpoints: %w", err)
+		}
+		j.nextID = id
+	}
+	if j.restored != nil {
+		e.stats.restored.Store(int64(j.restored.ID))
+		e.cfg.logger.Printf("restoring from checkpoint %d", j.restored.ID)
+	} else {
+		e.stats.restored.Store(0)
+	}
+	// Sinks first settle what the restored checkpoint pre-committed.
+	for _, s := range e.sinks {
+		var txns [][]byte
+		if j.restored != nil {
+			for _, ss := range j.restored.Sinks {
+				if ss.Name == s.name {
+					txns = ss.Txns
+				}
+			}
+		}
+		if err := s.recover(ctx, txns); err != nil {
+			return fmt.Errorf("eddy: sink %s recovery: %w", s.name, err)
+		}
+	}
+	for _, st := range e.stages {
+		if st.out != nil {
+			e := st.out
+			ch := make([][]chan msg, e.from.parallelism)
+			for a := range ch {
+				ch[a] = make([]chan msg, e.to.parallelism)
+				for b := range ch[a] {
+					ch[a][b] = make(chan msg, j.env.cfg.channelBatches)
+				}
+			}
+			j.chans[e] = ch
+		}
+	}
+	j.triggers = make([][]chan trigger, len(e.sources))
+	for i, s := range e.sources {
+		j.triggers[i] = make([]chan trigger, s.st.parallelism)
+		for k := range j.triggers[i] {
+			j.triggers[i][k] = make(chan trigger, 1)
+		}
+	}
+	errs := make(chan error, 64)
+	var tasks sync.WaitGroup
+	total := 0
+	for _, st := range e.stages {
+		for i := 0; i < st.parallelism; i++ {
+			total++
+			sc := &subtaskCtx{ctx: ctx, job: j, st: st, subtask: i, par: st.parallelism}
+			tasks.Add(1)
+			go func() {
+				defer tasks.Done()
+				err := runSubtask(sc)
+				if err != nil {
+					errs <- err
+					cancel(err)
+				}
+			}()
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- j.coordinate(ctx, total) }()
+	var coordErr error
+	select {
+	case coordErr = <-done:
+		if coordErr != nil {
+			cancel(coordErr)
+		}
+	case <-ctx.Done():
+	}
+	tasks.Wait()
+	if coordErr == nil && ctx.Err() != nil {
+		// A subtask failed, or the caller cancelled; let the coordinator stop.
+		coordErr = <-done
+	}
+	j.wg.Wait()
+	select {
+	case err := <-errs:
+		if !errors.Is(err, context.Canceled) || parent.Err() == nil {
+			return err
+		}
+	default:
+	}
+	if coordErr != nil {
+		return coordErr
+	}
+	return parent.Err()
+}
+
+// runSubtask builds a subtask's operator chain and runs its loop.
+func runSubtask(sc *subtaskCtx) error {
+	defer func() {
+		if r := recover(); r != nil {
+			panic(fmt.Sprintf("eddy: stage %d subtask %d: %v", sc.st.id, sc.subtask, r))
+		}
+	}()
+	if sc.st.source != nil {
+		return sc.st.source.run(sc)
+	}
+	process, err := sc.st.receive(sc)
+	if err != nil {
+		return err
+	}
+	return sc.runReceiver(process)
+}
+
+// precheckRestore makes sure every state part of the chosen checkpoint can
+// be read before any subtask starts, so a corrupt part leads to a fallback
+// instead of a half-restored job.
+func (e *Env) precheckRestore(ctx context.Context, j *jobRun) error {
+	for _, op := range j.restored.Operators {
+		for _, p := range op.Parts {
+			if _, err := j.blobs.Get(ctx, p.Blob); err != nil {
+				return &restoreError{id: j.restored.ID, err: fmt.Errorf("operator %s: state part %s: %w", op.Name, p.Blob, err)}
+			}
+		}
+	}
+	return nil
+}
+
+// pendingCheckpoint collects acks for one checkpoint.
+type pendingCheckpoint struct {
+	id      uint64
+	final   bool
+	started time.Time
+	acks    []ack
+}
+
+// coordinate triggers checkpoints, collects acks, writes manifests and
+// commits sinks. It returns nil once the final checkpoint of a bounded job is
+// complete, or an error.
+func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
+	e := j.env
+	nextID := j.nextID
+	var tick <-chan time.Time
+	if e.cfg.interval > 0 {
+		t := time.NewTicker(e.cfg.interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	totalSources := 0
+	for _, s := range e.sources {
+		totalSources += s.st.parallelism
+	}
+	finishedSources := 0
+	var inflight *pendingCheckpoint
+	aborted := map[uint64]bool{}
+	// Sink transactions pre-committed by checkpoints not yet complete,
+	// including aborted ones: their records precede later barriers.
+	type txn struct {
+		id   uint64
+		data []byte
+	}
+	pendingTxns := map[string][]txn{}
+	timeout := time.NewTimer(time.Hour)
+	defer timeout.Stop()
+
+	start := func(final bool) {
+		inflight = &pendingCheckpoint{id: nextID, final: final, started: time.Now()}
+		nextID++
+		timeout.Reset(e.cfg.timeout)
+		for _, ts := range j.triggers {
+			for _, ch := range ts {
+				select {
+				case ch <- trigger{id: inflight.id, final: final}:
+				default:
+				}
+			}
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick:
+			if inflight == nil && finishedSources < totalSources {
+				start(false)
+			}
+		case <-j.finished:
+			finishedSources++
+			if finishedSources == totalSources && inflight == nil {
+				start(true)
+			}
+		case <-timeout.C:
+			if inflight != nil {
+				e.cfg.logger.Printf("checkpoint %d timed out after %v; aborting it", inflight.id, e.cfg.timeout)
+				aborted[inflight.id] = true
+				if inflight.final {
+					return fmt.Errorf("eddy: the final checkpoint %d timed out", inflight.id)
+				}
+				inflight = nil
+			}
+		case a := <-j.acks:
+			if a.err != nil {
+				return fmt.Errorf("eddy: checkpoint %d: %w", a.id, a.err)
+			}
+			for name, t := range a.sinkTxns {
+				pendingTxns[name] = append(pendingTxns[name], txn{a.id, t})
+			}
+			if inflight == nil || a.id != inflight.id {
+				continue // an aborted checkpoint
+			}
+			inflight.acks = append(inflight.acks, a)
+			if len(inflight.acks) < totalTasks {
+				continue
+			}
+			c := inflight
+			inflight = nil
+			timeout.Reset(time.Hour)
+			m := &checkpoint.Manifest{ID: c.id, Job: e.cfg.job, CreatedAt: time.Now().UnixNano()}
+			var bytes, entries int64
+			sources := map[string]*checkpoint.SourceState{}
+			ops := map[string]*checkpoint.OperatorState{}
+			for _, a := range c.acks {
+				bytes += a.bytes
+				entries += a.entries
+				if a.splits != nil {
+					name := e.stages[a.stage].source.name
+					ss := sources[name]
+					if ss == nil {
+						ss = &checkpoint.SourceState{Name: name}
+						sources[name] = ss
+					}
+					ss.Splits = append(ss.Splits, a.splits...)
+				}
+				for _, p := range a.parts {
+					op := ops[p.uid]
+					if op == nil {
+						op = &checkpoint.OperatorState{Name: p.uid, MaxParallelism: uint32(e.cfg.maxParallelism),
+							Parallelism: uint32(e.stages[a.stage].parallelism)}
+						ops[p.uid] = op
+					}
+					op.Parts = append(op.Parts, p.part)
+					m.Files = append(m.Files, p.part.Blob)
+				}
+			}
+			for _, name := range sortedKeys(sources) {
+				ss := sources[name]
+				sort.Slice(ss.Splits, func(a, b int) bool { return ss.Splits[a].Split < ss.Splits[b].Split })
+				m.Sources = append(m.Sources, *ss)
+			}
+			for _, name := range sortedKeys(ops) {
+				op := ops[name]
+				sort.Slice(op.Parts, func(a, b int) bool { return op.Parts[a].KeyGroupStart < op.Parts[b].KeyGroupStart })
+				m.Operators = append(m.Operators, *op)
+			}
+			commits := map[string][][]byte{}
+			for _, name := range sortedKeys(pendingTxns) {
+				var keep []txn
+				for _, t := range pendingTxns[name] {
+					if t.id <= c.id {
+						commits[name] = append(commits[name], t.data)
+					} else {
+						keep = append(keep, t)
+					}
+				}
+				pendingTxns[name] = keep
+				if len(commits[name]) > 0 {
+					m.Sinks = append(m.Sinks, checkpoint.SinkState{Name: name, Txns: commits[name]})
+				}
+			}
+			sort.Strings(m.Files)
+			if j.storage != nil {
+				if err := j.storage.Complete(ctx, m); err != nil {
+					var pe *checkpoint.PruneError
+					if !errors.As(err, &pe) {
+						return fmt.Errorf("eddy: completing checkpoint %d: %w", c.id, err)
+					}
+					e.cfg.logger.Printf("checkpoint %d complete; cleaning up old checkpoints failed: %v", c.id, err)
+				}
+			}
+			// The checkpoint exists; now its output becomes visible.
+			for _, s := range e.sinks {
+				if txns := commits[s.name]; len(txns) > 0 {
+					if err := s.commit(ctx, txns); err != nil {
+						return fmt.Errorf("eddy: sink %s commit of checkpoint %d: %w", s.name, c.id, err)
+					}
+				}
+			}
+			dur := time.Since(c.started)
+			e.stats.checkpoints.Add(1)
+			e.stats.lastDur.Store(int64(dur))
+			e.stats.lastBytes.Store(bytes)
+			e.stats.stateEntries.Store(entries)
+			if e.cfg.onCheckpoint != nil {
+				e.cfg.onCheckpoint(CheckpointStats{ID: c.id, Duration: dur, Bytes: bytes, Final: c.final})
+			}
+			if c.final {
+				return nil
+			}
+			if finishedSources == totalSources {
+				start(true)
+			}
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

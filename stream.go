@@ -1,0 +1,497 @@
+package eddy
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/eddyflow/eddy/serde"
+	"github.com/eddyflow/eddy/state"
+)
+
+// stage is a chain of operators that runs in one goroutine per subtask: a
+// source or a shuffle input, then operators up to a sink or a shuffle output.
+type stage struct {
+	id          int
+	parallelism int
+	consumed    bool
+	lastOp      string
+	source      *sourceEntry
+	input       *edge // the shuffle feeding this stage
+	out         *edge // the shuffle this stage feeds
+	// receive builds, per subtask, the handler of a batch from input.
+	receive func(sc *subtaskCtx) (func(batch any) error, error)
+}
+
+// edge is a hash shuffle between two stages.
+type edge struct {
+	from, to *stage
+	pool     sync.Pool // batches of the edge's record type
+}
+
+// sourceEntry is a source of the job, type-erased.
+type sourceEntry struct {
+	index  int
+	name   string
+	splits int
+	st     *stage
+	run    func(sc *subtaskCtx) error
+}
+
+// sinkEntry is a sink of the job, type-erased.
+type sinkEntry struct {
+	name    string
+	recover func(ctx contextT, txns [][]byte) error
+	commit  func(ctx contextT, txns [][]byte) error
+}
+
+// OpOption configures one operator.
+type OpOption func(*opConfig)
+
+type opConfig struct {
+	parallelism int
+	name        string
+}
+
+// WithParallelism sets the number of subtasks of a source or of the keyed
+// stage a KeyBy starts.
+func WithParallelism(n int) OpOption { return func(c *opConfig) { c.parallelism = n } }
+
+// Named gives an operator a stable name. Keyed state is stored under the
+// operator's name, so name stateful operators whose position in the job may
+// change.
+func Named(name string) OpOption { return func(c *opConfig) { c.name = name } }
+
+func applyOpts(opts []OpOption) opConfig {
+	var c opConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// Stream is a stream of records of type T.
+type Stream[T any] struct {
+	env  *Env
+	st   *stage
+	desc string
+	next func(sc *subtaskCtx) (func(*T) error, error)
+}
+
+func newStream[T any](env *Env, st *stage, desc string) *Stream[T] {
+	st.consumed = false
+	st.lastOp = desc
+	return &Stream[T]{env: env, st: st, desc: desc}
+}
+
+// consume sets the operator that reads s. A stream has one consumer.
+func (s *Stream[T]) consume(op string, build func(sc *subtaskCtx) (func(*T) error, error)) {
+	if s.next != nil {
+		s.env.fail(fmt.Errorf("eddy: %s already has a consumer; %s cannot read it too (fan-out is not supported)", s.desc, op))
+		return
+	}
+	s.next = build
+	s.st.consumed = true
+}
+
+func (e *Env) fail(err error) {
+	if e.buildErr == nil {
+		e.buildErr = err
+	}
+}
+
+func (e *Env) newStage(parallelism int) *stage {
+	st := &stage{id: len(e.stages), parallelism: parallelism}
+	e.stages = append(e.stages, st)
+	return st
+}
+
+func (e *Env) opName(kind string, c opConfig) string {
+	e.ops++
+	if c.name != "" {
+		return c.name
+	}
+	return fmt.Sprintf("%s-%d", kind, e.ops)
+}
+
+// FromSource starts a stream from src. Its parallelism defaults to the
+// environment's, capped at the number of splits.
+func FromSource[T any](env *Env, src Source[T], opts ...OpOption) *Stream[T] {
+	c := applyOpts(opts)
+	par := c.parallelism
+	if par < 1 {
+		par = env.cfg.parallelism
+	}
+	if n := src.Splits(); n < par {
+		par = max(n, 1)
+	}
+	st := env.newStage(par)
+	name := env.opName("source", c)
+	s := newStream[T](env, st, "source "+name)
+	entry := &sourceEntry{index: len(env.sources), name: src.Name(), splits: src.Splits(), st: st}
+	entry.run = func(sc *subtaskCtx) error {
+		if s.next == nil {
+			return fmt.Errorf("eddy: %s has no consumer", s.desc)
+		}
+		push, err := s.next(sc)
+		if err != nil {
+			return err
+		}
+		return runSource(sc, entry, src, push)
+	}
+	st.source = entry
+	env.sources = append(env.sources, entry)
+	return s
+}
+
+// Map applies fn to every record.
+func Map[A, B any](s *Stream[A], fn func(*A) B) *Stream[B] {
+	out := newStream[B](s.env, s.st, "map")
+	s.consume("map", func(sc *subtaskCtx) (func(*A) error, error) {
+		next, err := out.build(sc)
+		if err != nil {
+			return nil, err
+		}
+		return func(a *A) error {
+			b := fn(a)
+			return next(&b)
+		}, nil
+	})
+	return out
+}
+
+// Filter keeps the records for which keep returns true.
+func Filter[T any](s *Stream[T], keep func(*T) bool) *Stream[T] {
+	out := newStream[T](s.env, s.st, "filter")
+	s.consume("filter", func(sc *subtaskCtx) (func(*T) error, error) {
+		next, err := out.build(sc)
+		if err != nil {
+			return nil, err
+		}
+		return func(t *T) error {
+			if keep(t) {
+				return next(t)
+			}
+			return nil
+		}, nil
+	})
+	return out
+}
+
+// FlatMap calls fn for every record; fn emits any number of outputs.
+func FlatMap[A, B any](s *Stream[A], fn func(in *A, emit func(B)) error) *Stream[B] {
+	out := newStream[B](s.env, s.st, "flatMap")
+	s.consume("flatMap", func(sc *subtaskCtx) (func(*A) error, error) {
+		next, err := out.build(sc)
+		if err != nil {
+			return nil, err
+		}
+		var emitErr error
+		emit := func(b B) {
+			if emitErr == nil {
+				emitErr = next(&b)
+			}
+		}
+		return func(a *A) error {
+			if err := fn(a, emit); err != nil {
+				return err
+			}
+			err := emitErr
+			emitErr = nil
+			return err
+		}, nil
+	})
+	return out
+}
+
+func (s *Stream[T]) build(sc *subtaskCtx) (func(*T) error, error) {
+	if s.next == nil {
+		return nil, fmt.Errorf("eddy: %s has no consumer", s.desc)
+	}
+	return s.next(sc)
+}
+
+// ToSink writes the stream to sink.
+func ToSink[T any](s *Stream[T], sink Sink[T]) {
+	entry := &sinkEntry{name: sink.Name(),
+		recover: func(ctx contextT, txns [][]byte) error { return sink.Recover(ctx, txns) },
+		commit:  func(ctx contextT, txns [][]byte) error { return sink.Commit(ctx, txns) },
+	}
+	for _, other := range s.env.sinks {
+		if other.name == entry.name {
+			s.env.fail(fmt.Errorf("eddy: two sinks are named %q; sink names identify their transactions in checkpoints", entry.name))
+		}
+	}
+	s.env.sinks = append(s.env.sinks, entry)
+	s.consume("sink "+entry.name, func(sc *subtaskCtx) (func(*T) error, error) {
+		w, err := sink.OpenWriter(sc.ctx, sc.subtask, sc.par)
+		if err != nil {
+			return nil, fmt.Errorf("eddy: sink %s subtask %d: %w", entry.name, sc.subtask, err)
+		}
+		sc.sinks = append(sc.sinks, sinkWriter{entry: entry, w: w})
+		return func(t *T) error {
+			sc.recordsOut++
+			return w.Write(t)
+		}, nil
+	})
+}
+
+// KeyedStream is a stream partitioned by key: records with equal keys go to
+// the same subtask, in order, and keyed operators see state scoped to the
+// record's key.
+type KeyedStream[K comparable, T any] struct {
+	env  *Env
+	st   *stage
+	desc string
+	next func(sc *subtaskCtx) (keyedPush[K, T], error)
+}
+
+type keyedPush[K comparable, T any] func(key *K, kb []byte, kg int, rec *T) error
+
+// KeyBy partitions s by key. Keys are serialized to choose their key group:
+// strings as their bytes, other types with serde.
+func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...OpOption) *KeyedStream[K, T] {
+	c := applyOpts(opts)
+	env := s.env
+	par := c.parallelism
+	if par < 1 {
+		par = env.cfg.parallelism
+	}
+	if par > env.cfg.maxParallelism {
+		env.fail(fmt.Errorf("eddy: keyed parallelism %d exceeds the max parallelism %d", par, env.cfg.maxParallelism))
+	}
+	st := env.newStage(par)
+	e := &edge{from: s.st, to: st}
+	e.pool.New = func() any { return new(keyedBatch[K, T]) }
+	s.st.out, st.input = e, e
+	ks := &KeyedStream[K, T]{env: env, st: st, desc: "keyBy"}
+	st.lastOp = "keyBy"
+	enc, err := keyEncoder[K]()
+	if err != nil {
+		env.fail(err)
+	}
+	s.consume("keyBy", func(sc *subtaskCtx) (func(*T) error, error) {
+		w := newShuffleWriter[K, T](sc, e, key, enc)
+		sc.out = w
+		return w.push, nil
+	})
+	st.receive = func(sc *subtaskCtx) (func(any) error, error) {
+		if ks.next == nil {
+			return nil, fmt.Errorf("eddy: %s has no consumer", ks.desc)
+		}
+		push, err := ks.next(sc)
+		if err != nil {
+			return nil, err
+		}
+		return func(b any) error {
+			kb := b.(*keyedBatch[K, T])
+			for i := range kb.recs {
+				if err := push(&kb.keys[i], kb.key(i), int(kb.kgs[i]), &kb.recs[i]); err != nil {
+					return err
+				}
+			}
+			kb.reset()
+			e.pool.Put(kb)
+			return nil
+		}, nil
+	}
+	return ks
+}
+
+func (ks *KeyedStream[K, T]) consume(op string, build func(sc *subtaskCtx) (keyedPush[K, T], error)) {
+	if ks.next != nil {
+		ks.env.fail(fmt.Errorf("eddy: the keyed stream already has a consumer; %s cannot read it too", op))
+		return
+	}
+	ks.next = build
+	ks.st.consumed = true
+}
+
+// keyEncoder returns how keys of type K are serialized.
+func keyEncoder[K comparable]() (func(dst []byte, k *K) []byte, error) {
+	if reflect.TypeFor[K]().Kind() == reflect.String {
+		return func(dst []byte, k *K) []byte {
+			return append(dst, *(*string)(anyPtr(k))...)
+		}, nil
+	}
+	codec, err := serde.For[K]()
+	if err != nil {
+		return nil, fmt.Errorf("eddy: key type: %w", err)
+	}
+	return func(dst []byte, k *K) []byte {
+		out, err := codec.Append(dst, k)
+		if err != nil {
+			return append(dst, fmt.Sprint(*k)...) // keys that fail to encode (bad UTF-8) still hash consistently
+		}
+		return out
+	}, nil
+}
+
+// keySchema is the schema stored with keyed state.
+func keySchema[K comparable]() (serde.Schema, error) {
+	return serde.SchemaOf[K]()
+}
+
+// OpenContext is passed to a keyed function's Open: declare state on State.
+type OpenContext struct {
+	State       *state.Backend
+	Subtask     int
+	Parallelism int
+}
+
+// Context is passed to a keyed function for each record.
+type Context[K comparable, OUT any] struct {
+	// Key is the key of the current record.
+	Key  K
+	emit func(*OUT) error
+	err  error
+	// now is the processing time, cached per batch.
+	timers *timerService
+	kb     []byte
+	kg     int
+}
+
+// Emit sends out downstream.
+func (c *Context[K, OUT]) Emit(out OUT) {
+	if c.err == nil {
+		c.err = c.emit(&out)
+	}
+}
+
+// RegisterProcessingTimer asks for OnTimer to be called for the current key
+// once the wall clock passes t. Timers are deduplicated per key and time and
+// stored in keyed state, so they survive checkpoints and rescaling.
+func (c *Context[K, OUT]) RegisterProcessingTimer(t time.Time) {
+	c.timers.register(c.kb, c.kg, t.UnixNano())
+}
+
+// KeyedFunc processes the records of a keyed stream with keyed state.
+type KeyedFunc[K comparable, IN, OUT any] interface {
+	// Open declares state; it runs once per subtask before any record.
+	Open(ctx *OpenContext) error
+	// Process handles one record; ctx.Key is its key.
+	Process(ctx *Context[K, OUT], in *IN) error
+}
+
+// TimerFunc is implemented by keyed functions that register timers.
+type TimerFunc[K comparable, OUT any] interface {
+	OnTimer(ctx *Context[K, OUT], at time.Time) error
+}
+
+// Process runs fn on a keyed stream.
+func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, IN, OUT], opts ...OpOption) *Stream[OUT] {
+	c := applyOpts(opts)
+	env := ks.env
+	uid := env.opName("process", c)
+	out := newStream[OUT](env, ks.st, "process "+uid)
+	ks.consume("process "+uid, func(sc *subtaskCtx) (keyedPush[K, IN], error) {
+		ksch, err := keySchema[K]()
+		if err != nil {
+			return nil, &permanentError{fmt.Errorf("eddy: %s: key type: %w", uid, err)}
+		}
+		kgs, kge := state.KeyGroupRange(env.cfg.maxParallelism, sc.par, sc.subtask)
+		backend := state.NewBackend(env.cfg.maxParallelism, kgs, kge, ksch)
+		next, err := out.build(sc)
+		if err != nil {
+			return nil, err
+		}
+		fn := cloneFunc(fn)
+		if err := fn.Open(&OpenContext{State: backend, Subtask: sc.subtask, Parallelism: sc.par}); err != nil {
+			return nil, fmt.Errorf("eddy: %s Open: %w", uid, err)
+		}
+		ts, err := newTimerService(backend)
+		if err != nil {
+			return nil, err
+		}
+		if err := sc.restoreKeyed(uid, backend); err != nil {
+			return nil, err
+		}
+		ts.rebuild()
+		ctx := &Context[K, OUT]{emit: next, timers: ts}
+		sc.keyed = append(sc.keyed, keyedOp{uid: uid, backend: backend})
+		if tf, ok := fn.(TimerFunc[K, OUT]); ok {
+			keyDec, err := keyDecoder[K]()
+			if err != nil {
+				return nil, err
+			}
+			sc.timers = append(sc.timers, timerHook{ts: ts, fire: func(kb []byte, kg int, at int64) error {
+				backend.SetCurrentKey(kb, kg)
+				if err := keyDec(kb, &ctx.Key); err != nil {
+					return err
+				}
+				ctx.kb, ctx.kg = kb, kg
+				if err := tf.OnTimer(ctx, time.Unix(0, at)); err != nil {
+					return err
+				}
+				err := ctx.err
+				ctx.err = nil
+				return err
+			}})
+		}
+		return func(k *K, kb []byte, kg int, in *IN) error {
+			backend.SetCurrentKey(kb, kg)
+			ctx.Key, ctx.kb, ctx.kg = *k, kb, kg
+			if err := fn.Process(ctx, in); err != nil {
+				return err
+			}
+			err := ctx.err
+			ctx.err = nil
+			return err
+		}, nil
+	})
+	return out
+}
+
+// cloneFunc gives each subtask its own copy of a keyed function: a shallow
+// copy of the struct a pointer refers to, so state handles set in Open are
+// per subtask. Other values are shared as they are.
+func cloneFunc[F any](fn F) F {
+	v := reflect.ValueOf(fn)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return fn
+	}
+	c := reflect.New(v.Elem().Type())
+	c.Elem().Set(v.Elem())
+	return c.Interface().(F)
+}
+
+// keyDecoder reverses keyEncoder, for timers.
+func keyDecoder[K comparable]() (func(b []byte, k *K) error, error) {
+	if reflect.TypeFor[K]().Kind() == reflect.String {
+		return func(b []byte, k *K) error {
+			*(*string)(anyPtr(k)) = string(b)
+			return nil
+		}, nil
+	}
+	codec, err := serde.For[K]()
+	if err != nil {
+		return nil, err
+	}
+	return codec.Decode, nil
+}
+
+// reduceFn is the KeyedFunc behind Reduce.
+type reduceFn[K comparable, T any] struct {
+	reduce func(acc, x T) T
+	st     *state.Reducing[T]
+}
+
+func (r *reduceFn[K, T]) Open(ctx *OpenContext) error {
+	var err error
+	r.st, err = state.NewReducing[T](ctx.State, "reduce", r.reduce)
+	return err
+}
+
+func (r *reduceFn[K, T]) Process(ctx *Context[K, T], in *T) error {
+	r.st.Add(*in)
+	v, _ := r.st.Get()
+	ctx.Emit(v)
+	return nil
+}
+
+// Reduce folds the records of each key with fn and emits the running result
+// after every record.
+func Reduce[K comparable, T any](ks *KeyedStream[K, T], fn func(acc, x T) T, opts ...OpOption) *Stream[T] {
+	return Process[K, T, T](ks, &reduceFn[K, T]{reduce: fn}, opts...)
+}
