@@ -1,109 +1,114 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"reflect"
+	"os"
+	"os/signal"
 	"runtime"
+	"syscall"
+	"text/tabwriter"
 	"time"
 
-	"github.com/eddyflow/eddy/connector/datagen"
-	"github.com/eddyflow/eddy/serde"
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/internal/demojob"
 )
 
-// demo encodes and decodes --events sample orders, checks every round trip
-// and prints sizes, speeds and allocations.
+// demo runs the ride-sharing job: generated GPS points → key by driver →
+// running distance and point count per driver in keyed state → exactly-once
+// JSON lines under --out. Rerun with the same --data after a kill and it
+// resumes from its last checkpoint.
 func demo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	seed := fs.Uint64("seed", 7, "seed of the generated events")
-	events := fs.Int("events", 200_000, "number of events to encode and decode")
+	c := demojob.Config{}
+	fs.Uint64Var(&c.Seed, "seed", 7, "seed of the generated GPS points")
+	fs.Int64Var(&c.Events, "events", 2_000_000, "number of GPS points (bounded run)")
+	fs.IntVar(&c.Drivers, "drivers", 1000, "number of distinct drivers (keys)")
+	fs.StringVar(&c.Data, "data", "./eddy-data", "checkpoint directory")
+	fs.StringVar(&c.Out, "out", "./out", "output directory (committed part-*.jsonl files)")
+	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", 200*time.Millisecond, "time between checkpoints (10ms or more)")
+	fs.IntVar(&c.Parallelism, "parallelism", runtime.NumCPU(), "subtasks per operator")
+	fs.Float64Var(&c.Rate, "rate", 100_000, "events per second (0: as fast as possible)")
+	fs.Int64Var(&c.EmitEvery, "emit-every", 100, "write a driver's totals after every n-th of its points")
+	quiet := fs.Bool("quiet", false, "no live progress line")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *events < 1 {
-		fmt.Fprintln(stderr, "eddy demo: --events must be at least 1")
+	if c.Events < 1 || c.Drivers < 1 || c.Parallelism < 1 {
+		fmt.Fprintln(stderr, "eddy demo: --events, --drivers and --parallelism must be at least 1")
 		return 2
 	}
-	codec, err := serde.For[datagen.OrderCreatedEvent]()
-	if err != nil {
-		fmt.Fprintf(stderr, "eddy demo: %v\n", err)
-		return 1
-	}
-	// A pool of distinct orders, cycled through so the run is not one value.
-	const distinct = 64
-	orders := make([]datagen.OrderCreatedEvent, distinct)
-	for i := range orders {
-		orders[i] = datagen.SampleOrder(*seed + uint64(i))
-	}
-	js, _ := json.Marshal(&orders[0])
-	pb, err := codec.Append(nil, &orders[0])
-	if err != nil {
-		fmt.Fprintf(stderr, "eddy demo: %v\n", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "eddy demo: serde on OrderCreatedEvent (%d line items, seed %d)\n", len(orders[0].Items), *seed)
-	fmt.Fprintf(stdout, "  size:    %d protobuf bytes, %d JSON bytes (%.1fx smaller)\n", len(pb), len(js), float64(len(js))/float64(len(pb)))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 
-	// Encode every event into one reused buffer, keeping the encodings so
-	// the decode pass can check them.
-	encoded := make([][]byte, distinct)
-	buf := make([]byte, 0, 4096)
-	encodeTime, encodeAllocs, err := measure(func() error {
-		for i := 0; i < *events; i++ {
-			if buf, err = codec.Append(buf[:0], &orders[i%distinct]); err != nil {
-				return err
+	env := demojob.Env(c, eddy.Logger(stderr))
+	fmt.Fprintf(stdout, "eddy demo: %d GPS points from %d drivers (seed %d), parallelism %d, checkpoints every %v to %s, output in %s\n",
+		c.Events, c.Drivers, c.Seed, c.Parallelism, c.CheckpointInterval, c.Data, c.Out)
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- env.Run(ctx) }()
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	var last eddy.Stats
+	lastAt := start
+	var err error
+loop:
+	for {
+		select {
+		case err = <-done:
+			break loop
+		case now := <-tick.C:
+			if *quiet {
+				continue
 			}
+			s := env.Stats()
+			rate := float64(s.RecordsIn-last.RecordsIn) / now.Sub(lastAt).Seconds()
+			last, lastAt = s, now
+			fmt.Fprintf(stdout, "\r  %10d events  %9.0f ev/s  state %7d keys  checkpoints %5d (last %v, %s)  restarts %d   ",
+				s.RecordsIn, rate, s.StateEntries, s.Checkpoints, s.LastCheckpoint.Round(time.Millisecond), bytesString(s.LastBytes), s.Restarts)
 		}
-		return nil
-	})
+	}
+	if !*quiet {
+		fmt.Fprintln(stdout)
+	}
+	s := env.Stats()
+	elapsed := time.Since(start)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "summary\t")
+	if s.RestoredFrom != 0 {
+		fmt.Fprintf(tw, "  resumed from checkpoint\t%d\n", s.RestoredFrom)
+	}
+	fmt.Fprintf(tw, "  events read this run\t%d\n", s.RecordsIn)
+	fmt.Fprintf(tw, "  lines committed this run\t%d\n", s.RecordsOut)
+	fmt.Fprintf(tw, "  elapsed\t%v\n", elapsed.Round(time.Millisecond))
+	fmt.Fprintf(tw, "  throughput\t%.0f events/s\n", float64(s.RecordsIn)/elapsed.Seconds())
+	fmt.Fprintf(tw, "  checkpoints completed\t%d\n", s.Checkpoints)
+	fmt.Fprintf(tw, "  last checkpoint\t%v, %s\n", s.LastCheckpoint.Round(time.Microsecond), bytesString(s.LastBytes))
+	fmt.Fprintf(tw, "  state entries\t%d\n", s.StateEntries)
+	fmt.Fprintf(tw, "  restarts\t%d\n", s.Restarts)
+	tw.Flush()
 	if err != nil {
-		fmt.Fprintf(stderr, "eddy demo: encode: %v\n", err)
-		return 1
-	}
-	for i := range encoded {
-		encoded[i], _ = codec.Append(nil, &orders[i])
-	}
-	var out datagen.OrderCreatedEvent
-	mismatch := -1
-	decodeTime, decodeAllocs, err := measure(func() error {
-		for i := 0; i < *events; i++ {
-			if err := codec.Decode(encoded[i%distinct], &out); err != nil {
-				return err
-			}
-			if i < distinct && !reflect.DeepEqual(out, orders[i]) {
-				mismatch = i
-			}
+		if errors.Is(err, context.Canceled) {
+			fmt.Fprintf(stdout, "stopped; run the same command again to resume from the last checkpoint\n")
+			return 130
 		}
-		return nil
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "eddy demo: decode: %v\n", err)
+		fmt.Fprintf(stderr, "eddy demo: %v\n", err)
 		return 1
 	}
-	if mismatch >= 0 {
-		fmt.Fprintf(stderr, "eddy demo: event %d did not survive the round trip\n", mismatch)
-		return 1
-	}
-	n := float64(*events)
-	fmt.Fprintf(stdout, "  encode:  %d events in %v: %.0f ns/event, %.2f allocs/event, %.0f MB/s\n",
-		*events, encodeTime.Round(time.Millisecond), float64(encodeTime.Nanoseconds())/n, float64(encodeAllocs)/n,
-		n*float64(len(pb))/encodeTime.Seconds()/1e6)
-	fmt.Fprintf(stdout, "  decode:  %d events in %v: %.0f ns/event, %.2f allocs/event (into a reused value)\n",
-		*events, decodeTime.Round(time.Millisecond), float64(decodeTime.Nanoseconds())/n, float64(decodeAllocs)/n)
-	fmt.Fprintf(stdout, "  checked: %d distinct events decode equal to what was encoded\n", distinct)
+	fmt.Fprintf(stdout, "done: committed output is in %s/*.jsonl\n", c.Out)
 	return 0
 }
 
-// measure runs fn once and returns its wall time and heap allocation count.
-func measure(fn func() error) (time.Duration, uint64, error) {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	start := time.Now()
-	err := fn()
-	d := time.Since(start)
-	runtime.ReadMemStats(&after)
-	return d, after.Mallocs - before.Mallocs, err
+func bytesString(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -1,12 +1,11 @@
 // Command eddy is Eddy's command-line tool.
 //
-//	eddy demo [--seed N] [--events N]   run the main job
+//	eddy demo [flags]                   run the main job (see eddy demo -h)
+//	eddy serde [--seed N] [--events N]  serde showcase on sample order events
 //	eddy schema proto                   print the .proto of the demo's event types
 //	eddy schema show [--type T]         print a demo type's schema (JSON or --binary)
 //	eddy schema check [--key] OLD NEW   compare two saved schemas
 //
-// Until the runtime lands, the demo is a serde showcase: it encodes and
-// decodes sample order events and prints sizes and speeds.
 package main
 
 import (
@@ -28,6 +27,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "demo":
 		return demo(args[1:], stdout, stderr)
+	case "serde":
+		return serdeDemo(args[1:], stdout, stderr)
 	case "schema":
 		return schemaCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
@@ -43,6 +44,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage: eddy <command> [flags]
 
 commands:
-  demo     run the main job (today: the serde showcase on sample order events)
+  demo     run the main job: GPS points -> key by driver -> distance per driver -> exactly-once JSON lines
+  serde    encode and decode sample order events and print sizes and speeds
   schema   print the .proto or schema of the demo types; check two saved schemas`)
 }

@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-func TestDemoRuns(t *testing.T) {
+func TestSerdeShowcaseRuns(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := run([]string{"demo", "--events", "500", "--seed", "3"}, &out, &errb); code != 0 {
+	if code := run([]string{"serde", "--events", "500", "--seed", "3"}, &out, &errb); code != 0 {
 		t.Fatalf("demo exited %d: %s", code, errb.String())
 	}
 	for _, want := range []string{"protobuf bytes", "encode:", "decode:", "checked: 64 distinct events"} {
@@ -24,7 +24,7 @@ func TestBadArguments(t *testing.T) {
 		t.Fatalf("unknown command: exit %d, stderr %q", code, errb.String())
 	}
 	errb.Reset()
-	if code := run([]string{"demo", "--events", "0"}, &out, &errb); code != 2 {
+	if code := run([]string{"serde", "--events", "0"}, &out, &errb); code != 2 {
 		t.Fatalf("--events 0: exit %d", code)
 	}
 }

@@ -24,6 +24,7 @@ type Config struct {
 	CheckpointInterval time.Duration
 	Parallelism        int
 	Rate               float64 // events per second, 0 for unlimited
+	EmitEvery          int64   // write a driver's totals after every n-th of its points (default 1)
 }
 
 // DriverTotal is one output line: a driver's totals after one of its points.
@@ -44,7 +45,8 @@ type lastPoint struct {
 
 // distanceFn keeps each driver's running totals.
 type distanceFn struct {
-	last *state.Value[lastPoint]
+	emitEvery int64
+	last      *state.Value[lastPoint]
 }
 
 func (f *distanceFn) Open(ctx *eddy.OpenContext) error {
@@ -61,6 +63,9 @@ func (f *distanceFn) Process(ctx *eddy.Context[string, DriverTotal], p *datagen.
 	lp.Lat, lp.Lon = p.Lat, p.Lon
 	lp.Points++
 	f.last.Update(lp)
+	if f.emitEvery > 1 && lp.Points%f.emitEvery != 0 {
+		return nil
+	}
 	ctx.Emit(DriverTotal{Driver: p.DriverID, Points: lp.Points, DistanceM: math.Round(lp.DistanceM*1000) / 1000,
 		At: p.Timestamp.UTC().Format(time.RFC3339Nano)})
 	return nil
@@ -83,7 +88,7 @@ func Build(env *eddy.Env, c Config) {
 	}
 	points := eddy.FromSource(env, datagen.GPS(opts...), eddy.Named("gps"))
 	byDriver := eddy.KeyBy(points, func(p *datagen.GPSPoint) string { return p.DriverID })
-	totals := eddy.Process[string, datagen.GPSPoint, DriverTotal](byDriver, &distanceFn{}, eddy.Named("distance"))
+	totals := eddy.Process[string, datagen.GPSPoint, DriverTotal](byDriver, &distanceFn{emitEvery: c.EmitEvery}, eddy.Named("distance"))
 	eddy.ToSink(totals, file.JSONLines[DriverTotal](c.Out))
 }
 
