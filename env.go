@@ -24,6 +24,7 @@ type Env struct {
 	sinks    []*sinkEntry
 	sources  []*sourceEntry
 	ops      int // operators created, for default names
+	streams  []*streamInfo
 	stats    stats
 	buildErr error // the first misuse of the API while building the job
 }
@@ -203,9 +204,12 @@ func (e *Env) validate() error {
 	if len(e.sources) == 0 {
 		return errors.New("eddy: the job has no source")
 	}
-	for _, st := range e.stages {
-		if !st.consumed {
-			return fmt.Errorf("eddy: the output of %s is not consumed; end the pipeline in a sink (eddy.ToSink)", st.lastOp)
+	if e.buildErr != nil {
+		return e.buildErr
+	}
+	for _, s := range e.streams {
+		if !s.consumed {
+			return fmt.Errorf("eddy: the output of %s is not consumed; end the pipeline in a sink (eddy.ToSink)", s.desc)
 		}
 	}
 	if e.cfg.interval != 0 && e.cfg.interval < 10*time.Millisecond {

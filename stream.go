@@ -1,6 +1,7 @@
 package eddy
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -15,8 +16,6 @@ import (
 type stage struct {
 	id          int
 	parallelism int
-	consumed    bool
-	lastOp      string
 	source      *sourceEntry
 	input       *edge // the shuffle feeding this stage
 	out         *edge // the shuffle this stage feeds
@@ -76,13 +75,20 @@ type Stream[T any] struct {
 	env  *Env
 	st   *stage
 	desc string
+	info *streamInfo
 	next func(sc *subtaskCtx) (func(*T) error, error)
 }
 
+// streamInfo tracks whether a stream has a consumer, for validation.
+type streamInfo struct {
+	desc     string
+	consumed bool
+}
+
 func newStream[T any](env *Env, st *stage, desc string) *Stream[T] {
-	st.consumed = false
-	st.lastOp = desc
-	return &Stream[T]{env: env, st: st, desc: desc}
+	info := &streamInfo{desc: desc}
+	env.streams = append(env.streams, info)
+	return &Stream[T]{env: env, st: st, desc: desc, info: info}
 }
 
 // consume sets the operator that reads s. A stream has one consumer.
@@ -92,7 +98,7 @@ func (s *Stream[T]) consume(op string, build func(sc *subtaskCtx) (func(*T) erro
 		return
 	}
 	s.next = build
-	s.st.consumed = true
+	s.info.consumed = true
 }
 
 func (e *Env) fail(err error) {
@@ -244,6 +250,7 @@ type KeyedStream[K comparable, T any] struct {
 	env  *Env
 	st   *stage
 	desc string
+	info *streamInfo
 	next func(sc *subtaskCtx) (keyedPush[K, T], error)
 }
 
@@ -265,8 +272,8 @@ func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...OpOption) 
 	e := &edge{from: s.st, to: st}
 	e.pool.New = func() any { return new(keyedBatch[K, T]) }
 	s.st.out, st.input = e, e
-	ks := &KeyedStream[K, T]{env: env, st: st, desc: "keyBy"}
-	st.lastOp = "keyBy"
+	ks := &KeyedStream[K, T]{env: env, st: st, desc: "keyBy", info: &streamInfo{desc: "keyBy"}}
+	env.streams = append(env.streams, ks.info)
 	enc, err := keyEncoder[K]()
 	if err != nil {
 		env.fail(err)
@@ -305,7 +312,7 @@ func (ks *KeyedStream[K, T]) consume(op string, build func(sc *subtaskCtx) (keye
 		return
 	}
 	ks.next = build
-	ks.st.consumed = true
+	ks.info.consumed = true
 }
 
 // keyEncoder returns how keys of type K are serialized.
@@ -398,7 +405,12 @@ func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, 
 		}
 		fn := cloneFunc(fn)
 		if err := fn.Open(&OpenContext{State: backend, Subtask: sc.subtask, Parallelism: sc.par}); err != nil {
-			return nil, fmt.Errorf("eddy: %s Open: %w", uid, err)
+			err = fmt.Errorf("eddy: %s Open: %w", uid, err)
+			var de *state.DeclareError
+			if errors.As(err, &de) {
+				return nil, &permanentError{err}
+			}
+			return nil, err
 		}
 		ts, err := newTimerService(backend)
 		if err != nil {

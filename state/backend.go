@@ -72,10 +72,10 @@ func (b *Backend) Entries() int {
 func (b *Backend) register(s keyedState) error {
 	name := s.stateName()
 	if name == "" {
-		return errors.New("state: a state needs a name")
+		return &DeclareError{Err: errors.New("a state needs a name")}
 	}
 	if _, dup := b.byName[name]; dup {
-		return fmt.Errorf("state: %q is declared twice", name)
+		return &DeclareError{State: name, Err: errors.New("declared twice")}
 	}
 	b.byName[name] = s
 	b.states = append(b.states, s)

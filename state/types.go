@@ -301,14 +301,26 @@ func (m *Map[K, V]) load(kg int, key, val []byte) error {
 	return m.loadWith(kg, key, val, m.codec.Decode)
 }
 
+// DeclareError reports a state that cannot be declared, such as one whose
+// type serde cannot encode. Restarting does not help.
+type DeclareError struct {
+	State string
+	Err   error
+}
+
+func (e *DeclareError) Error() string { return fmt.Sprintf("state %q: %v", e.State, e.Err) }
+
+// Unwrap returns the cause.
+func (e *DeclareError) Unwrap() error { return e.Err }
+
 func codecAndSchema[T any](name string) (serde.Codec[T], serde.Schema, error) {
 	codec, err := serde.For[T]()
 	if err != nil {
-		return nil, serde.Schema{}, fmt.Errorf("state %q: %w", name, err)
+		return nil, serde.Schema{}, &DeclareError{State: name, Err: err}
 	}
 	schema, err := serde.SchemaOf[T]()
 	if err != nil {
-		return nil, serde.Schema{}, fmt.Errorf("state %q: %w", name, err)
+		return nil, serde.Schema{}, &DeclareError{State: name, Err: err}
 	}
 	return codec, schema, nil
 }

@@ -5,7 +5,6 @@
 //	eddy schema proto                   print the .proto of the demo's event types
 //	eddy schema show [--type T]         print a demo type's schema (JSON or --binary)
 //	eddy schema check [--key] OLD NEW   compare two saved schemas
-//
 package main
 
 import (

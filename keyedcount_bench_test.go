@@ -1,0 +1,289 @@
+package eddy_test
+
+// Keyed count: datagen GPS → KeyBy(driver) → Value[int64] count → discard,
+// with checkpoints every second and parallelism 2, against one goroutine that
+// increments a Go map over the same generated events (the floor for this work
+// on this machine).
+//
+//	go test -run '^$' -bench KeyedCount -benchtime 1x -count 3 .
+//
+// Each op is one complete job over keyedCountEvents events (5M: every key is
+// seen 5 times with 1M keys, 500 times with 10k), from env.Run to the final
+// checkpoint. Metrics per sub-benchmark:
+//
+//	records/s  events per second of wall time
+//	allocs/rec runtime.MemStats.Mallocs delta / events (the whole process:
+//	           source, shuffle, state, checkpoints)
+//	gc%        runtime/metrics /cpu/classes/gc/total over /cpu/classes/total
+//	           (GOMAXPROCS × wall time), in percent
+//	gc%busy    the same GC time over the CPU time not idle, in percent
+//
+// The /cpu/classes metrics only advance at the end of a GC cycle, so the
+// measurement forces a GC before the run and after it, and subtracts the cost
+// of the closing forced GC (measured by forcing one more right after).
+
+import (
+	"context"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector/datagen"
+	"github.com/eddyflow/eddy/connector/discard"
+	"github.com/eddyflow/eddy/state"
+)
+
+const keyedCountEvents = 5_000_000
+
+// keyCount is what countFn emits: a key's count after one of its records.
+type keyCount struct {
+	Key string
+	N   int64
+}
+
+// countFn counts the records of each key in a Value[int64]. It emits the
+// count after every emitEvery-th record of a key (0: never).
+type countFn struct {
+	emitEvery int64
+	count     *state.Value[int64]
+}
+
+func (f *countFn) Open(ctx *eddy.OpenContext) error {
+	var err error
+	f.count, err = state.NewValue[int64](ctx.State, "count")
+	return err
+}
+
+func (f *countFn) Process(ctx *eddy.Context[string, keyCount], p *datagen.GPSPoint) error {
+	n, _ := f.count.Get()
+	n++
+	f.count.Update(n)
+	if f.emitEvery > 0 && n%f.emitEvery == 0 {
+		ctx.Emit(keyCount{Key: ctx.Key, N: n})
+	}
+	return nil
+}
+
+// buildKeyedCount adds the keyed count job over src to env and returns its sink.
+func buildKeyedCount(env *eddy.Env, src eddy.Source[datagen.GPSPoint], emitEvery int64, sink eddy.Sink[keyCount]) {
+	points := eddy.FromSource(env, src, eddy.Named("gps"))
+	byDriver := eddy.KeyBy(points, func(p *datagen.GPSPoint) string { return p.DriverID })
+	counts := eddy.Process[string, datagen.GPSPoint, keyCount](byDriver, &countFn{emitEvery: emitEvery}, eddy.Named("count"))
+	eddy.ToSink(counts, sink)
+}
+
+// runKeyedCountJob runs the job once with parallelism 2 and checkpoints in dir
+// every interval.
+func runKeyedCountJob(src eddy.Source[datagen.GPSPoint], dir string, interval time.Duration, emitEvery int64, sink eddy.Sink[keyCount]) (*eddy.Env, error) {
+	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(dir, interval), eddy.JobName("keyed-count"))
+	buildKeyedCount(env, src, emitEvery, sink)
+	return env, env.Run(context.Background())
+}
+
+// mapCount is the floor: one goroutine reads every split of src, 256 records
+// of a split at a time round-robin as a source subtask does, and increments a
+// Go map. It returns the map and the number of records.
+func mapCount(src eddy.Source[datagen.GPSPoint]) (map[string]int64, int64, error) {
+	readers := make([]eddy.SplitReader[datagen.GPSPoint], src.Splits())
+	for s := range readers {
+		r, err := src.OpenSplit(context.Background(), s, nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		readers[s] = r
+	}
+	counts := map[string]int64{}
+	var rec, zero datagen.GPSPoint
+	var n int64
+	for live := len(readers); live > 0; {
+		for s, r := range readers {
+			if r == nil {
+				continue
+			}
+			for range 256 {
+				rec = zero
+				st, err := r.Next(&rec)
+				if err != nil {
+					return nil, 0, err
+				}
+				if st != eddy.Record {
+					_ = r.Close()
+					readers[s] = nil
+					live--
+					break
+				}
+				counts[rec.DriverID]++
+				n++
+			}
+		}
+	}
+	return counts, n, nil
+}
+
+// collectSink keeps the highest count emitted per key.
+type collectSink struct {
+	mu   sync.Mutex
+	last map[string]int64
+}
+
+func (c *collectSink) Name() string                            { return "collect" }
+func (c *collectSink) Recover(context.Context, [][]byte) error { return nil }
+func (c *collectSink) Commit(context.Context, [][]byte) error  { return nil }
+func (c *collectSink) PreCommit(uint64) ([]byte, error)        { return nil, nil }
+func (c *collectSink) Close() error                            { return nil }
+func (c *collectSink) OpenWriter(context.Context, int, int) (eddy.SinkWriter[keyCount], error) {
+	return c, nil
+}
+
+func (c *collectSink) Write(r *keyCount) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.N > c.last[r.Key] {
+		c.last[r.Key] = r.N
+	}
+	return nil
+}
+
+func TestKeyedCountCorrect(t *testing.T) {
+	const keys, events = 1000, 200_000
+	src := datagen.GPS(datagen.Seed(3), datagen.Events(events), datagen.Drivers(keys))
+	want, n, err := mapCount(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != events || len(want) != keys {
+		t.Fatalf("map loop read %d events, %d keys", n, len(want))
+	}
+	sink := &collectSink{last: map[string]int64{}}
+	// Emit every count, with checkpoints every 10ms so that barriers and
+	// snapshots interleave with the records.
+	env, err := runKeyedCountJob(src, t.TempDir(), 10*time.Millisecond, 1, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := env.Stats()
+	if st.RecordsIn != events || st.RecordsOut != events || st.StateEntries != keys {
+		t.Fatalf("stats %+v: want %d records in and out, %d state entries", st, events, keys)
+	}
+	if len(sink.last) != keys {
+		t.Fatalf("%d keys emitted, want %d", len(sink.last), keys)
+	}
+	for k, w := range want {
+		if got := sink.last[k]; got != w {
+			t.Fatalf("key %s: eddy counted %d, the map %d", k, got, w)
+		}
+	}
+}
+
+// runStats measures one run of fn: wall time, mallocs and GC CPU.
+type runStats struct {
+	wall            time.Duration
+	mallocs         uint64
+	gc, total, idle float64 // cpu-seconds
+}
+
+var cpuMetrics = []string{"/cpu/classes/gc/total:cpu-seconds", "/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds"}
+
+func readCPU() (gc, total, idle float64) {
+	s := make([]metrics.Sample, len(cpuMetrics))
+	for i, n := range cpuMetrics {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	return s[0].Value.Float64(), s[1].Value.Float64(), s[2].Value.Float64()
+}
+
+func measure(b *testing.B, fn func() error) runStats {
+	b.Helper()
+	var ms runtime.MemStats
+	runtime.GC()
+	gc0, tot0, idle0 := readCPU()
+	runtime.ReadMemStats(&ms)
+	m0 := ms.Mallocs
+	b.StartTimer()
+	start := time.Now()
+	if err := fn(); err != nil {
+		b.Fatal(err)
+	}
+	wall := time.Since(start)
+	b.StopTimer()
+	runtime.ReadMemStats(&ms)
+	m1 := ms.Mallocs
+	runtime.GC()
+	gc1, tot1, idle1 := readCPU()
+	// The forced GC above is counted in gc1; one more on the same heap
+	// estimates its cost, which is taken out.
+	runtime.GC()
+	gc2, tot2, idle2 := readCPU()
+	return runStats{wall: wall, mallocs: m1 - m0,
+		gc:    (gc1 - gc0) - (gc2 - gc1),
+		total: (tot1 - tot0) - (tot2 - tot1),
+		idle:  (idle1 - idle0) - (idle2 - idle1)}
+}
+
+func report(b *testing.B, runs []runStats, events int64) {
+	var r runStats
+	for _, x := range runs {
+		r.wall += x.wall
+		r.mallocs += x.mallocs
+		r.gc += x.gc
+		r.total += x.total
+		r.idle += x.idle
+	}
+	recs := float64(events) * float64(len(runs))
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(recs/r.wall.Seconds(), "records/s")
+	b.ReportMetric(float64(r.mallocs)/recs, "allocs/rec")
+	b.ReportMetric(100*r.gc/r.total, "gc%")
+	b.ReportMetric(100*r.gc/(r.total-r.idle), "gc%busy")
+}
+
+func BenchmarkKeyedCount(b *testing.B) {
+	for _, k := range []struct {
+		name string
+		keys int
+	}{{"10k", 10_000}, {"1M", 1_000_000}} {
+		// One source per key space, shared by both sides: building 1M
+		// driver paths is not part of either measurement.
+		src := datagen.GPS(datagen.Seed(1), datagen.Events(keyedCountEvents), datagen.Drivers(k.keys))
+		b.Run("keys="+k.name+"/eddy", func(b *testing.B) {
+			runs := make([]runStats, 0, b.N)
+			b.StopTimer()
+			for range b.N {
+				dir := b.TempDir() // fresh: a used one would restore the finished job
+				sink := discard.New[keyCount]()
+				var env *eddy.Env
+				runs = append(runs, measure(b, func() error {
+					var err error
+					env, err = runKeyedCountJob(src, dir, time.Second, 0, sink)
+					return err
+				}))
+				if st := env.Stats(); st.RecordsIn != keyedCountEvents || st.StateEntries != int64(k.keys) || sink.Count() != 0 {
+					b.Fatalf("stats %+v, %d records out", st, sink.Count())
+				}
+				b.Logf("eddy %s keys: %d checkpoints, last %v, %d bytes", k.name, env.Stats().Checkpoints, env.Stats().LastCheckpoint, env.Stats().LastBytes)
+			}
+			report(b, runs, keyedCountEvents)
+		})
+		b.Run("keys="+k.name+"/gomap", func(b *testing.B) {
+			runs := make([]runStats, 0, b.N)
+			b.StopTimer()
+			for range b.N {
+				var counts map[string]int64
+				var n int64
+				runs = append(runs, measure(b, func() error {
+					var err error
+					counts, n, err = mapCount(src)
+					return err
+				}))
+				if n != keyedCountEvents || len(counts) != k.keys {
+					b.Fatalf("%d events, %d keys", n, len(counts))
+				}
+			}
+			report(b, runs, keyedCountEvents)
+		})
+	}
+}

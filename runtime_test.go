@@ -1,0 +1,284 @@
+package eddy_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector/datagen"
+	"github.com/eddyflow/eddy/connector/file"
+	"github.com/eddyflow/eddy/state"
+)
+
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func readLines(t *testing.T, dir string) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	var out []string
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			out = append(out, sc.Text())
+		}
+		fh.Close()
+	}
+	sort.Strings(out)
+	return out
+}
+
+type sumOut struct {
+	Driver string `json:"driver" proto:"1"`
+	Sum    int64  `json:"sum" proto:"2"`
+}
+
+func TestMapFilterFlatMapReduce(t *testing.T) {
+	dir := t.TempDir()
+	env := eddy.New(eddy.Parallelism(2), eddy.Logger(&logBuf{}))
+	pts := eddy.FromSource(env, datagen.GPS(datagen.Seed(1), datagen.Events(3000), datagen.Drivers(10)))
+	// Keep even-numbered drivers, emit each point twice, key, sum.
+	even := eddy.Filter(pts, func(p *datagen.GPSPoint) bool { return (p.DriverID[len(p.DriverID)-1]-'0')%2 == 0 })
+	twice := eddy.FlatMap(even, func(p *datagen.GPSPoint, emit func(sumOut)) error {
+		emit(sumOut{Driver: p.DriverID, Sum: 1})
+		emit(sumOut{Driver: p.DriverID, Sum: 1})
+		return nil
+	})
+	keyed := eddy.KeyBy(twice, func(s *sumOut) string { return s.Driver })
+	sums := eddy.Reduce(keyed, func(a, b sumOut) sumOut { return sumOut{Driver: a.Driver, Sum: a.Sum + b.Sum} })
+	last := eddy.Filter(sums, func(s *sumOut) bool { return s.Sum == 600 })
+	eddy.ToSink(last, file.JSONLines[sumOut](dir))
+	if err := env.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := readLines(t, dir)
+	// 10 drivers, 300 points each, 5 even drivers, each point twice: one
+	// line per even driver when its sum reaches 600.
+	if len(got) != 5 {
+		t.Fatalf("got %d lines: %v", len(got), got)
+	}
+	for _, l := range got {
+		var s sumOut
+		if err := json.Unmarshal([]byte(l), &s); err != nil || s.Sum != 600 {
+			t.Fatalf("line %q", l)
+		}
+	}
+}
+
+type countV1 struct {
+	N int64 `proto:"1"`
+}
+
+type countAdded struct {
+	N    int64  `proto:"1"`
+	Note string `proto:"2"`
+}
+
+type countBroken struct {
+	N string `proto:"1"`
+}
+
+// counter counts points per driver in a state of type V.
+type counter[V any] struct {
+	st  *state.Value[V]
+	inc func(*V)
+}
+
+func (c *counter[V]) Open(ctx *eddy.OpenContext) error {
+	var err error
+	c.st, err = state.NewValue[V](ctx.State, "count")
+	return err
+}
+
+func (c *counter[V]) Process(ctx *eddy.Context[string, sumOut], p *datagen.GPSPoint) error {
+	v, _ := c.st.Get()
+	c.inc(&v)
+	c.st.Update(v)
+	return nil
+}
+
+func runCounter[V any](t *testing.T, data, out string, inc func(*V), cancelAfter int64, logs *logBuf) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.Logger(logs), eddy.Restarts(0, 0),
+		eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
+			if cancelAfter > 0 && int64(s.ID) >= cancelAfter {
+				cancel()
+			}
+		}))
+	pts := eddy.FromSource(env, datagen.GPS(datagen.Seed(2), datagen.Events(200_000), datagen.Drivers(50), datagen.Rate(100_000)))
+	keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
+	counts := eddy.Process[string, datagen.GPSPoint, sumOut](keyed, &counter[V]{inc: inc}, eddy.Named("counter"))
+	eddy.ToSink(counts, file.JSONLines[sumOut](out))
+	return env.Run(ctx)
+}
+
+func treeHash(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		h.Write([]byte(path))
+		h.Write(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(h.Sum(nil))
+}
+
+func TestIncompatibleStateSchemaFailsRestore(t *testing.T) {
+	dir := t.TempDir()
+	data, out := filepath.Join(dir, "data"), filepath.Join(dir, "out")
+	logs := &logBuf{}
+	err := runCounter(t, data, out, func(v *countV1) { v.N++ }, 3, logs)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v", err)
+	}
+	before := treeHash(t, data)
+
+	// int64 -> string for field 1: the restore must fail before touching
+	// state, name the operator, the state, the field and the rule, and
+	// leave the checkpoint as it was.
+	err = runCounter(t, data, out, func(v *countBroken) { v.N += "x" }, 0, logs)
+	if err == nil {
+		t.Fatal("restore with an incompatible state type succeeded")
+	}
+	for _, want := range []string{"counter", `state "count"`, "(1)", "int64", "string"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+	if treeHash(t, data) != before {
+		t.Fatal("the failed restore changed the checkpoint directory")
+	}
+
+	// Adding a field is compatible: the job resumes and finishes.
+	if err := runCounter(t, data, out, func(v *countAdded) { v.N++ }, 0, logs); err != nil {
+		t.Fatalf("compatible evolution: %v\nlogs:\n%s", err, logs)
+	}
+	if !strings.Contains(logs.String(), "restoring from checkpoint") {
+		t.Fatalf("the evolved job did not restore:\n%s", logs)
+	}
+}
+
+// ticker registers a processing-time timer per point and emits on firing.
+type ticker struct {
+	seen *state.Value[int64]
+}
+
+func (k *ticker) Open(ctx *eddy.OpenContext) error {
+	var err error
+	k.seen, err = state.NewValue[int64](ctx.State, "seen")
+	return err
+}
+
+func (k *ticker) Process(ctx *eddy.Context[string, sumOut], p *datagen.GPSPoint) error {
+	n, _ := k.seen.Get()
+	k.seen.Update(n + 1)
+	if n == 0 {
+		ctx.RegisterProcessingTimer(time.Now().Add(5 * time.Millisecond))
+		ctx.RegisterProcessingTimer(time.Now().Add(5 * time.Millisecond).Truncate(time.Millisecond))
+	}
+	return nil
+}
+
+func (k *ticker) OnTimer(ctx *eddy.Context[string, sumOut], at time.Time) error {
+	n, _ := k.seen.Get()
+	ctx.Emit(sumOut{Driver: ctx.Key, Sum: n})
+	return nil
+}
+
+func TestProcessingTimersFire(t *testing.T) {
+	out := t.TempDir()
+	env := eddy.New(eddy.Parallelism(2), eddy.Logger(&logBuf{}))
+	// 20 drivers over ~400 ms, so timers registered early fire while the
+	// job still runs.
+	pts := eddy.FromSource(env, datagen.GPS(datagen.Seed(3), datagen.Events(4000), datagen.Drivers(20), datagen.Rate(10_000)))
+	keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
+	fired := eddy.Process[string, datagen.GPSPoint, sumOut](keyed, &ticker{})
+	eddy.ToSink(fired, file.JSONLines[sumOut](out))
+	if err := env.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lines := readLines(t, out)
+	drivers := map[string]int{}
+	for _, l := range lines {
+		var s sumOut
+		_ = json.Unmarshal([]byte(l), &s)
+		drivers[s.Driver]++
+		if s.Sum < 1 {
+			t.Fatalf("timer fired before its point was counted: %s", l)
+		}
+	}
+	// Each driver registered timers for two distinct times at most; both
+	// may fire, and no driver fires more often than it registered.
+	if len(drivers) != 20 {
+		t.Fatalf("timers fired for %d of 20 drivers: %v", len(drivers), drivers)
+	}
+	for d, n := range drivers {
+		if n > 2 {
+			t.Fatalf("driver %s fired %d times", d, n)
+		}
+	}
+}
+
+func TestBuildErrors(t *testing.T) {
+	env := eddy.New()
+	if err := env.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "no source") {
+		t.Fatalf("empty job: %v", err)
+	}
+	env = eddy.New(eddy.Logger(&logBuf{}))
+	pts := eddy.FromSource(env, datagen.GPS(datagen.Events(10)))
+	_ = eddy.Map(pts, func(p *datagen.GPSPoint) int { return 1 })
+	if err := env.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "not consumed") {
+		t.Fatalf("dangling stream: %v", err)
+	}
+	env = eddy.New(eddy.Logger(&logBuf{}))
+	pts = eddy.FromSource(env, datagen.GPS(datagen.Events(10)))
+	eddy.ToSink(pts, file.JSONLines[datagen.GPSPoint](t.TempDir()))
+	_ = eddy.Map(pts, func(p *datagen.GPSPoint) int { return 1 })
+	if err := env.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "fan-out") {
+		t.Fatalf("two consumers: %v", err)
+	}
+	env = eddy.New(eddy.Checkpoints(t.TempDir(), time.Millisecond), eddy.Logger(&logBuf{}))
+	pts = eddy.FromSource(env, datagen.GPS(datagen.Events(10)))
+	eddy.ToSink(pts, file.JSONLines[datagen.GPSPoint](t.TempDir()))
+	if err := env.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "10ms") {
+		t.Fatalf("1ms interval: %v", err)
+	}
+}
