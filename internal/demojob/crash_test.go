@@ -1,0 +1,278 @@
+package demojob
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	blobfile "github.com/eddyflow/eddy/blob/file"
+	"github.com/eddyflow/eddy/checkpoint"
+)
+
+// helperEnv carries the JSON-encoded Config of the demo job that
+// TestHelperDemoProcess runs when the test binary is re-executed.
+const helperEnv = "EDDY_DEMOJOB_HELPER_CONFIG"
+
+// crashSeedEnv overrides the seed of TestCrashResumeExactlyOnce's kill
+// schedule, to replay a failure.
+const crashSeedEnv = "EDDY_CRASH_SEED"
+
+// TestHelperDemoProcess is not a test: it is the body of the subprocess that
+// TestCrashResumeExactlyOnce starts and kills. It runs the demo job with the
+// configuration in $EDDY_DEMOJOB_HELPER_CONFIG and exits 0 once the job has
+// finished, 1 on any error. Without the variable it returns at once.
+func TestHelperDemoProcess(t *testing.T) {
+	raw := os.Getenv(helperEnv)
+	if raw == "" {
+		return
+	}
+	var c Config
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		fmt.Fprintf(os.Stderr, "helper: bad config: %v\n", err)
+		os.Exit(2)
+	}
+	// No restarts inside the process: any failure must surface as exit code
+	// 1, not be retried and hidden.
+	env := Env(c, eddy.Logger(os.Stderr), eddy.Restarts(0, 0))
+	if err := env.Run(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "helper: run: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// manifestIDs lists the ids of the checkpoints whose MANIFEST exists.
+func manifestIDs(data string) []uint64 {
+	paths, _ := filepath.Glob(filepath.Join(data, "checkpoints", "*", "MANIFEST"))
+	var ids []uint64
+	for _, p := range paths {
+		if id, err := strconv.ParseUint(filepath.Base(filepath.Dir(p)), 10, 64); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+func maxID(ids []uint64) uint64 {
+	var m uint64
+	for _, id := range ids {
+		m = max(m, id)
+	}
+	return m
+}
+
+// remainingEvents estimates, from the newest readable checkpoint, how many
+// events the slowest split still has to read; -1 without a checkpoint. With a
+// rate limit every split's remaining time is about this / rate.
+func remainingEvents(t *testing.T, c Config) int64 {
+	t.Helper()
+	store, err := blobfile.New(c.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := checkpoint.NewStorage(store, 100).Latest(context.Background())
+	if err != nil || m == nil {
+		return -1
+	}
+	rem := int64(0)
+	for _, s := range m.Sources {
+		for _, sp := range s.Splits {
+			if sp.Done {
+				continue
+			}
+			pos, n := binary.Uvarint(sp.Pos)
+			if n <= 0 {
+				continue
+			}
+			rem = max(rem, c.Events-int64(pos))
+		}
+	}
+	return rem
+}
+
+// procResult is how one run of the helper process ended.
+type procResult struct {
+	killed   bool
+	exitErr  error
+	stderr   string
+	duration time.Duration
+}
+
+// runHelper starts the demo job in a subprocess and SIGKILLs it after delay
+// unless it exits before; delay < 0 waits for it to exit. beforeKill runs
+// just before the kill.
+func runHelper(t *testing.T, c Config, delay time.Duration, beforeKill func()) procResult {
+	t.Helper()
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperDemoProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var res procResult
+	var timer <-chan time.Time
+	if delay >= 0 {
+		timer = time.After(delay)
+	}
+	select {
+	case res.exitErr = <-exited:
+	case <-timer:
+		if beforeKill != nil {
+			beforeKill()
+		}
+		if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Fatal(err)
+		}
+		res.exitErr = <-exited
+		// The process may have exited by itself between the timer and the
+		// kill; only a death by signal is a kill.
+		var ee *exec.ExitError
+		res.killed = errors.As(res.exitErr, &ee) && !ee.Exited()
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("helper process hung; its output:\n%s", stderr.String())
+	}
+	res.duration = time.Since(start)
+	res.stderr = stderr.String()
+	if !res.killed && res.exitErr != nil {
+		t.Fatalf("helper process failed (%v) with parallelism %d; its output:\n%s", res.exitErr, c.Parallelism, res.stderr)
+	}
+	return res
+}
+
+// TestCrashResumeExactlyOnce SIGKILLs the demo job at random moments,
+// restarting it each time with the same directories and another
+// parallelism, and checks that once it finally completes its committed output
+// is exactly the reference: nothing lost, nothing duplicated.
+//
+// The kill schedule comes from a logged seed; set EDDY_CRASH_SEED to replay it.
+func TestCrashResumeExactlyOnce(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(crashSeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", crashSeedEnv, s, err)
+		}
+		seed = v
+	}
+	t.Logf("kill schedule seed %d (rerun with %s=%d)", seed, crashSeedEnv, seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+
+	minKills := 24
+	if testing.Short() {
+		minKills = 20 // the floor, also in CI
+	}
+	dir := t.TempDir()
+	// About 3.75 s uninterrupted on two cores: long enough for the kills
+	// below to land all over the job, checkpoints included.
+	c := Config{Seed: 42, Events: 150_000, Drivers: 300, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
+		Rate: 40_000}
+	want := expected(c)
+
+	var kills, killsWithCheckpoint, killsAfterOwnCheckpoint, restores, endgame int
+	par := 0
+	pickPar := func() int {
+		for {
+			if p := 1 + rng.IntN(3); p != par {
+				return p
+			}
+		}
+	}
+	round := func(delay time.Duration) procResult {
+		par = pickPar()
+		c.Parallelism = par
+		c.CheckpointInterval = []time.Duration{10, 20, 35, 50}[rng.IntN(4)] * time.Millisecond
+		before := maxID(manifestIDs(c.Data))
+		var atKill []uint64
+		res := runHelper(t, c, delay, func() { atKill = manifestIDs(c.Data) })
+		if strings.Contains(res.stderr, "restoring from checkpoint") {
+			restores++
+		}
+		if res.killed {
+			kills++
+			if len(atKill) > 0 {
+				killsWithCheckpoint++
+			}
+			if maxID(atKill) > before {
+				killsAfterOwnCheckpoint++
+			}
+		}
+		return res
+	}
+
+	// Phase 1: kills all over the job, a few of them during start-up and
+	// restore.
+	finished := false
+	for kills < minKills {
+		var delay time.Duration
+		if rng.IntN(6) == 0 {
+			delay = time.Duration(rng.IntN(30)) * time.Millisecond
+		} else {
+			delay = 30*time.Millisecond + time.Duration(rng.IntN(170))*time.Millisecond
+		}
+		if !round(delay).killed {
+			finished = true
+			t.Logf("the job finished before kill %d", kills+1)
+			break
+		}
+	}
+	// Phase 2: aim kills at the predicted end of the job (the last records,
+	// the final checkpoint and its commit), until a run completes by itself.
+	for !finished && endgame < 8 {
+		rem := remainingEvents(t, c)
+		if rem < 0 {
+			break
+		}
+		left := time.Duration(float64(rem) / c.Rate * float64(time.Second))
+		delay := 20*time.Millisecond + time.Duration(float64(left)*(0.8+0.4*rng.Float64()))
+		res := round(delay)
+		endgame++
+		finished = !res.killed
+	}
+	// The final, uninterrupted run (unless the job completed above).
+	if !finished {
+		round(-1)
+	}
+	t.Logf("%d kills (%d with a complete checkpoint on disk, %d after the killed run completed a checkpoint of its own, %d aimed at the end), %d runs restored a checkpoint",
+		kills, killsWithCheckpoint, killsAfterOwnCheckpoint, endgame, restores)
+
+	sameLines(t, committed(t, c.Out), want)
+	pending, _ := filepath.Glob(filepath.Join(c.Out, ".*"))
+	if len(pending) != 0 {
+		t.Fatalf("pending files left: %v", pending)
+	}
+	if kills < minKills {
+		t.Fatalf("only %d kills, want at least %d", kills, minKills)
+	}
+	if killsWithCheckpoint == 0 || killsAfterOwnCheckpoint == 0 || restores == 0 {
+		t.Fatalf("the kills did not exercise restore: %d with a checkpoint on disk, %d after a checkpoint of the killed run, %d restores",
+			killsWithCheckpoint, killsAfterOwnCheckpoint, restores)
+	}
+
+	// A finished job started again, with yet another parallelism, changes
+	// nothing.
+	round(-1)
+	sameLines(t, committed(t, c.Out), want)
+}
