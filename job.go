@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/eddyflow/eddy/blob"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -198,10 +199,12 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 }
 
 // runSubtask builds a subtask's operator chain and runs its loop.
-func runSubtask(sc *subtaskCtx) error {
+// A panic in user code fails the attempt like an error, so the restart
+// strategy applies.
+func runSubtask(sc *subtaskCtx) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			panic(fmt.Sprintf("eddy: stage %d subtask %d: %v", sc.st.id, sc.subtask, r))
+			err = fmt.Errorf("eddy: stage %d subtask %d panicked: %v\n%s", sc.st.id, sc.subtask, r, debug.Stack())
 		}
 	}()
 	if sc.st.source != nil {

@@ -191,7 +191,7 @@ func TestCrashResumeExactlyOnce(t *testing.T) {
 		Rate: 40_000}
 	want := expected(c)
 
-	var kills, killsWithCheckpoint, killsAfterOwnCheckpoint, restores, endgame int
+	var runs, kills, killsWithCheckpoint, killsAfterOwnCheckpoint, restores, endgame int
 	par := 0
 	pickPar := func() int {
 		for {
@@ -207,6 +207,9 @@ func TestCrashResumeExactlyOnce(t *testing.T) {
 		before := maxID(manifestIDs(c.Data))
 		var atKill []uint64
 		res := runHelper(t, c, delay, func() { atKill = manifestIDs(c.Data) })
+		t.Logf("run %d: parallelism %d, interval %v, delay %v: killed %v after %v, newest checkpoint %d -> %d",
+			runs, par, c.CheckpointInterval, delay, res.killed, res.duration.Round(time.Millisecond), before, maxID(manifestIDs(c.Data)))
+		runs++
 		if strings.Contains(res.stderr, "restoring from checkpoint") {
 			restores++
 		}
@@ -246,6 +249,7 @@ func TestCrashResumeExactlyOnce(t *testing.T) {
 			break
 		}
 		left := time.Duration(float64(rem) / c.Rate * float64(time.Second))
+		t.Logf("about %d events (%v) left", rem, left.Round(time.Millisecond))
 		delay := 20*time.Millisecond + time.Duration(float64(left)*(0.8+0.4*rng.Float64()))
 		res := round(delay)
 		endgame++
