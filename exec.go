@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"time"
 	"unsafe"
@@ -24,6 +25,8 @@ const (
 	msgBarrier                  // checkpoint barrier
 	msgEndOfData                // the sender's inputs are exhausted; more barriers follow
 	msgTerminate                // the sender is done; nothing follows
+	msgWatermark                // event time has reached id (an int64)
+	msgIdle                     // the sender is idle (batch true) or active again (false)
 )
 
 type msg struct {
@@ -39,6 +42,7 @@ type keyedBatch[K comparable, T any] struct {
 	kgs    []int32
 	keyBuf []byte
 	keyEnd []int32
+	ts     []int64
 	recs   []T
 }
 
@@ -51,7 +55,7 @@ func (b *keyedBatch[K, T]) key(i int) []byte {
 }
 
 func (b *keyedBatch[K, T]) reset() {
-	b.keys, b.kgs, b.keyBuf, b.keyEnd, b.recs = b.keys[:0], b.kgs[:0], b.keyBuf[:0], b.keyEnd[:0], b.recs[:0]
+	b.keys, b.kgs, b.keyBuf, b.keyEnd, b.ts, b.recs = b.keys[:0], b.kgs[:0], b.keyBuf[:0], b.keyEnd[:0], b.ts[:0], b.recs[:0]
 }
 
 // outWriter is the shuffle output of a stage.
@@ -81,7 +85,7 @@ func newShuffleWriter[K comparable, T any](sc *subtaskCtx, e *edge, key func(*T)
 		key: key, enc: enc, maxPar: sc.job.env.cfg.maxParallelism, par: len(outs), batchSize: sc.job.env.cfg.batchSize}
 }
 
-func (w *shuffleWriter[K, T]) push(rec *T) error {
+func (w *shuffleWriter[K, T]) push(ts int64, rec *T) error {
 	k := w.key(rec)
 	w.scratch = w.enc(w.scratch[:0], &k)
 	kg := state.KeyGroupFor(w.scratch, w.maxPar)
@@ -95,6 +99,7 @@ func (w *shuffleWriter[K, T]) push(rec *T) error {
 	b.kgs = append(b.kgs, int32(kg))
 	b.keyBuf = append(b.keyBuf, w.scratch...)
 	b.keyEnd = append(b.keyEnd, int32(len(b.keyBuf)))
+	b.ts = append(b.ts, ts)
 	b.recs = append(b.recs, *rec)
 	if len(b.recs) >= w.batchSize {
 		w.batches[j] = nil
@@ -134,17 +139,71 @@ type subtaskCtx struct {
 	st         *stage
 	subtask    int
 	par        int
-	out        outWriter
-	keyed      []keyedOp
+	outs       []outWriter
+	keyed      []*keyedRuntime
 	sinks      []sinkWriter
-	timers     []timerHook
+	watermark  int64 // the stage's event-time watermark
 	recordsIn  int64
 	recordsOut int64
 }
 
-type keyedOp struct {
-	uid     string
-	backend *state.Backend
+// flushOut sends every partly filled output batch.
+func (sc *subtaskCtx) flushOut() error {
+	for _, o := range sc.outs {
+		if err := o.flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// controlOut sends a control message to every output, after its records.
+func (sc *subtaskCtx) controlOut(m msg) error {
+	for _, o := range sc.outs {
+		if err := o.control(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// advanceWatermark moves the stage's event time to wm: keyed operators fire
+// their due event-time timers, then the watermark goes downstream.
+func (sc *subtaskCtx) advanceWatermark(wm int64) error {
+	if wm <= sc.watermark {
+		return nil
+	}
+	sc.watermark = wm
+	for _, rt := range sc.keyed {
+		if wm <= rt.watermark {
+			continue
+		}
+		rt.watermark = wm
+		fire := rt.fireEvent
+		if fire == nil {
+			fire = func([]byte, int, int64) error { return nil }
+		}
+		if err := rt.eventTimers.fireDue(wm, fire); err != nil {
+			return err
+		}
+	}
+	return sc.controlOut(msg{kind: msgWatermark, id: uint64(wm)})
+}
+
+// endOfInput runs when every input has ended: event time jumps to the end,
+// firing every event-time timer, then keyed functions see EndOfInput.
+func (sc *subtaskCtx) endOfInput() error {
+	if err := sc.advanceWatermark(math.MaxInt64); err != nil {
+		return err
+	}
+	for _, rt := range sc.keyed {
+		if rt.end != nil {
+			if err := rt.end(); err != nil {
+				return fmt.Errorf("eddy: %s EndOfInput: %w", rt.uid, err)
+			}
+		}
+	}
+	return sc.controlOut(msg{kind: msgEndOfData})
 }
 
 type sinkWriter struct {
@@ -153,11 +212,6 @@ type sinkWriter struct {
 		PreCommit(uint64) ([]byte, error)
 		Close() error
 	}
-}
-
-type timerHook struct {
-	ts   *timerService
-	fire func(kb []byte, kg int, at int64) error
 }
 
 func (sc *subtaskCtx) send(ch chan msg, m msg) error {
@@ -235,11 +289,14 @@ func (e *restoreError) Error() string {
 func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.SplitState) error {
 	a := ack{stage: sc.st.id, subtask: sc.subtask, id: id, splits: splits, sinkTxns: map[string][]byte{}}
 	type pending struct {
-		op   keyedOp
+		op   *keyedRuntime
 		data []byte
 	}
 	var snaps []pending
 	for _, k := range sc.keyed {
+		if k.watermark != math.MinInt64 {
+			k.backend.SetWatermark(k.watermark)
+		}
 		data, err := k.backend.Snapshot()
 		if err != nil {
 			return fmt.Errorf("eddy: snapshot of %s subtask %d: %w", k.uid, sc.subtask, err)
@@ -256,11 +313,8 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 			a.sinkTxns[s.entry.name] = txn
 		}
 	}
-	kind := msgBarrier
-	if sc.out != nil {
-		if err := sc.out.control(msg{kind: kind, id: id, batch: final}); err != nil {
-			return err
-		}
+	if err := sc.controlOut(msg{kind: msgBarrier, id: id, batch: final}); err != nil {
+		return err
 	}
 	sc.flushCounters()
 	job := sc.job
@@ -288,23 +342,24 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 
 // fireTimers runs due processing-time timers.
 func (sc *subtaskCtx) fireTimers() error {
-	if len(sc.timers) == 0 {
-		return nil
-	}
 	now := time.Now().UnixNano()
-	for _, t := range sc.timers {
-		if err := t.ts.fireDue(now, t.fire); err != nil {
+	for _, rt := range sc.keyed {
+		fire := rt.fireProc
+		if fire == nil {
+			fire = func([]byte, int, int64) error { return nil }
+		}
+		if err := rt.procTimers.fireDue(now, fire); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// nextTimer is the earliest pending timer, or 0.
+// nextTimer is the earliest pending processing-time timer, or 0.
 func (sc *subtaskCtx) nextTimer() int64 {
 	next := int64(0)
-	for _, t := range sc.timers {
-		if n := t.ts.next(); n != 0 && (next == 0 || n < next) {
+	for _, rt := range sc.keyed {
+		if n := rt.procTimers.next(); n != 0 && (next == 0 || n < next) {
 			next = n
 		}
 	}
@@ -318,8 +373,9 @@ func (sc *subtaskCtx) closeSinks() {
 }
 
 // runReceiver is the loop of a stage fed by a shuffle: it aligns barriers
-// across its inputs, snapshots at each aligned barrier, and ends when every
-// input has terminated.
+// across its inputs, snapshots at each aligned barrier, tracks the minimum
+// watermark over its active inputs, and ends when every input has
+// terminated.
 func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 	defer sc.closeSinks()
 	inputs := make([]chan msg, sc.st.input.from.parallelism)
@@ -327,6 +383,13 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 		inputs[i] = sc.job.chans[sc.st.input][i][sc.subtask]
 	}
 	n := len(inputs)
+	// The restored watermark is a floor: event time never goes back.
+	sc.watermark = math.MinInt64
+	for i, rt := range sc.keyed {
+		if i == 0 || rt.watermark < sc.watermark {
+			sc.watermark = rt.watermark
+		}
+	}
 	cases := make([]reflect.SelectCase, n+2)
 	for i, ch := range inputs {
 		cases[i] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)}
@@ -337,13 +400,21 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 	cases[n+1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)}
 	blocked := make([]bool, n)
 	ended := make([]bool, n)
-	eod := make([]bool, n)
+	wms := make([]int64, n)
+	idle := make([]bool, n)
+	for i := range wms {
+		wms[i] = math.MinInt64
+	}
+	stageIdle := false
 	var barrierID uint64
 	var barrierFinal bool
 	barriers, eods, live := 0, 0, n
 	armed := int64(0)
+	hasTimers := false
 	for live > 0 {
-		if next := sc.nextTimer(); next != armed {
+		next := sc.nextTimer()
+		hasTimers = next != 0
+		if next != armed {
 			armed = next
 			d := time.Hour
 			if next != 0 {
@@ -353,7 +424,7 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 		}
 		var m msg
 		var from int
-		if n == 1 && !blocked[0] && len(sc.timers) == 0 {
+		if n == 1 && !blocked[0] && !hasTimers {
 			select {
 			case m = <-inputs[0]:
 			case <-sc.ctx.Done():
@@ -376,6 +447,9 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 				if err := sc.fireTimers(); err != nil {
 					return err
 				}
+				if err := sc.flushOut(); err != nil {
+					return err
+				}
 				continue
 			}
 			m, from = v.Interface().(msg), chosen
@@ -385,8 +459,45 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 			if err := process(m.batch); err != nil {
 				return err
 			}
-			if sc.out != nil {
-				if err := sc.out.flush(); err != nil {
+			if err := sc.flushOut(); err != nil {
+				return err
+			}
+		case msgWatermark, msgIdle:
+			if m.kind == msgWatermark {
+				if wm := int64(m.id); wm > wms[from] {
+					wms[from] = wm
+				}
+				idle[from] = false
+			} else {
+				idle[from] = m.batch.(bool)
+			}
+			// The stage's watermark: the minimum over inputs that are
+			// neither idle nor ended; idle when all of them are idle.
+			combined, active := int64(math.MaxInt64), 0
+			for i := range inputs {
+				if ended[i] || idle[i] {
+					continue
+				}
+				active++
+				combined = min(combined, wms[i])
+			}
+			if active == 0 {
+				if !stageIdle && eods < n {
+					stageIdle = true
+					if err := sc.controlOut(msg{kind: msgIdle, batch: true}); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if stageIdle {
+				stageIdle = false
+				if err := sc.controlOut(msg{kind: msgIdle, batch: false}); err != nil {
+					return err
+				}
+			}
+			if combined != math.MaxInt64 && combined > sc.watermark && eods < n {
+				if err := sc.advanceWatermark(combined); err != nil {
 					return err
 				}
 			}
@@ -406,13 +517,11 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 				barriers = 0
 			}
 		case msgEndOfData:
-			eod[from] = true
+			wms[from] = math.MaxInt64
 			eods++
 			if eods == n {
-				if sc.out != nil {
-					if err := sc.out.control(msg{kind: msgEndOfData}); err != nil {
-						return err
-					}
+				if err := sc.endOfInput(); err != nil {
+					return err
 				}
 			}
 		case msgTerminate:
@@ -423,10 +532,8 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 			live--
 		}
 	}
-	if sc.out != nil {
-		if err := sc.out.control(msg{kind: msgTerminate}); err != nil {
-			return err
-		}
+	if err := sc.controlOut(msg{kind: msgTerminate}); err != nil {
+		return err
 	}
 	sc.flushCounters()
 	return nil
@@ -439,9 +546,9 @@ type trigger struct {
 }
 
 // runSource is the loop of a source subtask: read its splits round-robin,
-// push records into the chain, and inject barriers when the coordinator
-// triggers a checkpoint.
-func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push func(*T) error) error {
+// push records into the chain, emit watermarks when a strategy is set, and
+// inject barriers when the coordinator triggers a checkpoint.
+func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push push[T], wm *watermarkSpec[T]) error {
 	defer sc.closeSinks()
 	type split struct {
 		id     int
@@ -449,6 +556,7 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push fu
 		pos    []byte
 		done   bool
 		reader bool
+		clock  splitClock
 	}
 	restored := map[int]checkpoint.SplitState{}
 	if m := sc.job.restored; m != nil {
@@ -462,7 +570,7 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push fu
 	}
 	var splits []*split
 	for s := sc.subtask; s < entry.splits; s += sc.par {
-		sp := &split{id: s}
+		sp := &split{id: s, clock: newSplitClock()}
 		if r, ok := restored[s]; ok {
 			sp.pos, sp.done = r.Pos, r.Done
 		}
@@ -494,6 +602,46 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push fu
 		}
 		return out
 	}
+	// Watermarks: the minimum over splits that are neither done nor idle.
+	lastWM, idleSent := int64(math.MinInt64), false
+	emitWatermark := func(now time.Time) error {
+		if wm == nil {
+			return nil
+		}
+		combined, active, open := int64(math.MaxInt64), 0, 0
+		for _, sp := range splits {
+			if sp.done {
+				continue
+			}
+			open++
+			if wm.idleAft > 0 && now.Sub(sp.clock.lastSeen) > wm.idleAft {
+				continue
+			}
+			active++
+			combined = min(combined, sp.clock.watermark(wm.delay))
+		}
+		if open == 0 {
+			return nil // end of data carries the final watermark
+		}
+		if active == 0 {
+			if !idleSent {
+				idleSent = true
+				return sc.controlOut(msg{kind: msgIdle, batch: true})
+			}
+			return nil
+		}
+		if idleSent {
+			idleSent = false
+			if err := sc.controlOut(msg{kind: msgIdle, batch: false}); err != nil {
+				return err
+			}
+		}
+		if combined > lastWM && combined != math.MinInt64 {
+			lastWM = combined
+			return sc.controlOut(msg{kind: msgWatermark, id: uint64(combined)})
+		}
+		return nil
+	}
 	var rec, zero T
 	finished := false
 	for {
@@ -503,10 +651,8 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push fu
 				return err
 			}
 			if t.final {
-				if sc.out != nil {
-					if err := sc.out.control(msg{kind: msgTerminate}); err != nil {
-						return err
-					}
+				if err := sc.controlOut(msg{kind: msgTerminate}); err != nil {
+					return err
 				}
 				sc.flushCounters()
 				return nil
@@ -531,6 +677,7 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push fu
 				continue
 			}
 			active = true
+			got := false
 			for n := 0; n < 256; n++ {
 				// Records are copied shallowly into shuffle batches, so a
 				// reader must not reuse the memory of one it returned.
@@ -547,21 +694,37 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push fu
 					sp.pos = sp.r.Position()
 					break
 				}
-				progress = true
+				got = true
 				sc.recordsIn++
-				if err := push(&rec); err != nil {
+				ts := int64(noTimestamp)
+				if wm != nil {
+					ts = wm.ts(&rec).UnixNano()
+					if ts > sp.clock.maxTs {
+						sp.clock.maxTs = ts
+					}
+				}
+				if err := push(ts, &rec); err != nil {
 					return err
 				}
 			}
+			if got {
+				progress = true
+				if wm != nil && wm.idleAft > 0 {
+					sp.clock.lastSeen = time.Now()
+				}
+			}
+		}
+		if wm != nil {
+			if err := emitWatermark(time.Now()); err != nil {
+				return err
+			}
 		}
 		if !active {
-			// Every split is exhausted: end of data, then wait for the
-			// final checkpoint.
+			// Every split is exhausted: end of data (which carries the
+			// final watermark), then wait for the final checkpoint.
 			finished = true
-			if sc.out != nil {
-				if err := sc.out.control(msg{kind: msgEndOfData}); err != nil {
-					return err
-				}
+			if err := sc.controlOut(msg{kind: msgEndOfData}); err != nil {
+				return err
 			}
 			sc.flushCounters()
 			if err := sc.job.sourceFinished(sc.ctx); err != nil {
@@ -570,10 +733,8 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push fu
 			continue
 		}
 		if !progress {
-			if sc.out != nil {
-				if err := sc.out.flush(); err != nil {
-					return err
-				}
+			if err := sc.flushOut(); err != nil {
+				return err
 			}
 			sc.flushCounters()
 			select {

@@ -132,8 +132,7 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 		}
 	}
 	for _, st := range e.stages {
-		if st.out != nil {
-			e := st.out
+		for _, e := range st.outs {
 			ch := make([][]chan msg, e.from.parallelism)
 			for a := range ch {
 				ch[a] = make([]chan msg, e.to.parallelism)

@@ -1,3 +1,5 @@
+//go:build unix
+
 package eddy_test
 
 // Keyed count: datagen GPS → KeyBy(driver) → Value[int64] count → discard,
@@ -17,6 +19,10 @@ package eddy_test
 //	gc%        runtime/metrics /cpu/classes/gc/total over /cpu/classes/total
 //	           (GOMAXPROCS × wall time), in percent
 //	gc%busy    the same GC time over the CPU time not idle, in percent
+//	cores      process CPU time (getrusage user+sys) / wall time: how much of
+//	           the 2 cores the run got (the machine is shared and noisy)
+//	cpu-ns/rec process CPU time per event: the cost of the work whatever
+//	           the share of the machine the run got
 //
 // The /cpu/classes metrics only advance at the end of a GC cycle, so the
 // measurement forces a GC before the run and after it, and subtracts the cost
@@ -27,6 +33,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,8 +188,17 @@ func TestKeyedCountCorrect(t *testing.T) {
 // runStats measures one run of fn: wall time, mallocs and GC CPU.
 type runStats struct {
 	wall            time.Duration
+	cpu             time.Duration // user+sys of the process
 	mallocs         uint64
 	gc, total, idle float64 // cpu-seconds
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 var cpuMetrics = []string{"/cpu/classes/gc/total:cpu-seconds", "/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds"}
@@ -204,11 +220,11 @@ func measure(b *testing.B, fn func() error) runStats {
 	runtime.ReadMemStats(&ms)
 	m0 := ms.Mallocs
 	b.StartTimer()
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	if err := fn(); err != nil {
 		b.Fatal(err)
 	}
-	wall := time.Since(start)
+	wall, cpu := time.Since(start), processCPU()-cpu0
 	b.StopTimer()
 	runtime.ReadMemStats(&ms)
 	m1 := ms.Mallocs
@@ -218,7 +234,7 @@ func measure(b *testing.B, fn func() error) runStats {
 	// estimates its cost, which is taken out.
 	runtime.GC()
 	gc2, tot2, idle2 := readCPU()
-	return runStats{wall: wall, mallocs: m1 - m0,
+	return runStats{wall: wall, cpu: cpu, mallocs: m1 - m0,
 		gc:    (gc1 - gc0) - (gc2 - gc1),
 		total: (tot1 - tot0) - (tot2 - tot1),
 		idle:  (idle1 - idle0) - (idle2 - idle1)}
@@ -228,6 +244,7 @@ func report(b *testing.B, runs []runStats, events int64) {
 	var r runStats
 	for _, x := range runs {
 		r.wall += x.wall
+		r.cpu += x.cpu
 		r.mallocs += x.mallocs
 		r.gc += x.gc
 		r.total += x.total
@@ -239,6 +256,8 @@ func report(b *testing.B, runs []runStats, events int64) {
 	b.ReportMetric(float64(r.mallocs)/recs, "allocs/rec")
 	b.ReportMetric(100*r.gc/r.total, "gc%")
 	b.ReportMetric(100*r.gc/(r.total-r.idle), "gc%busy")
+	b.ReportMetric(r.cpu.Seconds()/r.wall.Seconds(), "cores")
+	b.ReportMetric(float64(r.cpu.Nanoseconds())/recs, "cpu-ns/rec")
 }
 
 func BenchmarkKeyedCount(b *testing.B) {
@@ -246,10 +265,13 @@ func BenchmarkKeyedCount(b *testing.B) {
 		name string
 		keys int
 	}{{"10k", 10_000}, {"1M", 1_000_000}} {
-		// One source per key space, shared by both sides: building 1M
-		// driver paths is not part of either measurement.
-		src := datagen.GPS(datagen.Seed(1), datagen.Events(keyedCountEvents), datagen.Drivers(k.keys))
+		// One source per key space, built on first use and shared by both
+		// sides: building 1M driver paths is not part of either measurement.
+		source := sync.OnceValue(func() eddy.Source[datagen.GPSPoint] {
+			return datagen.GPS(datagen.Seed(1), datagen.Events(keyedCountEvents), datagen.Drivers(k.keys))
+		})
 		b.Run("keys="+k.name+"/eddy", func(b *testing.B) {
+			src := source()
 			runs := make([]runStats, 0, b.N)
 			b.StopTimer()
 			for range b.N {
@@ -269,6 +291,7 @@ func BenchmarkKeyedCount(b *testing.B) {
 			report(b, runs, keyedCountEvents)
 		})
 		b.Run("keys="+k.name+"/gomap", func(b *testing.B) {
+			src := source()
 			runs := make([]runStats, 0, b.N)
 			b.StopTimer()
 			for range b.N {

@@ -3,6 +3,7 @@ package eddy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 	"time"
@@ -17,8 +18,8 @@ type stage struct {
 	id          int
 	parallelism int
 	source      *sourceEntry
-	input       *edge // the shuffle feeding this stage
-	out         *edge // the shuffle this stage feeds
+	input       *edge   // the shuffle feeding this stage
+	outs        []*edge // the shuffles this stage feeds
 	// receive builds, per subtask, the handler of a batch from input.
 	receive func(sc *subtaskCtx) (func(batch any) error, error)
 }
@@ -51,6 +52,7 @@ type OpOption func(*opConfig)
 type opConfig struct {
 	parallelism int
 	name        string
+	watermarks  any // *watermarkSpec[T] of the source's record type
 }
 
 // WithParallelism sets the number of subtasks of a source or of the keyed
@@ -76,8 +78,15 @@ type Stream[T any] struct {
 	st   *stage
 	desc string
 	info *streamInfo
-	next func(sc *subtaskCtx) (func(*T) error, error)
+	next []func(sc *subtaskCtx) (push[T], error)
 }
+
+// push hands one record, with its event time in nanoseconds (noTimestamp
+// when it has none), to the next operator.
+type push[T any] func(ts int64, rec *T) error
+
+// noTimestamp marks a record without event time.
+const noTimestamp = math.MinInt64
 
 // streamInfo tracks whether a stream has a consumer, for validation.
 type streamInfo struct {
@@ -91,13 +100,10 @@ func newStream[T any](env *Env, st *stage, desc string) *Stream[T] {
 	return &Stream[T]{env: env, st: st, desc: desc, info: info}
 }
 
-// consume sets the operator that reads s. A stream has one consumer.
-func (s *Stream[T]) consume(op string, build func(sc *subtaskCtx) (func(*T) error, error)) {
-	if s.next != nil {
-		s.env.fail(fmt.Errorf("eddy: %s already has a consumer; %s cannot read it too (fan-out is not supported)", s.desc, op))
-		return
-	}
-	s.next = build
+// consume adds an operator that reads s. Every consumer sees every record
+// (fan-out); consumers must not modify the records they are given.
+func (s *Stream[T]) consume(op string, build func(sc *subtaskCtx) (push[T], error)) {
+	s.next = append(s.next, build)
 	s.info.consumed = true
 }
 
@@ -136,15 +142,20 @@ func FromSource[T any](env *Env, src Source[T], opts ...OpOption) *Stream[T] {
 	name := env.opName("source", c)
 	s := newStream[T](env, st, "source "+name)
 	entry := &sourceEntry{index: len(env.sources), name: src.Name(), splits: src.Splits(), st: st}
-	entry.run = func(sc *subtaskCtx) error {
-		if s.next == nil {
-			return fmt.Errorf("eddy: %s has no consumer", s.desc)
+	var wm *watermarkSpec[T]
+	if c.watermarks != nil {
+		w, ok := c.watermarks.(*watermarkSpec[T])
+		if !ok {
+			env.fail(fmt.Errorf("eddy: source %s: the Watermarks option is for another record type", src.Name()))
 		}
-		push, err := s.next(sc)
+		wm = w
+	}
+	entry.run = func(sc *subtaskCtx) error {
+		push, err := s.build(sc)
 		if err != nil {
 			return err
 		}
-		return runSource(sc, entry, src, push)
+		return runSource(sc, entry, src, push, wm)
 	}
 	st.source = entry
 	env.sources = append(env.sources, entry)
@@ -154,14 +165,14 @@ func FromSource[T any](env *Env, src Source[T], opts ...OpOption) *Stream[T] {
 // Map applies fn to every record.
 func Map[A, B any](s *Stream[A], fn func(*A) B) *Stream[B] {
 	out := newStream[B](s.env, s.st, "map")
-	s.consume("map", func(sc *subtaskCtx) (func(*A) error, error) {
+	s.consume("map", func(sc *subtaskCtx) (push[A], error) {
 		next, err := out.build(sc)
 		if err != nil {
 			return nil, err
 		}
-		return func(a *A) error {
+		return func(ts int64, a *A) error {
 			b := fn(a)
-			return next(&b)
+			return next(ts, &b)
 		}, nil
 	})
 	return out
@@ -170,14 +181,14 @@ func Map[A, B any](s *Stream[A], fn func(*A) B) *Stream[B] {
 // Filter keeps the records for which keep returns true.
 func Filter[T any](s *Stream[T], keep func(*T) bool) *Stream[T] {
 	out := newStream[T](s.env, s.st, "filter")
-	s.consume("filter", func(sc *subtaskCtx) (func(*T) error, error) {
+	s.consume("filter", func(sc *subtaskCtx) (push[T], error) {
 		next, err := out.build(sc)
 		if err != nil {
 			return nil, err
 		}
-		return func(t *T) error {
+		return func(ts int64, t *T) error {
 			if keep(t) {
-				return next(t)
+				return next(ts, t)
 			}
 			return nil
 		}, nil
@@ -188,18 +199,20 @@ func Filter[T any](s *Stream[T], keep func(*T) bool) *Stream[T] {
 // FlatMap calls fn for every record; fn emits any number of outputs.
 func FlatMap[A, B any](s *Stream[A], fn func(in *A, emit func(B)) error) *Stream[B] {
 	out := newStream[B](s.env, s.st, "flatMap")
-	s.consume("flatMap", func(sc *subtaskCtx) (func(*A) error, error) {
+	s.consume("flatMap", func(sc *subtaskCtx) (push[A], error) {
 		next, err := out.build(sc)
 		if err != nil {
 			return nil, err
 		}
 		var emitErr error
+		var cur int64
 		emit := func(b B) {
 			if emitErr == nil {
-				emitErr = next(&b)
+				emitErr = next(cur, &b)
 			}
 		}
-		return func(a *A) error {
+		return func(ts int64, a *A) error {
+			cur = ts
 			if err := fn(a, emit); err != nil {
 				return err
 			}
@@ -211,11 +224,30 @@ func FlatMap[A, B any](s *Stream[A], fn func(in *A, emit func(B)) error) *Stream
 	return out
 }
 
-func (s *Stream[T]) build(sc *subtaskCtx) (func(*T) error, error) {
-	if s.next == nil {
+// build makes, for one subtask, the function that feeds s's consumers.
+func (s *Stream[T]) build(sc *subtaskCtx) (push[T], error) {
+	if len(s.next) == 0 {
 		return nil, fmt.Errorf("eddy: %s has no consumer", s.desc)
 	}
-	return s.next(sc)
+	pushes := make([]push[T], len(s.next))
+	for i, b := range s.next {
+		p, err := b(sc)
+		if err != nil {
+			return nil, err
+		}
+		pushes[i] = p
+	}
+	if len(pushes) == 1 {
+		return pushes[0], nil
+	}
+	return func(ts int64, rec *T) error {
+		for _, p := range pushes {
+			if err := p(ts, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
 }
 
 // ToSink writes the stream to sink.
@@ -230,13 +262,13 @@ func ToSink[T any](s *Stream[T], sink Sink[T]) {
 		}
 	}
 	s.env.sinks = append(s.env.sinks, entry)
-	s.consume("sink "+entry.name, func(sc *subtaskCtx) (func(*T) error, error) {
+	s.consume("sink "+entry.name, func(sc *subtaskCtx) (push[T], error) {
 		w, err := sink.OpenWriter(sc.ctx, sc.subtask, sc.par)
 		if err != nil {
 			return nil, fmt.Errorf("eddy: sink %s subtask %d: %w", entry.name, sc.subtask, err)
 		}
 		sc.sinks = append(sc.sinks, sinkWriter{entry: entry, w: w})
-		return func(t *T) error {
+		return func(_ int64, t *T) error {
 			sc.recordsOut++
 			return w.Write(t)
 		}, nil
@@ -251,10 +283,10 @@ type KeyedStream[K comparable, T any] struct {
 	st   *stage
 	desc string
 	info *streamInfo
-	next func(sc *subtaskCtx) (keyedPush[K, T], error)
+	next []func(sc *subtaskCtx) (keyedPush[K, T], error)
 }
 
-type keyedPush[K comparable, T any] func(key *K, kb []byte, kg int, rec *T) error
+type keyedPush[K comparable, T any] func(key *K, kb []byte, kg int, ts int64, rec *T) error
 
 // KeyBy partitions s by key. Keys are serialized to choose their key group:
 // strings as their bytes, other types with serde.
@@ -271,30 +303,28 @@ func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...OpOption) 
 	st := env.newStage(par)
 	e := &edge{from: s.st, to: st}
 	e.pool.New = func() any { return new(keyedBatch[K, T]) }
-	s.st.out, st.input = e, e
+	s.st.outs = append(s.st.outs, e)
+	st.input = e
 	ks := &KeyedStream[K, T]{env: env, st: st, desc: "keyBy", info: &streamInfo{desc: "keyBy"}}
 	env.streams = append(env.streams, ks.info)
 	enc, err := keyEncoder[K]()
 	if err != nil {
 		env.fail(err)
 	}
-	s.consume("keyBy", func(sc *subtaskCtx) (func(*T) error, error) {
+	s.consume("keyBy", func(sc *subtaskCtx) (push[T], error) {
 		w := newShuffleWriter[K, T](sc, e, key, enc)
-		sc.out = w
+		sc.outs = append(sc.outs, w)
 		return w.push, nil
 	})
 	st.receive = func(sc *subtaskCtx) (func(any) error, error) {
-		if ks.next == nil {
-			return nil, fmt.Errorf("eddy: %s has no consumer", ks.desc)
-		}
-		push, err := ks.next(sc)
+		push, err := ks.build(sc)
 		if err != nil {
 			return nil, err
 		}
 		return func(b any) error {
 			kb := b.(*keyedBatch[K, T])
 			for i := range kb.recs {
-				if err := push(&kb.keys[i], kb.key(i), int(kb.kgs[i]), &kb.recs[i]); err != nil {
+				if err := push(&kb.keys[i], kb.key(i), int(kb.kgs[i]), kb.ts[i], &kb.recs[i]); err != nil {
 					return err
 				}
 			}
@@ -307,12 +337,33 @@ func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...OpOption) 
 }
 
 func (ks *KeyedStream[K, T]) consume(op string, build func(sc *subtaskCtx) (keyedPush[K, T], error)) {
-	if ks.next != nil {
-		ks.env.fail(fmt.Errorf("eddy: the keyed stream already has a consumer; %s cannot read it too", op))
-		return
-	}
-	ks.next = build
+	ks.next = append(ks.next, build)
 	ks.info.consumed = true
+}
+
+func (ks *KeyedStream[K, T]) build(sc *subtaskCtx) (keyedPush[K, T], error) {
+	if len(ks.next) == 0 {
+		return nil, fmt.Errorf("eddy: %s has no consumer", ks.desc)
+	}
+	pushes := make([]keyedPush[K, T], len(ks.next))
+	for i, b := range ks.next {
+		p, err := b(sc)
+		if err != nil {
+			return nil, err
+		}
+		pushes[i] = p
+	}
+	if len(pushes) == 1 {
+		return pushes[0], nil
+	}
+	return func(key *K, kb []byte, kg int, ts int64, rec *T) error {
+		for _, p := range pushes {
+			if err := p(key, kb, kg, ts, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
 }
 
 // keyEncoder returns how keys of type K are serialized.
@@ -347,30 +398,70 @@ type OpenContext struct {
 	Parallelism int
 }
 
-// Context is passed to a keyed function for each record.
+// TimeDomain says which clock a timer follows.
+type TimeDomain int
+
+const (
+	// EventTime timers fire when the watermark passes their time.
+	EventTime TimeDomain = iota
+	// ProcessingTime timers fire when the wall clock passes their time.
+	ProcessingTime
+)
+
+// Context is passed to a keyed function for each record and timer.
 type Context[K comparable, OUT any] struct {
-	// Key is the key of the current record.
-	Key  K
-	emit func(*OUT) error
-	err  error
-	// now is the processing time, cached per batch.
-	timers *timerService
+	// Key is the key of the current record or timer.
+	Key    K
+	emit   push[OUT]
+	err    error
+	ts     int64
+	domain TimeDomain
+	op     *keyedRuntime
 	kb     []byte
 	kg     int
 }
 
-// Emit sends out downstream.
+// Emit sends out downstream, with the current record's event time (or the
+// timer's, in OnTimer).
 func (c *Context[K, OUT]) Emit(out OUT) {
 	if c.err == nil {
-		c.err = c.emit(&out)
+		c.err = c.emit(c.ts, &out)
 	}
 }
+
+// Timestamp is the event time of the current record, and whether it has
+// one (sources without eddy.Watermarks give none).
+func (c *Context[K, OUT]) Timestamp() (time.Time, bool) {
+	if c.ts == noTimestamp {
+		return time.Time{}, false
+	}
+	return time.Unix(0, c.ts).UTC(), true
+}
+
+// Watermark is the operator's current event-time watermark: no record with
+// an earlier timestamp is expected any more.
+func (c *Context[K, OUT]) Watermark() time.Time { return time.Unix(0, c.op.watermark).UTC() }
+
+// TimeDomain says, in OnTimer, which kind of timer fired.
+func (c *Context[K, OUT]) TimeDomain() TimeDomain { return c.domain }
 
 // RegisterProcessingTimer asks for OnTimer to be called for the current key
 // once the wall clock passes t. Timers are deduplicated per key and time and
 // stored in keyed state, so they survive checkpoints and rescaling.
 func (c *Context[K, OUT]) RegisterProcessingTimer(t time.Time) {
-	c.timers.register(c.kb, c.kg, t.UnixNano())
+	c.op.procTimers.register(c.kb, c.kg, t.UnixNano())
+}
+
+// RegisterEventTimer asks for OnTimer to be called for the current key once
+// the watermark passes t; deduplicated per key and time, stored in keyed
+// state.
+func (c *Context[K, OUT]) RegisterEventTimer(t time.Time) {
+	c.op.eventTimers.register(c.kb, c.kg, t.UnixNano())
+}
+
+// DeleteEventTimer removes an event-time timer of the current key.
+func (c *Context[K, OUT]) DeleteEventTimer(t time.Time) {
+	c.op.eventTimers.delete(c.kb, c.kg, t.UnixNano())
 }
 
 // KeyedFunc processes the records of a keyed stream with keyed state.
@@ -386,73 +477,117 @@ type TimerFunc[K comparable, OUT any] interface {
 	OnTimer(ctx *Context[K, OUT], at time.Time) error
 }
 
-// Process runs fn on a keyed stream.
+// EndFunc is implemented by keyed functions that act when a bounded input
+// ends, after every event-time timer has fired.
+type EndFunc interface {
+	EndOfInput() error
+}
+
+// keyedRuntime is the per-subtask runtime of one keyed operator: its state
+// backend, timers and watermark.
+type keyedRuntime struct {
+	uid         string
+	backend     *state.Backend
+	procTimers  *timerService
+	eventTimers *timerService
+	watermark   int64
+	fireEvent   func(kb []byte, kg int, at int64) error
+	fireProc    func(kb []byte, kg int, at int64) error
+	end         func() error
+}
+
+// Process runs fn on a keyed stream. Each subtask works on its own shallow
+// copy of the struct fn points to.
 func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, IN, OUT], opts ...OpOption) *Stream[OUT] {
 	c := applyOpts(opts)
 	env := ks.env
 	uid := env.opName("process", c)
 	out := newStream[OUT](env, ks.st, "process "+uid)
 	ks.consume("process "+uid, func(sc *subtaskCtx) (keyedPush[K, IN], error) {
-		ksch, err := keySchema[K]()
-		if err != nil {
-			return nil, &permanentError{fmt.Errorf("eddy: %s: key type: %w", uid, err)}
-		}
-		kgs, kge := state.KeyGroupRange(env.cfg.maxParallelism, sc.par, sc.subtask)
-		backend := state.NewBackend(env.cfg.maxParallelism, kgs, kge, ksch)
 		next, err := out.build(sc)
 		if err != nil {
 			return nil, err
 		}
-		fn := cloneFunc(fn)
-		if err := fn.Open(&OpenContext{State: backend, Subtask: sc.subtask, Parallelism: sc.par}); err != nil {
-			err = fmt.Errorf("eddy: %s Open: %w", uid, err)
-			var de *state.DeclareError
-			if errors.As(err, &de) {
-				return nil, &permanentError{err}
-			}
-			return nil, err
+		return buildKeyed(sc, uid, fn, next)
+	})
+	return out
+}
+
+// buildKeyed sets up one subtask of a keyed operator: state, Open, restore,
+// timers.
+func buildKeyed[K comparable, IN, OUT any](sc *subtaskCtx, uid string, fn KeyedFunc[K, IN, OUT], next push[OUT]) (keyedPush[K, IN], error) {
+	env := sc.job.env
+	ksch, err := keySchema[K]()
+	if err != nil {
+		return nil, &permanentError{fmt.Errorf("eddy: %s: key type: %w", uid, err)}
+	}
+	kgs, kge := state.KeyGroupRange(env.cfg.maxParallelism, sc.par, sc.subtask)
+	backend := state.NewBackend(env.cfg.maxParallelism, kgs, kge, ksch)
+	fn = cloneFunc(fn)
+	if err := fn.Open(&OpenContext{State: backend, Subtask: sc.subtask, Parallelism: sc.par}); err != nil {
+		err = fmt.Errorf("eddy: %s Open: %w", uid, err)
+		var de *state.DeclareError
+		if errors.As(err, &de) {
+			return nil, &permanentError{err}
 		}
-		ts, err := newTimerService(backend)
+		return nil, err
+	}
+	rt := &keyedRuntime{uid: uid, backend: backend, watermark: math.MinInt64}
+	if rt.procTimers, err = newTimerService(backend, "eddy.timers"); err != nil {
+		return nil, err
+	}
+	if rt.eventTimers, err = newTimerService(backend, "eddy.event-timers"); err != nil {
+		return nil, err
+	}
+	if err := sc.restoreKeyed(uid, backend); err != nil {
+		return nil, err
+	}
+	rt.procTimers.rebuild()
+	rt.eventTimers.rebuild()
+	if wm, ok := backend.Watermark(); ok {
+		rt.watermark = wm
+	}
+	ctx := &Context[K, OUT]{emit: next, op: rt}
+	if tf, ok := fn.(TimerFunc[K, OUT]); ok {
+		keyDec, err := keyDecoder[K]()
 		if err != nil {
 			return nil, err
 		}
-		if err := sc.restoreKeyed(uid, backend); err != nil {
-			return nil, err
-		}
-		ts.rebuild()
-		ctx := &Context[K, OUT]{emit: next, timers: ts}
-		sc.keyed = append(sc.keyed, keyedOp{uid: uid, backend: backend})
-		if tf, ok := fn.(TimerFunc[K, OUT]); ok {
-			keyDec, err := keyDecoder[K]()
-			if err != nil {
-				return nil, err
-			}
-			sc.timers = append(sc.timers, timerHook{ts: ts, fire: func(kb []byte, kg int, at int64) error {
+		fire := func(domain TimeDomain) func(kb []byte, kg int, at int64) error {
+			return func(kb []byte, kg int, at int64) error {
 				backend.SetCurrentKey(kb, kg)
 				if err := keyDec(kb, &ctx.Key); err != nil {
 					return err
 				}
-				ctx.kb, ctx.kg = kb, kg
-				if err := tf.OnTimer(ctx, time.Unix(0, at)); err != nil {
+				ctx.kb, ctx.kg, ctx.domain = kb, kg, domain
+				ctx.ts = at
+				if domain == ProcessingTime {
+					ctx.ts = noTimestamp
+				}
+				if err := tf.OnTimer(ctx, time.Unix(0, at).UTC()); err != nil {
 					return err
 				}
 				err := ctx.err
 				ctx.err = nil
 				return err
-			}})
-		}
-		return func(k *K, kb []byte, kg int, in *IN) error {
-			backend.SetCurrentKey(kb, kg)
-			ctx.Key, ctx.kb, ctx.kg = *k, kb, kg
-			if err := fn.Process(ctx, in); err != nil {
-				return err
 			}
-			err := ctx.err
-			ctx.err = nil
+		}
+		rt.fireEvent, rt.fireProc = fire(EventTime), fire(ProcessingTime)
+	}
+	if ef, ok := fn.(EndFunc); ok {
+		rt.end = ef.EndOfInput
+	}
+	sc.keyed = append(sc.keyed, rt)
+	return func(k *K, kb []byte, kg int, ts int64, in *IN) error {
+		backend.SetCurrentKey(kb, kg)
+		ctx.Key, ctx.kb, ctx.kg, ctx.ts, ctx.domain = *k, kb, kg, ts, EventTime
+		if err := fn.Process(ctx, in); err != nil {
 			return err
-		}, nil
-	})
-	return out
+		}
+		err := ctx.err
+		ctx.err = nil
+		return err
+	}, nil
 }
 
 // cloneFunc gives each subtask its own copy of a keyed function: a shallow

@@ -16,10 +16,8 @@ type timerService struct {
 	queue   timerQueue
 }
 
-const timerStateName = "eddy.timers"
-
-func newTimerService(b *state.Backend) (*timerService, error) {
-	st, err := state.NewList[int64](b, timerStateName)
+func newTimerService(b *state.Backend, name string) (*timerService, error) {
+	st, err := state.NewList[int64](b, name)
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +51,16 @@ func (t *timerService) register(kb []byte, kg int, at int64) {
 	}
 	t.st.Add(at)
 	heap.Push(&t.queue, timerEntry{at: at, key: string(kb), kg: kg})
+}
+
+// delete removes key's timer at (nanoseconds); the queue entry is skipped
+// when it comes up.
+func (t *timerService) delete(kb []byte, kg int, at int64) {
+	t.backend.SetCurrentKey(kb, kg)
+	xs := t.st.Get()
+	if i := slices.Index(xs, at); i >= 0 {
+		t.st.Update(slices.Delete(slices.Clone(xs), i, i+1))
+	}
 }
 
 // rebuild fills the queue from restored state.

@@ -19,7 +19,17 @@ type Backend struct {
 	kg             int
 	states         []keyedState
 	byName         map[string]keyedState
+	watermark      int64
+	hasWatermark   bool
 }
+
+// SetWatermark records the operator's event-time watermark; snapshots keep
+// it so a restored operator does not move its watermark backwards.
+func (b *Backend) SetWatermark(wm int64) { b.watermark, b.hasWatermark = wm, true }
+
+// Watermark returns the watermark restored with the state (the smallest of
+// the restored parts), if any.
+func (b *Backend) Watermark() (int64, bool) { return b.watermark, b.hasWatermark }
 
 // keyedState is what every state type implements for snapshots.
 type keyedState interface {
@@ -88,6 +98,7 @@ type snapshotHeader struct {
 	KeySchema      []byte      `proto:"2,name=key_schema"`
 	States         []stateMeta `proto:"3"`
 	Groups         []groupData `proto:"4"`
+	Watermark      *int64      `proto:"5"`
 }
 
 type stateMeta struct {
@@ -113,6 +124,10 @@ func (b *Backend) Snapshot() ([]byte, error) {
 		return nil, err
 	}
 	h := snapshotHeader{MaxParallelism: uint32(b.maxPar), KeySchema: ks}
+	if b.hasWatermark {
+		wm := b.watermark
+		h.Watermark = &wm
+	}
 	for _, s := range b.states {
 		vs, err := s.valueSchema().MarshalBinary()
 		if err != nil {
@@ -194,6 +209,9 @@ func (b *Backend) Restore(parts [][]byte) error {
 	}
 	for i := range headers {
 		h := &headers[i]
+		if h.Watermark != nil && (!b.hasWatermark || *h.Watermark < b.watermark) {
+			b.watermark, b.hasWatermark = *h.Watermark, true
+		}
 		for _, g := range h.Groups {
 			kg := int(g.KeyGroup)
 			if kg < b.kgStart || kg >= b.kgEnd {

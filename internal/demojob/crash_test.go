@@ -180,7 +180,7 @@ func TestCrashResumeExactlyOnce(t *testing.T) {
 	t.Logf("kill schedule seed %d (rerun with %s=%d)", seed, crashSeedEnv, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 
-	minKills := 24
+	minKills := 30
 	if testing.Short() {
 		minKills = 20 // the floor, also in CI
 	}
@@ -225,8 +225,19 @@ func TestCrashResumeExactlyOnce(t *testing.T) {
 		return res
 	}
 
-	// Phase 1: kills all over the job, a few of them during start-up and
-	// restore.
+	// leftTime is how long the job would still run uninterrupted, from its
+	// newest checkpoint; -1 without one.
+	leftTime := func() time.Duration {
+		rem := remainingEvents(t, c)
+		if rem < 0 {
+			return -1
+		}
+		return time.Duration(float64(rem) / c.Rate * float64(time.Second))
+	}
+	// Phase 1: kills all over the job, some during start-up and restore.
+	// Delays are capped by a share of the time left, so that the job does
+	// not finish before minKills kills however fast this machine starts
+	// processes.
 	finished := false
 	for kills < minKills {
 		var delay time.Duration
@@ -235,22 +246,25 @@ func TestCrashResumeExactlyOnce(t *testing.T) {
 		} else {
 			delay = 30*time.Millisecond + time.Duration(rng.IntN(170))*time.Millisecond
 		}
+		if left := leftTime(); left >= 0 {
+			delay = min(delay, 10*time.Millisecond+left*3/time.Duration(2*(minKills-kills+1)))
+		}
 		if !round(delay).killed {
 			finished = true
 			t.Logf("the job finished before kill %d", kills+1)
 			break
 		}
 	}
-	// Phase 2: aim kills at the predicted end of the job (the last records,
-	// the final checkpoint and its commit), until a run completes by itself.
+	// Phase 2: kills closer and closer to the predicted end of the job (the
+	// last records, the final checkpoint and its commit), until a run
+	// completes by itself.
 	for !finished && endgame < 8 {
-		rem := remainingEvents(t, c)
-		if rem < 0 {
+		left := leftTime()
+		if left < 0 {
 			break
 		}
-		left := time.Duration(float64(rem) / c.Rate * float64(time.Second))
-		t.Logf("about %d events (%v) left", rem, left.Round(time.Millisecond))
-		delay := 20*time.Millisecond + time.Duration(float64(left)*(0.8+0.4*rng.Float64()))
+		t.Logf("about %v of the job left", left.Round(time.Millisecond))
+		delay := 40*time.Millisecond + time.Duration(float64(left)*(0.5+rng.Float64()))
 		res := round(delay)
 		endgame++
 		finished = !res.killed
