@@ -1,0 +1,393 @@
+package eddy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/eddyflow/eddy/state"
+)
+
+// Windows assigns records to event-time windows: Tumbling, Sliding or
+// Session.
+type Windows struct {
+	kind  windowKind
+	size  int64 // ns: window length (tumbling, sliding), gap (session)
+	slide int64
+}
+
+type windowKind uint8
+
+const (
+	tumbling windowKind = iota
+	sliding
+	session
+)
+
+// Tumbling windows are consecutive, non-overlapping, size long, aligned to
+// the Unix epoch.
+func Tumbling(size time.Duration) Windows {
+	return Windows{kind: tumbling, size: int64(size), slide: int64(size)}
+}
+
+// Sliding windows are size long and start every slide; a record belongs to
+// size/slide of them.
+func Sliding(size, slide time.Duration) Windows {
+	return Windows{kind: sliding, size: int64(size), slide: int64(slide)}
+}
+
+// Session windows group a key's records separated by less than gap; they
+// grow and merge as records arrive.
+func Session(gap time.Duration) Windows { return Windows{kind: session, size: int64(gap)} }
+
+func (w Windows) validate() error {
+	switch {
+	case w.size <= 0:
+		return errors.New("eddy: window size (or session gap) must be positive")
+	case w.kind == sliding && (w.slide <= 0 || w.slide > w.size):
+		return errors.New("eddy: a sliding window's slide must be positive and at most its size")
+	}
+	return nil
+}
+
+// assign calls fn with the [start, end) of every window that holds ts.
+func (w Windows) assign(ts int64, fn func(start, end int64)) {
+	switch w.kind {
+	case session:
+		fn(ts, ts+w.size)
+	default:
+		last := ts - floorMod(ts, w.slide)
+		for start := last; start > ts-w.size; start -= w.slide {
+			fn(start, start+w.size)
+		}
+	}
+}
+
+func floorMod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
+}
+
+// Window is the time span of a window result.
+type Window struct {
+	Start time.Time // inclusive
+	End   time.Time // exclusive
+}
+
+func windowOf(start, end int64) Window {
+	return Window{Start: time.Unix(0, start).UTC(), End: time.Unix(0, end).UTC()}
+}
+
+// WindowOption configures a windowed operator.
+type WindowOption func(*windowConfig)
+
+type windowConfig struct {
+	lateness int64
+	op       []OpOption
+}
+
+// AllowedLateness keeps a window's state for d after it fires: records that
+// arrive within d update it and fire it again. Later records go to the Late
+// stream.
+func AllowedLateness(d time.Duration) WindowOption {
+	return func(c *windowConfig) { c.lateness = int64(d) }
+}
+
+// WindowOp passes operator options (Named) to the window operator.
+func WindowOp(opts ...OpOption) WindowOption {
+	return func(c *windowConfig) { c.op = append(c.op, opts...) }
+}
+
+// Windowed is the output of a window operator: its results, and the
+// records that arrived after their windows were gone. Late need not be
+// consumed; unconsumed late records are counted in Stats.LateRecords.
+type Windowed[IN, OUT any] struct {
+	Results *Stream[OUT]
+	Late    *Stream[IN]
+}
+
+// Aggregator folds a window's records incrementally.
+type Aggregator[K comparable, IN, ACC, OUT any] struct {
+	// Add folds one record into the accumulator (the zero ACC for a new
+	// window).
+	Add func(acc ACC, in *IN) ACC
+	// Merge combines two accumulators; required for Session windows.
+	Merge func(a, b ACC) ACC
+	// Result turns a window's accumulator into its output.
+	Result func(key K, w Window, acc ACC) OUT
+}
+
+// winState is one window's stored state: its end, and an accumulator or the
+// records themselves.
+type winState[ACC any] struct {
+	End int64 `proto:"1"`
+	Acc ACC   `proto:"2"`
+}
+
+// windowFn is the keyed function behind every window operator. A window is
+// keyed by its start in a Map state; an event-time timer at end-1 fires it
+// and one at end-1+lateness removes it.
+type windowFn[K comparable, IN, ACC, OUT any] struct {
+	w        Windows
+	lateness int64
+	add      func(acc ACC, in *IN) ACC
+	merge    func(a, b ACC) ACC
+	result   func(key K, w Window, acc ACC, emit func(OUT)) error
+	late     push[IN]
+	lateCnt  *int64
+	st       *state.Map[int64, winState[ACC]]
+}
+
+func (f *windowFn[K, IN, ACC, OUT]) Open(ctx *OpenContext) error {
+	var err error
+	f.st, err = state.NewMap[int64, winState[ACC]](ctx.State, "windows")
+	return err
+}
+
+func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error {
+	ts := ctx.ts
+	if ts == noTimestamp {
+		return errors.New("eddy: a window operator got a record without event time; give its source eddy.Watermarks")
+	}
+	wm := ctx.op.watermark
+	assigned := false
+	var err error
+	f.w.assign(ts, func(start, end int64) {
+		if err != nil || f.gone(end, wm) {
+			return
+		}
+		assigned = true
+		if f.w.kind == session {
+			err = f.addSession(ctx, start, end, in)
+			return
+		}
+		ws, ok := f.st.Get(start)
+		if !ok {
+			ws.End = end
+			f.registerTimers(ctx, end, wm)
+		}
+		ws.Acc = f.add(ws.Acc, in)
+		f.st.Put(start, ws)
+		if end-1 <= wm {
+			// Late but within the allowed lateness: fire again now.
+			err = f.fire(ctx, start, ws)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !assigned {
+		*f.lateCnt++
+		if f.late != nil {
+			return f.late(ts, in)
+		}
+	}
+	return nil
+}
+
+// registerTimers sets a new window's timers: firing at end-1 unless that
+// has passed (the caller fires it at once), cleanup at end-1+lateness.
+func (f *windowFn[K, IN, ACC, OUT]) registerTimers(ctx *Context[K, OUT], end, wm int64) {
+	if end-1 > wm {
+		ctx.RegisterEventTimer(time.Unix(0, end-1))
+	}
+	if f.lateness > 0 {
+		ctx.RegisterEventTimer(time.Unix(0, end-1+f.lateness))
+	}
+}
+
+// gone reports whether a window ending at end has been cleaned up.
+func (f *windowFn[K, IN, ACC, OUT]) gone(end, wm int64) bool {
+	return wm != math.MinInt64 && end-1+f.lateness <= wm
+}
+
+// addSession adds a record's session [start, end) and merges it with every
+// stored session it overlaps.
+func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end int64, in *IN) error {
+	var acc ACC
+	acc = f.add(acc, in)
+	for {
+		found := false
+		for s, ws := range f.st.All() {
+			if s < end && start < ws.End {
+				// Overlap: absorb the stored session.
+				f.st.Delete(s)
+				ctx.DeleteEventTimer(time.Unix(0, ws.End-1))
+				if f.lateness > 0 {
+					ctx.DeleteEventTimer(time.Unix(0, ws.End-1+f.lateness))
+				}
+				start, end = min(start, s), max(end, ws.End)
+				acc = f.merge(ws.Acc, acc)
+				found = true
+				break
+			}
+		}
+		if !found {
+			break
+		}
+	}
+	ws := winState[ACC]{End: end, Acc: acc}
+	f.st.Put(start, ws)
+	f.registerTimers(ctx, end, ctx.op.watermark)
+	if end-1 <= ctx.op.watermark {
+		return f.fire(ctx, start, ws)
+	}
+	return nil
+}
+
+// fire emits a window's result with the window's last instant as its event
+// time.
+func (f *windowFn[K, IN, ACC, OUT]) fire(ctx *Context[K, OUT], start int64, ws winState[ACC]) error {
+	saved := ctx.ts
+	ctx.ts = ws.End - 1
+	err := f.result(ctx.Key, windowOf(start, ws.End), ws.Acc, ctx.Emit)
+	ctx.ts = saved
+	return err
+}
+
+func (f *windowFn[K, IN, ACC, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) error {
+	if ctx.TimeDomain() != EventTime {
+		return nil
+	}
+	t := at.UnixNano()
+	var fire, drop []int64
+	for s, ws := range f.st.All() {
+		if ws.End-1 == t {
+			fire = append(fire, s)
+		}
+		if ws.End-1+f.lateness == t {
+			drop = append(drop, s)
+		}
+	}
+	sortInt64(fire)
+	for _, s := range fire {
+		ws, _ := f.st.Get(s)
+		if err := f.fire(ctx, s, ws); err != nil {
+			return err
+		}
+	}
+	for _, s := range drop {
+		f.st.Delete(s)
+	}
+	return nil
+}
+
+func sortInt64(xs []int64) {
+	for i := 1; i < len(xs); i++ {
+		for j := i; j > 0 && xs[j] < xs[j-1]; j-- {
+			xs[j], xs[j-1] = xs[j-1], xs[j]
+		}
+	}
+}
+
+// windowOperator wires a windowFn into a keyed stream with its two outputs.
+func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Windows, opts []WindowOption,
+	mk func() *windowFn[K, IN, ACC, OUT]) Windowed[IN, OUT] {
+	var cfg windowConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	env := ks.env
+	if err := w.validate(); err != nil {
+		env.fail(err)
+	}
+	if cfg.lateness < 0 {
+		env.fail(errors.New("eddy: allowed lateness must not be negative"))
+	}
+	uid := env.opName("window", applyOpts(cfg.op))
+	results := newStream[OUT](env, ks.st, "window "+uid)
+	late := newStream[IN](env, ks.st, "late records of window "+uid)
+	late.info.consumed = true // optional
+	ks.consume("window "+uid, func(sc *subtaskCtx) (keyedPush[K, IN], error) {
+		next, err := results.build(sc)
+		if err != nil {
+			return nil, err
+		}
+		fn := mk()
+		fn.w, fn.lateness = w, cfg.lateness
+		fn.lateCnt = &sc.lateRecords
+		if len(late.next) > 0 {
+			if fn.late, err = late.build(sc); err != nil {
+				return nil, err
+			}
+		}
+		if w.kind == session && fn.merge == nil {
+			return nil, &permanentError{fmt.Errorf("eddy: %s: session windows need Aggregator.Merge", uid)}
+		}
+		return buildKeyed[K, IN, OUT](sc, uid, fn, next)
+	})
+	return Windowed[IN, OUT]{Results: results, Late: late}
+}
+
+// AggregateWindows folds each window of each key incrementally with agg and
+// emits agg.Result when the watermark passes the window's end.
+func AggregateWindows[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Windows, agg Aggregator[K, IN, ACC, OUT], opts ...WindowOption) Windowed[IN, OUT] {
+	return windowOperator(ks, w, opts, func() *windowFn[K, IN, ACC, OUT] {
+		return &windowFn[K, IN, ACC, OUT]{add: agg.Add, merge: agg.Merge,
+			result: func(k K, win Window, acc ACC, emit func(OUT)) error {
+				emit(agg.Result(k, win, acc))
+				return nil
+			}}
+	})
+}
+
+// reduceAcc is the accumulator of ReduceWindows.
+type reduceAcc[T any] struct {
+	Set   bool `proto:"1"`
+	Value T    `proto:"2"`
+}
+
+// ReduceWindows folds each window of each key with reduce and emits the
+// result when the watermark passes the window's end.
+func ReduceWindows[K comparable, T any](ks *KeyedStream[K, T], w Windows, reduce func(a, b T) T, opts ...WindowOption) Windowed[T, T] {
+	merge := func(a, b reduceAcc[T]) reduceAcc[T] {
+		switch {
+		case !a.Set:
+			return b
+		case !b.Set:
+			return a
+		}
+		return reduceAcc[T]{Set: true, Value: reduce(a.Value, b.Value)}
+	}
+	return windowOperator(ks, w, opts, func() *windowFn[K, T, reduceAcc[T], T] {
+		return &windowFn[K, T, reduceAcc[T], T]{
+			add:   func(acc reduceAcc[T], in *T) reduceAcc[T] { return merge(acc, reduceAcc[T]{Set: true, Value: *in}) },
+			merge: merge,
+			result: func(_ K, _ Window, acc reduceAcc[T], emit func(T)) error {
+				if acc.Set {
+					emit(acc.Value)
+				}
+				return nil
+			},
+		}
+	})
+}
+
+// elems is the accumulator of ProcessWindows: the window's records.
+type elems[T any] struct {
+	Items []T `proto:"1"`
+}
+
+// ProcessWindows hands fn the full contents of each window of each key when
+// the watermark passes its end; fn emits any number of outputs.
+func ProcessWindows[K comparable, IN, OUT any](ks *KeyedStream[K, IN], w Windows,
+	fn func(key K, w Window, records []IN, emit func(OUT)) error, opts ...WindowOption) Windowed[IN, OUT] {
+	return windowOperator(ks, w, opts, func() *windowFn[K, IN, elems[IN], OUT] {
+		return &windowFn[K, IN, elems[IN], OUT]{
+			add: func(acc elems[IN], in *IN) elems[IN] {
+				acc.Items = append(acc.Items, *in)
+				return acc
+			},
+			merge: func(a, b elems[IN]) elems[IN] {
+				return elems[IN]{Items: append(append([]IN(nil), a.Items...), b.Items...)}
+			},
+			result: func(k K, win Window, acc elems[IN], emit func(OUT)) error {
+				return fn(k, win, acc.Items, emit)
+			},
+		}
+	})
+}
