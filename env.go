@@ -137,11 +137,12 @@ type Stats struct {
 	LastCheckpoint time.Duration // duration of the last completed checkpoint
 	LastBytes      int64         // state bytes of the last completed checkpoint
 	Restarts       int64         // restarts after failures
+	LateRecords    int64         // records that arrived after their windows were gone
 	RestoredFrom   uint64        // checkpoint the current attempt restored from (0: none)
 }
 
 type stats struct {
-	recordsIn, recordsOut, stateEntries, checkpoints, lastDur, lastBytes, restarts, restored atomic.Int64
+	recordsIn, recordsOut, stateEntries, checkpoints, lastDur, lastBytes, restarts, restored, lateRecords atomic.Int64
 }
 
 // Stats returns the job's counters.
@@ -149,7 +150,7 @@ func (e *Env) Stats() Stats {
 	s := &e.stats
 	return Stats{RecordsIn: s.recordsIn.Load(), RecordsOut: s.recordsOut.Load(), StateEntries: s.stateEntries.Load(),
 		Checkpoints: s.checkpoints.Load(), LastCheckpoint: time.Duration(s.lastDur.Load()), LastBytes: s.lastBytes.Load(),
-		Restarts: s.restarts.Load(), RestoredFrom: uint64(s.restored.Load())}
+		Restarts: s.restarts.Load(), RestoredFrom: uint64(s.restored.Load()), LateRecords: s.lateRecords.Load()}
 }
 
 // permanentError marks a failure that a restart cannot fix (an incompatible

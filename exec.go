@@ -134,17 +134,18 @@ func (w *shuffleWriter[K, T]) control(m msg) error {
 
 // subtaskCtx is one subtask of a stage in one run attempt.
 type subtaskCtx struct {
-	ctx        context.Context
-	job        *jobRun
-	st         *stage
-	subtask    int
-	par        int
-	outs       []outWriter
-	keyed      []*keyedRuntime
-	sinks      []sinkWriter
-	watermark  int64 // the stage's event-time watermark
-	recordsIn  int64
-	recordsOut int64
+	ctx         context.Context
+	job         *jobRun
+	st          *stage
+	subtask     int
+	par         int
+	outs        []outWriter
+	keyed       []*keyedRuntime
+	sinks       []sinkWriter
+	watermark   int64 // the stage's event-time watermark
+	recordsIn   int64
+	recordsOut  int64
+	lateRecords int64
 }
 
 // flushOut sends every partly filled output batch.
@@ -232,6 +233,10 @@ func (sc *subtaskCtx) flushCounters() {
 	if sc.recordsOut != 0 {
 		s.recordsOut.Add(sc.recordsOut)
 		sc.recordsOut = 0
+	}
+	if sc.lateRecords != 0 {
+		s.lateRecords.Add(sc.lateRecords)
+		sc.lateRecords = 0
 	}
 }
 
