@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/eddyflow/eddy"
 )
@@ -76,7 +75,7 @@ func (s *gpsSource) point(i int64, p *GPSPoint) {
 	p.Lat = lat
 	p.Lon = lon
 	p.SpeedKmh = float32(mps * 3.6)
-	p.Timestamp = s.cfg.start.Add(time.Duration(i) * EventInterval)
+	p.Timestamp = s.cfg.timestamp(i, i/n)
 }
 
 // GPSEvent returns global event i of GPS(opts...) without opening a reader:
@@ -91,7 +90,7 @@ func GPSEvent(i int64, opts ...Option) GPSPoint {
 		Lat:       lat,
 		Lon:       lon,
 		SpeedKmh:  float32(mps * 3.6),
-		Timestamp: c.start.Add(time.Duration(i) * EventInterval),
+		Timestamp: c.timestamp(i, i/int64(c.drivers)),
 	}
 }
 

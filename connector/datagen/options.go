@@ -13,6 +13,27 @@ type config struct {
 	rate    float64
 	start   time.Time
 	now     func() time.Time // the clock of the rate limit; tests replace it
+	// lateEvery and lateBy: every lateEvery-th point of a driver (from its
+	// 100th on) carries a timestamp lateBy in the past.
+	lateEvery int64
+	lateBy    time.Duration
+}
+
+// LateEvery makes every n-th point of each driver, from the driver's 100th
+// point on, carry a timestamp by in the past: late data for event-time
+// windows. The points keep their place in the sequence; only their
+// timestamps move. Default: none.
+func LateEvery(n int64, by time.Duration) Option {
+	return func(c *config) { c.lateEvery, c.lateBy = n, by }
+}
+
+// timestamp is the event time of global event i with k = i / drivers.
+func (c *config) timestamp(i, k int64) time.Time {
+	t := c.start.Add(time.Duration(i) * EventInterval)
+	if c.lateEvery > 0 && k >= 100 && k%c.lateEvery == 0 {
+		t = t.Add(-c.lateBy)
+	}
+	return t
 }
 
 // DefaultStartTime is the event-time base of generated events unless

@@ -169,15 +169,7 @@ func runHelper(t *testing.T, c Config, delay time.Duration, beforeKill func()) p
 //
 // The kill schedule comes from a logged seed; set EDDY_CRASH_SEED to replay it.
 func TestCrashResumeExactlyOnce(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(crashSeedEnv); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", crashSeedEnv, s, err)
-		}
-		seed = v
-	}
-	t.Logf("kill schedule seed %d (rerun with %s=%d)", seed, crashSeedEnv, seed)
+	seed := testSeed(t, crashSeedEnv) // the kill schedule; kills still land by wall-clock time
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 
 	minKills := 30
@@ -188,7 +180,7 @@ func TestCrashResumeExactlyOnce(t *testing.T) {
 	// About 3.75 s uninterrupted on two cores: long enough for the kills
 	// below to land all over the job, checkpoints included.
 	c := Config{Seed: 42, Events: 150_000, Drivers: 300, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
-		Rate: 40_000}
+		Rate: 40_000, LateEvery: 29}
 	want := expected(c)
 
 	var runs, kills, killsWithCheckpoint, killsAfterOwnCheckpoint, restores, endgame int
@@ -277,10 +269,7 @@ func TestCrashResumeExactlyOnce(t *testing.T) {
 		kills, killsWithCheckpoint, killsAfterOwnCheckpoint, endgame, restores)
 
 	sameLines(t, committed(t, c.Out), want)
-	pending, _ := filepath.Glob(filepath.Join(c.Out, ".*"))
-	if len(pending) != 0 {
-		t.Fatalf("pending files left: %v", pending)
-	}
+	noPending(t, c.Out)
 	if kills < minKills {
 		t.Fatalf("only %d kills, want at least %d", kills, minKills)
 	}

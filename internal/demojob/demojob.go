@@ -6,6 +6,7 @@ package demojob
 
 import (
 	"math"
+	"path/filepath"
 	"time"
 
 	"github.com/eddyflow/eddy"
@@ -25,6 +26,64 @@ type Config struct {
 	Parallelism        int
 	Rate               float64 // events per second, 0 for unlimited
 	EmitEvery          int64   // write a driver's totals after every n-th of its points (default 1)
+	LateEvery          int64   // every n-th point of a driver (from its 100th) is an hour late; 0: none
+}
+
+// WindowSize is the length of the demo's tumbling windows.
+const WindowSize = 10 * time.Second
+
+// LateBy is how far in the past the demo's late points are stamped.
+const LateBy = time.Hour
+
+// WindowTotal is one window result: a driver's points and distance within
+// a 10-second event-time window.
+type WindowTotal struct {
+	Driver    string  `json:"driver"`
+	Start     string  `json:"start"`
+	End       string  `json:"end"`
+	Points    int64   `json:"points"`
+	DistanceM float64 `json:"distance_m"`
+}
+
+// windowAcc accumulates a driver's path within one window.
+type windowAcc struct {
+	Points    int64   `proto:"1"`
+	DistanceM float64 `proto:"2,name=distance_m"`
+	LastLat   float64 `proto:"3,name=last_lat"`
+	LastLon   float64 `proto:"4,name=last_lon"`
+}
+
+func addPoint(a windowAcc, p *datagen.GPSPoint) windowAcc {
+	if a.Points > 0 {
+		a.DistanceM += Haversine(a.LastLat, a.LastLon, p.Lat, p.Lon)
+	}
+	a.LastLat, a.LastLon = p.Lat, p.Lon
+	a.Points++
+	return a
+}
+
+// WindowResult turns a window's accumulator into its output line.
+func WindowResult(driver string, w eddy.Window, a windowAcc) WindowTotal {
+	return WindowTotal{Driver: driver, Start: w.Start.Format(time.RFC3339Nano), End: w.End.Format(time.RFC3339Nano),
+		Points: a.Points, DistanceM: math.Round(a.DistanceM*1000) / 1000}
+}
+
+// LatePoint is one point that arrived after its window was gone.
+type LatePoint struct {
+	Driver string `json:"driver"`
+	At     string `json:"at"`
+}
+
+// GPSOptions are the generator options of c.
+func (c Config) GPSOptions() []datagen.Option {
+	opts := []datagen.Option{datagen.Seed(c.Seed), datagen.Events(c.Events), datagen.Drivers(c.Drivers)}
+	if c.Rate > 0 {
+		opts = append(opts, datagen.Rate(c.Rate))
+	}
+	if c.LateEvery > 0 {
+		opts = append(opts, datagen.LateEvery(c.LateEvery, LateBy))
+	}
+	return opts
 }
 
 // DriverTotal is one output line: a driver's totals after one of its points.
@@ -80,16 +139,25 @@ func Haversine(lat1, lon1, lat2, lon2 float64) float64 {
 	return 2 * r * math.Asin(math.Sqrt(a))
 }
 
-// Build adds the demo job to env.
+// Build adds the demo job to env: running totals per driver under c.Out,
+// per-driver 10-second tumbling windows under c.Out/windows, and the points
+// that came too late for their window under c.Out/late.
 func Build(env *eddy.Env, c Config) {
-	opts := []datagen.Option{datagen.Seed(c.Seed), datagen.Events(c.Events), datagen.Drivers(c.Drivers)}
-	if c.Rate > 0 {
-		opts = append(opts, datagen.Rate(c.Rate))
-	}
-	points := eddy.FromSource(env, datagen.GPS(opts...), eddy.Named("gps"))
+	points := eddy.FromSource(env, datagen.GPS(c.GPSOptions()...), eddy.Named("gps"),
+		eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, 100*time.Millisecond))
 	byDriver := eddy.KeyBy(points, func(p *datagen.GPSPoint) string { return p.DriverID })
 	totals := eddy.Process[string, datagen.GPSPoint, DriverTotal](byDriver, &distanceFn{emitEvery: c.EmitEvery}, eddy.Named("distance"))
 	eddy.ToSink(totals, file.JSONLines[DriverTotal](c.Out))
+
+	windows := eddy.AggregateWindows(byDriver, eddy.Tumbling(WindowSize), eddy.Aggregator[string, datagen.GPSPoint, windowAcc, WindowTotal]{
+		Add:    addPoint,
+		Result: WindowResult,
+	}, eddy.WindowOp(eddy.Named("windows")))
+	eddy.ToSink(windows.Results, file.JSONLines[WindowTotal](filepath.Join(c.Out, "windows")))
+	late := eddy.Map(windows.Late, func(p *datagen.GPSPoint) LatePoint {
+		return LatePoint{Driver: p.DriverID, At: p.Timestamp.UTC().Format(time.RFC3339Nano)}
+	})
+	eddy.ToSink(late, file.JSONLines[LatePoint](filepath.Join(c.Out, "late")))
 }
 
 // Env returns an environment configured for c, with the demo job built.

@@ -16,16 +16,23 @@ import (
 	"github.com/eddyflow/eddy/connector/datagen"
 )
 
-// expected computes the demo's output directly from the generator: the
-// reference every run, killed or not, must match.
+// expected computes the demo's committed output directly from the
+// generator: the reference every run, killed or not, must match. Lines are
+// prefixed with the output they belong to (totals, windows, late).
 func expected(c Config) []string {
 	type acc struct {
 		lat, lon, dist float64
 		n              int64
 	}
 	per := map[string]*acc{}
+	type wkey struct {
+		driver string
+		start  int64
+	}
+	wins := map[wkey]*windowAcc{}
 	var lines []string
-	opts := []datagen.Option{datagen.Seed(c.Seed), datagen.Drivers(c.Drivers)}
+	opts := c.GPSOptions()
+	emitEvery := max(c.EmitEvery, 1)
 	for i := int64(0); i < c.Events; i++ {
 		p := datagen.GPSEvent(i, opts...)
 		a := per[p.DriverID]
@@ -37,30 +44,55 @@ func expected(c Config) []string {
 		}
 		a.lat, a.lon = p.Lat, p.Lon
 		a.n++
-		b, _ := json.Marshal(DriverTotal{Driver: p.DriverID, Points: a.n, DistanceM: math.Round(a.dist*1000) / 1000,
-			At: p.Timestamp.UTC().Format(time.RFC3339Nano)})
-		lines = append(lines, string(b))
+		if a.n%emitEvery == 0 {
+			b, _ := json.Marshal(DriverTotal{Driver: p.DriverID, Points: a.n, DistanceM: math.Round(a.dist*1000) / 1000,
+				At: p.Timestamp.UTC().Format(time.RFC3339Nano)})
+			lines = append(lines, "totals "+string(b))
+		}
+		// Late points are exactly the shifted ones: in-order points never
+		// fall behind the watermark, shifted ones are an hour behind it.
+		if c.LateEvery > 0 && (i/int64(c.Drivers)) >= 100 && (i/int64(c.Drivers))%c.LateEvery == 0 {
+			b, _ := json.Marshal(LatePoint{Driver: p.DriverID, At: p.Timestamp.UTC().Format(time.RFC3339Nano)})
+			lines = append(lines, "late "+string(b))
+			continue
+		}
+		ts := p.Timestamp.UnixNano()
+		k := wkey{p.DriverID, ts - ts%int64(WindowSize)}
+		w := wins[k]
+		if w == nil {
+			w = &windowAcc{}
+			wins[k] = w
+		}
+		*w = addPoint(*w, &p)
+	}
+	for k, w := range wins {
+		win := eddy.Window{Start: time.Unix(0, k.start).UTC(), End: time.Unix(0, k.start+int64(WindowSize)).UTC()}
+		b, _ := json.Marshal(WindowResult(k.driver, win, *w))
+		lines = append(lines, "windows "+string(b))
 	}
 	sort.Strings(lines)
 	return lines
 }
 
-// committed reads every committed output line, sorted.
+// committed reads every committed output line of the demo under dir, with
+// the same prefixes as expected.
 func committed(t testing.TB, dir string) []string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	var lines []string
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
+	for _, part := range []struct{ prefix, dir string }{{"totals ", dir}, {"windows ", filepath.Join(dir, "windows")}, {"late ", filepath.Join(dir, "late")}} {
+		files, _ := filepath.Glob(filepath.Join(part.dir, "*.jsonl"))
+		for _, f := range files {
+			fh, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(fh)
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			for sc.Scan() {
+				lines = append(lines, part.prefix+sc.Text())
+			}
+			fh.Close()
 		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
-		fh.Close()
 	}
 	sort.Strings(lines)
 	return lines
@@ -81,14 +113,14 @@ func sameLines(t testing.TB, got, want []string) {
 func TestDemoMatchesReference(t *testing.T) {
 	for _, par := range []int{1, 2, 3} {
 		dir := t.TempDir()
-		c := Config{Seed: 3, Events: 20_000, Drivers: 150, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
-			CheckpointInterval: 20 * time.Millisecond, Parallelism: par}
+		c := Config{Seed: 3, Events: 40_000, Drivers: 150, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
+			CheckpointInterval: 20 * time.Millisecond, Parallelism: par, LateEvery: 37, EmitEvery: 3}
 		env := Env(c, eddy.Logger(testWriter{t}))
 		if err := env.Run(context.Background()); err != nil {
 			t.Fatalf("parallelism %d: %v", par, err)
 		}
 		sameLines(t, committed(t, c.Out), expected(c))
-		if st := env.Stats(); st.Checkpoints < 1 || st.RecordsIn != c.Events {
+		if st := env.Stats(); st.Checkpoints < 1 || st.RecordsIn != c.Events || st.LateRecords == 0 {
 			t.Fatalf("stats %+v", st)
 		}
 		// A finished job run again changes nothing.
@@ -108,4 +140,15 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// onlyTotals keeps the running-totals lines, for jobs that write only those.
+func onlyTotals(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "totals ") {
+			out = append(out, l)
+		}
+	}
+	return out
 }

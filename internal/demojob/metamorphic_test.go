@@ -44,7 +44,9 @@ func noPending(t *testing.T, out string) {
 // cancellations followed by resumes with other parallelisms. Every run's
 // committed output must be exactly the reference.
 func TestMetamorphicConfigurations(t *testing.T) {
-	base := Config{Seed: 11, Events: 30_000, Drivers: 250}
+	// Every 7th point of a driver from its 100th is an hour late: the late
+	// side output must not depend on the configuration either.
+	base := Config{Seed: 11, Events: 30_000, Drivers: 250, LateEvery: 7}
 	want := expected(base)
 	seed := testSeed(t, "EDDY_METAMORPHIC_SEED")
 	rng := rand.New(rand.NewPCG(seed, seed^0x3e7a))
@@ -72,7 +74,7 @@ func TestMetamorphicConfigurations(t *testing.T) {
 					sameLines(t, committed(t, c.Out), want)
 					noPending(t, c.Out)
 					st := env.Stats()
-					if st.RecordsIn != c.Events || st.RecordsOut != c.Events || st.Checkpoints < 1 {
+					if st.RecordsIn != c.Events || st.RecordsOut < c.Events || st.Checkpoints < 1 { // totals plus window results
 						t.Fatalf("stats %+v", st)
 					}
 					if interval == 0 {
