@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/eddyflow/eddy"
 )
@@ -26,7 +27,7 @@ func GPS(opts ...Option) eddy.Source[GPSPoint] {
 	c := newConfig(opts)
 	s := &gpsSource{cfg: c, drivers: make([]driverPath, c.drivers)}
 	for d := range s.drivers {
-		s.drivers[d] = newDriverPath(c.seed, d, c.drivers)
+		s.drivers[d] = newDriverPath(c.seed, d, c.drivers, c.spacing)
 	}
 	return s
 }
@@ -83,7 +84,7 @@ func (s *gpsSource) point(i int64, p *GPSPoint) {
 func GPSEvent(i int64, opts ...Option) GPSPoint {
 	c := newConfig(opts)
 	d := int(i % int64(c.drivers))
-	dp := newDriverPath(c.seed, d, c.drivers)
+	dp := newDriverPath(c.seed, d, c.drivers, c.spacing)
 	lat, lon, mps := dp.at(i / int64(c.drivers))
 	return GPSPoint{
 		DriverID:  dp.id,
@@ -111,7 +112,7 @@ type driverPath struct {
 	secondsPerStep float64
 }
 
-func newDriverPath(seed uint64, d, drivers int) driverPath {
+func newDriverPath(seed uint64, d, drivers int, spacing time.Duration) driverPath {
 	h := func(salt uint64) float64 { return unit(hash2(seed, salt, uint64(d))) }
 	p := driverPath{
 		id:             fmt.Sprintf("driver-%05d", d),
@@ -120,7 +121,7 @@ func newDriverPath(seed uint64, d, drivers int) driverPath {
 		ax:             300 + h(3)*2700,
 		ay:             300 + h(4)*2700,
 		phase:          h(5) * 2 * math.Pi,
-		secondsPerStep: float64(drivers) * EventInterval.Seconds(),
+		secondsPerStep: float64(drivers) * spacing.Seconds(),
 	}
 	// A step of 10-50 m along the mean radius; the ellipse makes it vary.
 	p.omega = (10 + h(6)*40) / ((p.ax + p.ay) / 2)

@@ -17,7 +17,13 @@ type config struct {
 	// 100th on) carries a timestamp lateBy in the past.
 	lateEvery int64
 	lateBy    time.Duration
+	spacing   time.Duration // event-time distance between consecutive events
 }
+
+// Spacing sets the event-time distance between consecutive global GPS events
+// (default EventInterval, 10 ms). With d drivers each driver reports every
+// d*spacing.
+func Spacing(d time.Duration) Option { return func(c *config) { c.spacing = d } }
 
 // LateEvery makes every n-th point of each driver, from the driver's 100th
 // point on, carry a timestamp by in the past: late data for event-time
@@ -29,7 +35,7 @@ func LateEvery(n int64, by time.Duration) Option {
 
 // timestamp is the event time of global event i with k = i / drivers.
 func (c *config) timestamp(i, k int64) time.Time {
-	t := c.start.Add(time.Duration(i) * EventInterval)
+	t := c.start.Add(time.Duration(i) * c.spacing)
 	if c.lateEvery > 0 && k >= 100 && k%c.lateEvery == 0 {
 		t = t.Add(-c.lateBy)
 	}
@@ -41,9 +47,12 @@ func (c *config) timestamp(i, k int64) time.Time {
 var DefaultStartTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newConfig(opts []Option) config {
-	c := config{seed: 1, drivers: 1000, splits: 8, start: DefaultStartTime, now: time.Now}
+	c := config{seed: 1, drivers: 1000, splits: 8, start: DefaultStartTime, now: time.Now, spacing: EventInterval}
 	for _, o := range opts {
 		o(&c)
+	}
+	if c.spacing <= 0 {
+		c.spacing = EventInterval
 	}
 	if c.splits > c.drivers {
 		c.splits = c.drivers

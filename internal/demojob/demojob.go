@@ -76,7 +76,10 @@ type LatePoint struct {
 
 // GPSOptions are the generator options of c.
 func (c Config) GPSOptions() []datagen.Option {
-	opts := []datagen.Option{datagen.Seed(c.Seed), datagen.Events(c.Events), datagen.Drivers(c.Drivers)}
+	// Each driver reports once per second of event time, ten points per
+	// 10-second window.
+	opts := []datagen.Option{datagen.Seed(c.Seed), datagen.Events(c.Events), datagen.Drivers(c.Drivers),
+		datagen.Spacing(time.Second / time.Duration(max(c.Drivers, 1)))}
 	if c.Rate > 0 {
 		opts = append(opts, datagen.Rate(c.Rate))
 	}
