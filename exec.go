@@ -74,6 +74,7 @@ type shuffleWriter[K comparable, T any] struct {
 	key       func(*T) K
 	enc       func([]byte, *K) []byte
 	scratch   []byte
+	cur       K // the current key; a field so encoding it does not allocate
 	maxPar    int
 	par       int
 	batchSize int
@@ -86,8 +87,8 @@ func newShuffleWriter[K comparable, T any](sc *subtaskCtx, e *edge, key func(*T)
 }
 
 func (w *shuffleWriter[K, T]) push(ts int64, rec *T) error {
-	k := w.key(rec)
-	w.scratch = w.enc(w.scratch[:0], &k)
+	w.cur = w.key(rec)
+	w.scratch = w.enc(w.scratch[:0], &w.cur)
 	kg := state.KeyGroupFor(w.scratch, w.maxPar)
 	j := state.SubtaskFor(kg, w.maxPar, w.par)
 	b := w.batches[j]
@@ -95,7 +96,7 @@ func (w *shuffleWriter[K, T]) push(ts int64, rec *T) error {
 		b = w.e.pool.Get().(*keyedBatch[K, T])
 		w.batches[j] = b
 	}
-	b.keys = append(b.keys, k)
+	b.keys = append(b.keys, w.cur)
 	b.kgs = append(b.kgs, int32(kg))
 	b.keyBuf = append(b.keyBuf, w.scratch...)
 	b.keyEnd = append(b.keyEnd, int32(len(b.keyBuf)))

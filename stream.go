@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/eddyflow/eddy/serde"
 	"github.com/eddyflow/eddy/state"
@@ -603,11 +604,13 @@ func cloneFunc[F any](fn F) F {
 	return c.Interface().(F)
 }
 
-// keyDecoder reverses keyEncoder, for timers.
+// keyDecoder reverses keyEncoder, for timers. The bytes it is given are a
+// view of a timer service's interned key, which never changes, so string
+// keys share them instead of copying.
 func keyDecoder[K comparable]() (func(b []byte, k *K) error, error) {
 	if reflect.TypeFor[K]().Kind() == reflect.String {
 		return func(b []byte, k *K) error {
-			*(*string)(anyPtr(k)) = string(b)
+			*(*string)(anyPtr(k)) = unsafe.String(unsafe.SliceData(b), len(b))
 			return nil
 		}, nil
 	}

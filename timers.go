@@ -1,19 +1,20 @@
 package eddy
 
 import (
-	"container/heap"
 	"slices"
+	"unsafe"
 
 	"github.com/eddyflow/eddy/state"
 )
 
-// timerService holds the processing-time timers of one keyed subtask: per
-// key in a list state (so they are checkpointed and rescaled with the key),
-// and in a min-heap across keys for firing.
+// timerService holds the timers of one keyed subtask in one time domain:
+// per key in a list state (so they are checkpointed and rescaled with the
+// key), and in a min-heap across keys for firing.
 type timerService struct {
 	backend *state.Backend
 	st      *state.List[int64]
-	queue   timerQueue
+	queue   []timerEntry
+	keys    map[string]string // interned keys, so queue entries share them
 }
 
 func newTimerService(b *state.Backend, name string) (*timerService, error) {
@@ -21,7 +22,7 @@ func newTimerService(b *state.Backend, name string) (*timerService, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &timerService{backend: b, st: st}, nil
+	return &timerService{backend: b, st: st, keys: map[string]string{}}, nil
 }
 
 type timerEntry struct {
@@ -30,18 +31,19 @@ type timerEntry struct {
 	kg  int
 }
 
-type timerQueue []timerEntry
-
-func (q timerQueue) Len() int           { return len(q) }
-func (q timerQueue) Less(i, j int) bool { return q[i].at < q[j].at }
-func (q timerQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *timerQueue) Push(x any)        { *q = append(*q, x.(timerEntry)) }
-func (q *timerQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
+// intern returns a string equal to kb that the service keeps.
+func (t *timerService) intern(kb []byte) string {
+	if k, ok := t.keys[string(kb)]; ok {
+		return k
+	}
+	k := string(kb)
+	t.keys[k] = k
+	return k
 }
+
+// keyBytes views an interned key as bytes without copying; nobody writes
+// to them.
+func keyBytes(k string) []byte { return unsafe.Slice(unsafe.StringData(k), len(k)) }
 
 // register adds a timer for key at (nanoseconds), once per (key, time).
 func (t *timerService) register(kb []byte, kg int, at int64) {
@@ -50,7 +52,7 @@ func (t *timerService) register(kb []byte, kg int, at int64) {
 		return
 	}
 	t.st.Add(at)
-	heap.Push(&t.queue, timerEntry{at: at, key: string(kb), kg: kg})
+	t.push(timerEntry{at: at, key: t.intern(kb), kg: kg})
 }
 
 // delete removes key's timer at (nanoseconds); the queue entry is skipped
@@ -59,7 +61,7 @@ func (t *timerService) delete(kb []byte, kg int, at int64) {
 	t.backend.SetCurrentKey(kb, kg)
 	xs := t.st.Get()
 	if i := slices.Index(xs, at); i >= 0 {
-		t.st.Update(slices.Delete(slices.Clone(xs), i, i+1))
+		t.st.Update(slices.Delete(xs, i, i+1))
 	}
 }
 
@@ -67,12 +69,12 @@ func (t *timerService) delete(kb []byte, kg int, at int64) {
 func (t *timerService) rebuild() {
 	t.queue = t.queue[:0]
 	t.st.Range(func(key []byte, kg int, xs []int64) bool {
+		k := t.intern(key)
 		for _, at := range xs {
-			t.queue = append(t.queue, timerEntry{at: at, key: string(key), kg: kg})
+			t.push(timerEntry{at: at, key: k, kg: kg})
 		}
 		return true
 	})
-	heap.Init(&t.queue)
 }
 
 // next returns the earliest timer time, or 0 when there is none.
@@ -87,19 +89,60 @@ func (t *timerService) next() int64 {
 // state first.
 func (t *timerService) fireDue(now int64, fire func(kb []byte, kg int, at int64) error) error {
 	for len(t.queue) > 0 && t.queue[0].at <= now {
-		e := heap.Pop(&t.queue).(timerEntry)
-		kb := []byte(e.key)
+		e := t.pop()
+		kb := keyBytes(e.key)
 		t.backend.SetCurrentKey(kb, e.kg)
 		xs := t.st.Get()
 		i := slices.Index(xs, e.at)
 		if i < 0 {
 			continue // deleted
 		}
-		rest := slices.Delete(slices.Clone(xs), i, i+1)
-		t.st.Update(rest)
+		t.st.Update(slices.Delete(xs, i, i+1))
 		if err := fire(kb, e.kg, e.at); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// push and pop keep queue a binary min-heap by time, without the boxing of
+// container/heap.
+func (t *timerService) push(e timerEntry) {
+	q := append(t.queue, e)
+	i := len(q) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if q[p].at <= q[i].at {
+			break
+		}
+		q[p], q[i] = q[i], q[p]
+		i = p
+	}
+	t.queue = q
+}
+
+func (t *timerService) pop() timerEntry {
+	q := t.queue
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q[last] = timerEntry{}
+	q = q[:last]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(q) && q[l].at < q[m].at {
+			m = l
+		}
+		if r < len(q) && q[r].at < q[m].at {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	t.queue = q
+	return top
 }

@@ -140,6 +140,9 @@ type windowFn[K comparable, IN, ACC, OUT any] struct {
 	late     push[IN]
 	lateCnt  *int64
 	st       *state.Map[int64, winState[ACC]]
+	emit     func(OUT) // ctx.Emit, made once
+	fireBuf  []int64   // scratch of OnTimer
+	dropBuf  []int64   // scratch of OnTimer
 }
 
 func (f *windowFn[K, IN, ACC, OUT]) Open(ctx *OpenContext) error {
@@ -153,32 +156,40 @@ func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error 
 	if ts == noTimestamp {
 		return errors.New("eddy: a window operator got a record without event time; give its source eddy.Watermarks")
 	}
+	if f.emit == nil {
+		f.emit = ctx.Emit
+	}
 	wm := ctx.op.watermark
 	assigned := false
-	var err error
-	f.w.assign(ts, func(start, end int64) {
-		if err != nil || f.gone(end, wm) {
-			return
+	if f.w.kind == session {
+		if !f.gone(ts+f.w.size, wm) {
+			assigned = true
+			if err := f.addSession(ctx, ts, ts+f.w.size, in); err != nil {
+				return err
+			}
 		}
-		assigned = true
-		if f.w.kind == session {
-			err = f.addSession(ctx, start, end, in)
-			return
+	} else {
+		last := ts - floorMod(ts, f.w.slide)
+		for start := last; start > ts-f.w.size; start -= f.w.slide {
+			end := start + f.w.size
+			if f.gone(end, wm) {
+				continue
+			}
+			assigned = true
+			ws, ok := f.st.Get(start)
+			if !ok {
+				ws.End = end
+				f.registerTimers(ctx, end, wm)
+			}
+			ws.Acc = f.add(ws.Acc, in)
+			f.st.Put(start, ws)
+			if end-1 <= wm {
+				// Late but within the allowed lateness: fire again now.
+				if err := f.fire(ctx, start, ws); err != nil {
+					return err
+				}
+			}
 		}
-		ws, ok := f.st.Get(start)
-		if !ok {
-			ws.End = end
-			f.registerTimers(ctx, end, wm)
-		}
-		ws.Acc = f.add(ws.Acc, in)
-		f.st.Put(start, ws)
-		if end-1 <= wm {
-			// Late but within the allowed lateness: fire again now.
-			err = f.fire(ctx, start, ws)
-		}
-	})
-	if err != nil {
-		return err
 	}
 	if !assigned {
 		*f.lateCnt++
@@ -244,7 +255,10 @@ func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end 
 func (f *windowFn[K, IN, ACC, OUT]) fire(ctx *Context[K, OUT], start int64, ws winState[ACC]) error {
 	saved := ctx.ts
 	ctx.ts = ws.End - 1
-	err := f.result(ctx.Key, windowOf(start, ws.End), ws.Acc, ctx.Emit)
+	if f.emit == nil {
+		f.emit = ctx.Emit
+	}
+	err := f.result(ctx.Key, windowOf(start, ws.End), ws.Acc, f.emit)
 	ctx.ts = saved
 	return err
 }
@@ -254,7 +268,8 @@ func (f *windowFn[K, IN, ACC, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) 
 		return nil
 	}
 	t := at.UnixNano()
-	var fire, drop []int64
+	fire, drop := f.fireBuf[:0], f.dropBuf[:0]
+	defer func() { f.fireBuf, f.dropBuf = fire[:0], drop[:0] }()
 	for s, ws := range f.st.All() {
 		if ws.End-1 == t {
 			fire = append(fire, s)

@@ -1,0 +1,81 @@
+package eddy_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector/datagen"
+	"github.com/eddyflow/eddy/connector/discard"
+	"github.com/eddyflow/eddy/state"
+)
+
+// slideCountFn counts points per key in a Value[int64] and emits nothing.
+type slideCountFn struct{ n *state.Value[int64] }
+
+func (c *slideCountFn) Open(ctx *eddy.OpenContext) error {
+	var err error
+	c.n, err = state.NewValue[int64](ctx.State, "count")
+	return err
+}
+
+func (c *slideCountFn) Process(ctx *eddy.Context[string, int64], p *datagen.GPSPoint) error {
+	v, _ := c.n.Get()
+	c.n.Update(v + 1)
+	return nil
+}
+
+type slideOut struct {
+	Driver string `proto:"1"`
+	Points int64  `proto:"2"`
+}
+
+// BenchmarkSlidingWindows compares, in one run, sliding windows (1 minute,
+// 10 second slide, so each point is in 6 windows) with the keyed count over
+// the same GPS points from 10 000 drivers. Each driver reports every second
+// of event time. Run with:
+//
+//	go test -run '^$' -bench SlidingWindows -benchtime 1x -count 3 .
+func BenchmarkSlidingWindows(b *testing.B) {
+	const events = 2_000_000
+	const drivers = 10_000
+	gps := func() eddy.Source[datagen.GPSPoint] {
+		return datagen.GPS(datagen.Seed(1), datagen.Events(events), datagen.Drivers(drivers), datagen.Spacing(time.Second/drivers))
+	}
+	run := func(b *testing.B, build func(env *eddy.Env)) {
+		for b.Loop() {
+			env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(b.TempDir(), time.Second), eddy.Logger(&logBuf{}))
+			build(env)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			if err := env.Run(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			el := time.Since(start)
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(events)/el.Seconds(), "events/s")
+			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/events, "allocs/event")
+		}
+	}
+	b.Run("keyed-count", func(b *testing.B) {
+		run(b, func(env *eddy.Env) {
+			pts := eddy.FromSource(env, gps())
+			keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
+			eddy.ToSink(eddy.Process[string, datagen.GPSPoint, int64](keyed, &slideCountFn{}), discard.Sink[int64]())
+		})
+	})
+	b.Run("sliding-1m-10s", func(b *testing.B) {
+		run(b, func(env *eddy.Env) {
+			pts := eddy.FromSource(env, gps(), eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
+			keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
+			w := eddy.AggregateWindows(keyed, eddy.Sliding(time.Minute, 10*time.Second), eddy.Aggregator[string, datagen.GPSPoint, int64, slideOut]{
+				Add:    func(n int64, _ *datagen.GPSPoint) int64 { return n + 1 },
+				Result: func(k string, _ eddy.Window, n int64) slideOut { return slideOut{Driver: k, Points: n} },
+			})
+			eddy.ToSink(w.Results, discard.Sink[slideOut]())
+		})
+	})
+}
