@@ -50,11 +50,7 @@ func failingEnv(c Config, opts ...eddy.Option) *eddy.Env {
 		base = append(base, eddy.Checkpoints(c.Data, c.CheckpointInterval))
 	}
 	env := eddy.New(append(base, opts...)...)
-	gen := []datagen.Option{datagen.Seed(c.Seed), datagen.Events(c.Events), datagen.Drivers(c.Drivers)}
-	if c.Rate > 0 {
-		gen = append(gen, datagen.Rate(c.Rate))
-	}
-	points := eddy.FromSource(env, datagen.GPS(gen...), eddy.Named("gps"))
+	points := eddy.FromSource(env, datagen.GPS(c.GPSOptions()...), eddy.Named("gps"))
 	byDriver := eddy.KeyBy(points, func(p *datagen.GPSPoint) string { return p.DriverID })
 	totals := eddy.Process[string, datagen.GPSPoint, DriverTotal](byDriver, &failOnceFn{}, eddy.Named("distance"))
 	eddy.ToSink(totals, file.JSONLines[DriverTotal](c.Out))
