@@ -19,8 +19,66 @@ type Backend struct {
 	kg             int
 	states         []keyedState
 	byName         map[string]keyedState
+	byID           map[uint32]keyedState
 	watermark      int64
 	hasWatermark   bool
+	changes        ChangeLog // where writes also go, if set (the changelog backend)
+	scratch        []byte
+	err            error // the first change-log failure
+}
+
+// ChangeLog receives every state write of a backend: the key group, the
+// state's id (StateID of its name), the serialized key, and the full new
+// value or a deletion.
+type ChangeLog func(kg, state uint32, key, value []byte, del bool) error
+
+// SetChangeLog sends every later state write to log as well. The changelog
+// state backend uses it to write each change twice: to the state and to the
+// durable short-term log.
+func (b *Backend) SetChangeLog(log ChangeLog) { b.changes = log }
+
+func (b *Backend) logChange(id uint32, value []byte, del bool) {
+	if err := b.changes(uint32(b.kg), id, b.key, value, del); err != nil {
+		b.fail(err)
+	}
+}
+
+func (b *Backend) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// Err returns the first failure to log a change, which fails the job: the
+// state and its log no longer agree.
+func (b *Backend) Err() error { return b.err }
+
+// StateID is the id of a state in change logs: a stable hash of its name.
+func StateID(name string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		h ^= uint32(name[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// ApplyChange replays one logged change into the state it belongs to.
+// Changes of different key groups may be applied concurrently; changes of
+// one key group must come in log order. Changes of states that are no
+// longer declared are skipped.
+func (b *Backend) ApplyChange(kg, state uint32, key, value []byte, del bool) error {
+	if int(kg) < b.kgStart || int(kg) >= b.kgEnd {
+		return nil
+	}
+	s, ok := b.byID[state]
+	if !ok {
+		return nil
+	}
+	if err := s.apply(int(kg), key, value, del); err != nil {
+		return &RestoreError{State: s.stateName(), Reason: fmt.Sprintf("replaying a logged change of key group %d: %v", kg, err)}
+	}
+	return nil
 }
 
 // SetWatermark records the operator's event-time watermark; snapshots keep
@@ -41,6 +99,8 @@ type keyedState interface {
 	appendGroup(dst []byte, kg int) ([]byte, int, error)
 	// load adds one entry of key group kg.
 	load(kg int, key, val []byte) error
+	// apply replays one logged change of key group kg.
+	apply(kg int, key, val []byte, del bool) error
 	entries() int
 }
 
@@ -48,7 +108,7 @@ type keyedState interface {
 // maxParallelism, whose keys have keySchema.
 func NewBackend(maxParallelism, kgStart, kgEnd int, keySchema serde.Schema) *Backend {
 	return &Backend{maxPar: maxParallelism, kgStart: kgStart, kgEnd: kgEnd, keySchema: keySchema,
-		kg: kgStart, byName: map[string]keyedState{}}
+		kg: kgStart, byName: map[string]keyedState{}, byID: map[uint32]keyedState{}}
 }
 
 // KeyGroups returns the key groups [start, end) the backend owns.
@@ -87,7 +147,11 @@ func (b *Backend) register(s keyedState) error {
 	if _, dup := b.byName[name]; dup {
 		return &DeclareError{State: name, Err: errors.New("declared twice")}
 	}
+	if other, clash := b.byID[StateID(name)]; clash {
+		return &DeclareError{State: name, Err: fmt.Errorf("its id collides with state %q; rename one", other.stateName())}
+	}
 	b.byName[name] = s
+	b.byID[StateID(name)] = s
 	b.states = append(b.states, s)
 	return nil
 }
@@ -118,7 +182,14 @@ const snapshotMagic = "EDSN\x01"
 
 // Snapshot serializes every state of the backend, key group by key group,
 // with the schemas of the key and value types.
-func (b *Backend) Snapshot() ([]byte, error) {
+func (b *Backend) Snapshot() ([]byte, error) { return b.SnapshotGroups(b.kgStart, b.kgEnd) }
+
+// SnapshotGroups is Snapshot for the key groups [from, to) only. The
+// changelog backend materializes state a few key groups at a time between
+// records, so it never stalls processing for long; Restore accepts any set of
+// such parts.
+func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
+	from, to = max(from, b.kgStart), min(to, b.kgEnd)
 	ks, err := b.keySchema.MarshalBinary()
 	if err != nil {
 		return nil, err
@@ -136,7 +207,7 @@ func (b *Backend) Snapshot() ([]byte, error) {
 		h.States = append(h.States, stateMeta{Name: s.stateName(), Kind: s.kind(), ValueSchema: vs})
 	}
 	var data []byte
-	for kg := b.kgStart; kg < b.kgEnd; kg++ {
+	for kg := from; kg < to; kg++ {
 		for si, s := range b.states {
 			start := len(data)
 			var n int

@@ -13,11 +13,13 @@ import (
 type table[E any] struct {
 	b      *Backend
 	name   string
+	id     uint32
 	groups []map[string]*E
+	codec  serde.Codec[E]
 }
 
-func newTable[E any](b *Backend, name string) table[E] {
-	t := table[E]{b: b, name: name, groups: make([]map[string]*E, b.kgEnd-b.kgStart)}
+func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
+	t := table[E]{b: b, name: name, id: StateID(name), codec: codec, groups: make([]map[string]*E, b.kgEnd-b.kgStart)}
 	for i := range t.groups {
 		t.groups[i] = map[string]*E{}
 	}
@@ -42,7 +44,35 @@ func (t *table[E]) getOrCreate() *E {
 	return p
 }
 
-func (t *table[E]) clear() { delete(t.groups[t.b.group()], string(t.b.key)) }
+func (t *table[E]) clear() {
+	delete(t.groups[t.b.group()], string(t.b.key))
+	if t.b.changes != nil {
+		t.b.logChange(t.id, nil, true)
+	}
+}
+
+// logged reports a write of the current key's entry to the change log, if
+// the backend has one.
+func (t *table[E]) logged(p *E) {
+	if t.b.changes == nil {
+		return
+	}
+	var err error
+	if t.b.scratch, err = t.codec.Append(t.b.scratch[:0], p); err != nil {
+		t.b.fail(fmt.Errorf("state %q: %w", t.name, err))
+		return
+	}
+	t.b.logChange(t.id, t.b.scratch, false)
+}
+
+// apply loads or removes one logged change of key group kg.
+func (t *table[E]) apply(kg int, key, val []byte, del bool) error {
+	if del {
+		delete(t.groups[kg-t.b.kgStart], string(key))
+		return nil
+	}
+	return t.loadWith(kg, key, val, t.codec.Decode)
+}
 
 func (t *table[E]) stateName() string { return t.name }
 
@@ -89,7 +119,6 @@ func (t *table[E]) loadWith(kg int, key, val []byte, dec func(src []byte, e *E) 
 // Value is a single value per key.
 type Value[T any] struct {
 	table[T]
-	codec  serde.Codec[T]
 	schema serde.Schema
 }
 
@@ -99,7 +128,7 @@ func NewValue[T any](b *Backend, name string) (*Value[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Value[T]{table: newTable[T](b, name), codec: codec, schema: schema}
+	v := &Value[T]{table: newTable(b, name, codec), schema: schema}
 	return v, b.register(v)
 }
 
@@ -113,7 +142,11 @@ func (v *Value[T]) Get() (T, bool) {
 }
 
 // Update sets the current key's value.
-func (v *Value[T]) Update(x T) { *v.getOrCreate() = x }
+func (v *Value[T]) Update(x T) {
+	p := v.getOrCreate()
+	*p = x
+	v.logged(p)
+}
 
 // Clear removes the current key's value.
 func (v *Value[T]) Clear() { v.clear() }
@@ -139,7 +172,7 @@ func NewReducing[T any](b *Backend, name string, reduce func(acc, x T) T) (*Redu
 	if err != nil {
 		return nil, err
 	}
-	r := &Reducing[T]{Value: Value[T]{table: newTable[T](b, name), codec: codec, schema: schema}, reduce: reduce}
+	r := &Reducing[T]{Value: Value[T]{table: newTable(b, name, codec), schema: schema}, reduce: reduce}
 	return r, b.register(r)
 }
 
@@ -148,9 +181,12 @@ func (r *Reducing[T]) Add(x T) {
 	m := r.groups[r.b.group()]
 	if p := m[string(r.b.key)]; p != nil {
 		*p = r.reduce(*p, x)
+		r.logged(p)
 		return
 	}
-	*r.getOrCreate() = x
+	p := r.getOrCreate()
+	*p = x
+	r.logged(p)
 }
 
 func (r *Reducing[T]) kind() string { return "reducing" }
@@ -158,7 +194,6 @@ func (r *Reducing[T]) kind() string { return "reducing" }
 // List is a list of values per key.
 type List[T any] struct {
 	table[[]T]
-	codec  serde.Codec[[]T]
 	schema serde.Schema
 }
 
@@ -168,7 +203,7 @@ func NewList[T any](b *Backend, name string) (*List[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &List[T]{table: newTable[[]T](b, name), codec: codec, schema: schema}
+	l := &List[T]{table: newTable(b, name, codec), schema: schema}
 	return l, b.register(l)
 }
 
@@ -176,6 +211,7 @@ func NewList[T any](b *Backend, name string) (*List[T], error) {
 func (l *List[T]) Add(x T) {
 	p := l.getOrCreate()
 	*p = append(*p, x)
+	l.logged(p)
 }
 
 // Get returns the current key's list. The slice belongs to the state: read
@@ -195,6 +231,7 @@ func (l *List[T]) Update(xs []T) {
 	}
 	p := l.getOrCreate()
 	*p = append((*p)[:0], xs...)
+	l.logged(p)
 }
 
 // Clear removes the current key's list.
@@ -224,7 +261,6 @@ func (l *List[T]) load(kg int, key, val []byte) error {
 // Map is a map of user keys to values per key.
 type Map[K comparable, V any] struct {
 	table[map[K]V]
-	codec  serde.Codec[map[K]V]
 	schema serde.Schema
 }
 
@@ -235,7 +271,7 @@ func NewMap[K comparable, V any](b *Backend, name string) (*Map[K, V], error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Map[K, V]{table: newTable[map[K]V](b, name), codec: codec, schema: schema}
+	m := &Map[K, V]{table: newTable(b, name, codec), schema: schema}
 	return m, b.register(m)
 }
 
@@ -256,6 +292,7 @@ func (m *Map[K, V]) Put(k K, v V) {
 		*p = map[K]V{}
 	}
 	(*p)[k] = v
+	m.logged(p)
 }
 
 // Delete removes k from the current key's map.
@@ -264,6 +301,8 @@ func (m *Map[K, V]) Delete(k K) {
 		delete(*p, k)
 		if len(*p) == 0 {
 			m.clear()
+		} else {
+			m.logged(p)
 		}
 	}
 }
