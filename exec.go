@@ -610,6 +610,7 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 	}
 	// Watermarks: the minimum over splits that are neither done nor idle.
 	lastWM, idleSent := int64(math.MinInt64), false
+	slots := sc.job.wmSlots[entry.index]
 	emitWatermark := func(now time.Time) error {
 		if wm == nil {
 			return nil
@@ -630,6 +631,7 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 			return nil // end of data carries the final watermark
 		}
 		if active == 0 {
+			slots[sc.subtask].Store(excluded)
 			if !idleSent {
 				idleSent = true
 				return sc.controlOut(msg{kind: msgIdle, batch: true})
@@ -644,10 +646,15 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 		}
 		if combined > lastWM && combined != math.MinInt64 {
 			lastWM = combined
+			slots[sc.subtask].Store(combined)
 			return sc.controlOut(msg{kind: msgWatermark, id: uint64(combined)})
+		}
+		if idleSentBefore := slots[sc.subtask].Load() == excluded; idleSentBefore {
+			slots[sc.subtask].Store(lastWM)
 		}
 		return nil
 	}
+	defer slots[sc.subtask].Store(excluded)
 	var rec, zero T
 	finished := false
 	for {
@@ -678,11 +685,15 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 			continue
 		}
 		progress, active := false, false
+		paused := wm != nil && wm.align > 0 && !aligned(slots, sc.subtask, lastWM, wm.align)
 		for _, sp := range splits {
 			if sp.done {
 				continue
 			}
 			active = true
+			if paused {
+				break
+			}
 			got := false
 			for n := 0; n < 256; n++ {
 				// Records are copied shallowly into shuffle batches, so a
@@ -729,6 +740,7 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 			// Every split is exhausted: end of data (which carries the
 			// final watermark), then wait for the final checkpoint.
 			finished = true
+			slots[sc.subtask].Store(excluded)
 			if err := sc.controlOut(msg{kind: msgEndOfData}); err != nil {
 				return err
 			}

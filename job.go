@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eddyflow/eddy/checkpoint"
@@ -23,6 +24,7 @@ type jobRun struct {
 	nextID   uint64
 	chans    map[*edge][][]chan msg // [from subtask][to subtask]
 	triggers [][]chan trigger       // [source][subtask]
+	wmSlots  [][]atomic.Int64       // [source][subtask] watermarks, for alignment
 	acks     chan ack
 	finished chan struct{}
 	wg       sync.WaitGroup
@@ -144,7 +146,12 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 		}
 	}
 	j.triggers = make([][]chan trigger, len(e.sources))
+	j.wmSlots = make([][]atomic.Int64, len(e.sources))
 	for i, s := range e.sources {
+		j.wmSlots[i] = make([]atomic.Int64, s.st.parallelism)
+		for k := range j.wmSlots[i] {
+			j.wmSlots[i][k].Store(noWatermark)
+		}
 		j.triggers[i] = make([]chan trigger, s.st.parallelism)
 		for k := range j.triggers[i] {
 			j.triggers[i][k] = make(chan trigger, 1)

@@ -7,7 +7,12 @@ package eddy_test
 // increments a Go map over the same generated events (the floor for this work
 // on this machine).
 //
-//	go test -run '^$' -bench KeyedCount -benchtime 1x -count 3 .
+//	for i in 1 2 3; do go test -run '^$' -bench KeyedCount -benchtime 1x -count 1 .; done
+//
+// (-count 3 would run the three eddy runs back to back and then the three
+// map runs; one invocation per repetition keeps each eddy run next to the
+// map run it is compared with, which matters on a shared, noisy machine.)
+// The map is not presized, like the state's maps.
 //
 // Each op is one complete job over keyedCountEvents events (5M: every key is
 // seen 5 times with 1M keys, 500 times with 10k), from env.Run to the final
@@ -45,55 +50,55 @@ import (
 
 const keyedCountEvents = 5_000_000
 
-// keyCount is what countFn emits: a key's count after one of its records.
-type keyCount struct {
+// kcKeyCount is what kcCountFn emits: a key's count after one of its records.
+type kcKeyCount struct {
 	Key string
 	N   int64
 }
 
-// countFn counts the records of each key in a Value[int64]. It emits the
+// kcCountFn counts the records of each key in a Value[int64]. It emits the
 // count after every emitEvery-th record of a key (0: never).
-type countFn struct {
+type kcCountFn struct {
 	emitEvery int64
 	count     *state.Value[int64]
 }
 
-func (f *countFn) Open(ctx *eddy.OpenContext) error {
+func (f *kcCountFn) Open(ctx *eddy.OpenContext) error {
 	var err error
 	f.count, err = state.NewValue[int64](ctx.State, "count")
 	return err
 }
 
-func (f *countFn) Process(ctx *eddy.Context[string, keyCount], p *datagen.GPSPoint) error {
+func (f *kcCountFn) Process(ctx *eddy.Context[string, kcKeyCount], p *datagen.GPSPoint) error {
 	n, _ := f.count.Get()
 	n++
 	f.count.Update(n)
 	if f.emitEvery > 0 && n%f.emitEvery == 0 {
-		ctx.Emit(keyCount{Key: ctx.Key, N: n})
+		ctx.Emit(kcKeyCount{Key: ctx.Key, N: n})
 	}
 	return nil
 }
 
 // buildKeyedCount adds the keyed count job over src to env and returns its sink.
-func buildKeyedCount(env *eddy.Env, src eddy.Source[datagen.GPSPoint], emitEvery int64, sink eddy.Sink[keyCount]) {
+func buildKeyedCount(env *eddy.Env, src eddy.Source[datagen.GPSPoint], emitEvery int64, sink eddy.Sink[kcKeyCount]) {
 	points := eddy.FromSource(env, src, eddy.Named("gps"))
 	byDriver := eddy.KeyBy(points, func(p *datagen.GPSPoint) string { return p.DriverID })
-	counts := eddy.Process[string, datagen.GPSPoint, keyCount](byDriver, &countFn{emitEvery: emitEvery}, eddy.Named("count"))
+	counts := eddy.Process[string, datagen.GPSPoint, kcKeyCount](byDriver, &kcCountFn{emitEvery: emitEvery}, eddy.Named("count"))
 	eddy.ToSink(counts, sink)
 }
 
 // runKeyedCountJob runs the job once with parallelism 2 and checkpoints in dir
 // every interval.
-func runKeyedCountJob(src eddy.Source[datagen.GPSPoint], dir string, interval time.Duration, emitEvery int64, sink eddy.Sink[keyCount]) (*eddy.Env, error) {
+func runKeyedCountJob(src eddy.Source[datagen.GPSPoint], dir string, interval time.Duration, emitEvery int64, sink eddy.Sink[kcKeyCount]) (*eddy.Env, error) {
 	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(dir, interval), eddy.JobName("keyed-count"))
 	buildKeyedCount(env, src, emitEvery, sink)
 	return env, env.Run(context.Background())
 }
 
-// mapCount is the floor: one goroutine reads every split of src, 256 records
+// kcMapCount is the floor: one goroutine reads every split of src, 256 records
 // of a split at a time round-robin as a source subtask does, and increments a
 // Go map. It returns the map and the number of records.
-func mapCount(src eddy.Source[datagen.GPSPoint]) (map[string]int64, int64, error) {
+func kcMapCount(src eddy.Source[datagen.GPSPoint]) (map[string]int64, int64, error) {
 	readers := make([]eddy.SplitReader[datagen.GPSPoint], src.Splits())
 	for s := range readers {
 		r, err := src.OpenSplit(context.Background(), s, nil)
@@ -130,22 +135,22 @@ func mapCount(src eddy.Source[datagen.GPSPoint]) (map[string]int64, int64, error
 	return counts, n, nil
 }
 
-// collectSink keeps the highest count emitted per key.
-type collectSink struct {
+// kcCollectSink keeps the highest count emitted per key.
+type kcCollectSink struct {
 	mu   sync.Mutex
 	last map[string]int64
 }
 
-func (c *collectSink) Name() string                            { return "collect" }
-func (c *collectSink) Recover(context.Context, [][]byte) error { return nil }
-func (c *collectSink) Commit(context.Context, [][]byte) error  { return nil }
-func (c *collectSink) PreCommit(uint64) ([]byte, error)        { return nil, nil }
-func (c *collectSink) Close() error                            { return nil }
-func (c *collectSink) OpenWriter(context.Context, int, int) (eddy.SinkWriter[keyCount], error) {
+func (c *kcCollectSink) Name() string                            { return "collect" }
+func (c *kcCollectSink) Recover(context.Context, [][]byte) error { return nil }
+func (c *kcCollectSink) Commit(context.Context, [][]byte) error  { return nil }
+func (c *kcCollectSink) PreCommit(uint64) ([]byte, error)        { return nil, nil }
+func (c *kcCollectSink) Close() error                            { return nil }
+func (c *kcCollectSink) OpenWriter(context.Context, int, int) (eddy.SinkWriter[kcKeyCount], error) {
 	return c, nil
 }
 
-func (c *collectSink) Write(r *keyCount) error {
+func (c *kcCollectSink) Write(r *kcKeyCount) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r.N > c.last[r.Key] {
@@ -157,14 +162,14 @@ func (c *collectSink) Write(r *keyCount) error {
 func TestKeyedCountCorrect(t *testing.T) {
 	const keys, events = 1000, 200_000
 	src := datagen.GPS(datagen.Seed(3), datagen.Events(events), datagen.Drivers(keys))
-	want, n, err := mapCount(src)
+	want, n, err := kcMapCount(src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n != events || len(want) != keys {
 		t.Fatalf("map loop read %d events, %d keys", n, len(want))
 	}
-	sink := &collectSink{last: map[string]int64{}}
+	sink := &kcCollectSink{last: map[string]int64{}}
 	// Emit every count, with checkpoints every 10ms so that barriers and
 	// snapshots interleave with the records.
 	env, err := runKeyedCountJob(src, t.TempDir(), 10*time.Millisecond, 1, sink)
@@ -185,15 +190,15 @@ func TestKeyedCountCorrect(t *testing.T) {
 	}
 }
 
-// runStats measures one run of fn: wall time, mallocs and GC CPU.
-type runStats struct {
+// kcRunStats measures one run of fn: wall time, mallocs and GC CPU.
+type kcRunStats struct {
 	wall            time.Duration
 	cpu             time.Duration // user+sys of the process
 	mallocs         uint64
 	gc, total, idle float64 // cpu-seconds
 }
 
-func processCPU() time.Duration {
+func kcProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -201,47 +206,47 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-var cpuMetrics = []string{"/cpu/classes/gc/total:cpu-seconds", "/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds"}
+var kcCPUMetrics = []string{"/cpu/classes/gc/total:cpu-seconds", "/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds"}
 
-func readCPU() (gc, total, idle float64) {
-	s := make([]metrics.Sample, len(cpuMetrics))
-	for i, n := range cpuMetrics {
+func kcReadCPU() (gc, total, idle float64) {
+	s := make([]metrics.Sample, len(kcCPUMetrics))
+	for i, n := range kcCPUMetrics {
 		s[i].Name = n
 	}
 	metrics.Read(s)
 	return s[0].Value.Float64(), s[1].Value.Float64(), s[2].Value.Float64()
 }
 
-func measure(b *testing.B, fn func() error) runStats {
+func kcMeasure(b *testing.B, fn func() error) kcRunStats {
 	b.Helper()
 	var ms runtime.MemStats
 	runtime.GC()
-	gc0, tot0, idle0 := readCPU()
+	gc0, tot0, idle0 := kcReadCPU()
 	runtime.ReadMemStats(&ms)
 	m0 := ms.Mallocs
 	b.StartTimer()
-	start, cpu0 := time.Now(), processCPU()
+	start, cpu0 := time.Now(), kcProcessCPU()
 	if err := fn(); err != nil {
 		b.Fatal(err)
 	}
-	wall, cpu := time.Since(start), processCPU()-cpu0
+	wall, cpu := time.Since(start), kcProcessCPU()-cpu0
 	b.StopTimer()
 	runtime.ReadMemStats(&ms)
 	m1 := ms.Mallocs
 	runtime.GC()
-	gc1, tot1, idle1 := readCPU()
+	gc1, tot1, idle1 := kcReadCPU()
 	// The forced GC above is counted in gc1; one more on the same heap
 	// estimates its cost, which is taken out.
 	runtime.GC()
-	gc2, tot2, idle2 := readCPU()
-	return runStats{wall: wall, cpu: cpu, mallocs: m1 - m0,
+	gc2, tot2, idle2 := kcReadCPU()
+	return kcRunStats{wall: wall, cpu: cpu, mallocs: m1 - m0,
 		gc:    (gc1 - gc0) - (gc2 - gc1),
 		total: (tot1 - tot0) - (tot2 - tot1),
 		idle:  (idle1 - idle0) - (idle2 - idle1)}
 }
 
-func report(b *testing.B, runs []runStats, events int64) {
-	var r runStats
+func kcReport(b *testing.B, runs []kcRunStats, events int64) {
+	var r kcRunStats
 	for _, x := range runs {
 		r.wall += x.wall
 		r.cpu += x.cpu
@@ -272,13 +277,13 @@ func BenchmarkKeyedCount(b *testing.B) {
 		})
 		b.Run("keys="+k.name+"/eddy", func(b *testing.B) {
 			src := source()
-			runs := make([]runStats, 0, b.N)
+			runs := make([]kcRunStats, 0, b.N)
 			b.StopTimer()
 			for range b.N {
 				dir := b.TempDir() // fresh: a used one would restore the finished job
-				sink := discard.New[keyCount]()
+				sink := discard.New[kcKeyCount]()
 				var env *eddy.Env
-				runs = append(runs, measure(b, func() error {
+				runs = append(runs, kcMeasure(b, func() error {
 					var err error
 					env, err = runKeyedCountJob(src, dir, time.Second, 0, sink)
 					return err
@@ -288,25 +293,25 @@ func BenchmarkKeyedCount(b *testing.B) {
 				}
 				b.Logf("eddy %s keys: %d checkpoints, last %v, %d bytes", k.name, env.Stats().Checkpoints, env.Stats().LastCheckpoint, env.Stats().LastBytes)
 			}
-			report(b, runs, keyedCountEvents)
+			kcReport(b, runs, keyedCountEvents)
 		})
 		b.Run("keys="+k.name+"/gomap", func(b *testing.B) {
 			src := source()
-			runs := make([]runStats, 0, b.N)
+			runs := make([]kcRunStats, 0, b.N)
 			b.StopTimer()
 			for range b.N {
 				var counts map[string]int64
 				var n int64
-				runs = append(runs, measure(b, func() error {
+				runs = append(runs, kcMeasure(b, func() error {
 					var err error
-					counts, n, err = mapCount(src)
+					counts, n, err = kcMapCount(src)
 					return err
 				}))
 				if n != keyedCountEvents || len(counts) != k.keys {
 					b.Fatalf("%d events, %d keys", n, len(counts))
 				}
 			}
-			report(b, runs, keyedCountEvents)
+			kcReport(b, runs, keyedCountEvents)
 		})
 	}
 }

@@ -384,3 +384,64 @@ func TestFanOutDeliversToEveryConsumer(t *testing.T) {
 		t.Fatalf("second consumer got %d drivers at 100", got)
 	}
 }
+
+// slowStart delays the first read of one split, as a source subtask that
+// starts late would.
+type slowStart struct{ eddy.Source[datagen.GPSPoint] }
+
+func (s slowStart) OpenSplit(ctx context.Context, split int, pos []byte) (eddy.SplitReader[datagen.GPSPoint], error) {
+	r, err := s.Source.OpenSplit(ctx, split, pos)
+	if split == 1 {
+		return &lateReader{SplitReader: r, until: time.Now().Add(150 * time.Millisecond)}, err
+	}
+	return r, err
+}
+
+type lateReader struct {
+	eddy.SplitReader[datagen.GPSPoint]
+	until time.Time
+}
+
+func (r *lateReader) Next(rec *datagen.GPSPoint) (eddy.ReadStatus, error) {
+	if time.Now().Before(r.until) {
+		return eddy.Idle, nil
+	}
+	return r.SplitReader.Next(rec)
+}
+
+// TestAlignedWatermarksHoldFastSubtasks starts one of two source subtasks
+// late. With alignment the other waits, so points an hour late are late in
+// every run; the window results and late points equal a second run without
+// the delay.
+func TestAlignedWatermarksHoldFastSubtasks(t *testing.T) {
+	run := func(delay bool) ([]string, []string) {
+		dir := t.TempDir()
+		env := eddy.New(eddy.Parallelism(2), eddy.Logger(&logBuf{}))
+		var src eddy.Source[datagen.GPSPoint] = datagen.GPS(datagen.Events(60_000), datagen.Drivers(100), datagen.Splits(2),
+			datagen.Spacing(10*time.Millisecond), datagen.LateEvery(7, time.Hour))
+		if delay {
+			src = slowStart{src}
+		}
+		pts := eddy.FromSource(env, src, eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp },
+			100*time.Millisecond, eddy.AlignWatermarks(5*time.Second)))
+		keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
+		w := eddy.AggregateWindows(keyed, eddy.Tumbling(10*time.Second), eddy.Aggregator[string, datagen.GPSPoint, int64, sumOut]{
+			Add:    func(n int64, _ *datagen.GPSPoint) int64 { return n + 1 },
+			Result: func(k string, _ eddy.Window, n int64) sumOut { return sumOut{Driver: k, Sum: n} },
+		})
+		eddy.ToSink(w.Results, file.JSONLines[sumOut](filepath.Join(dir, "w")))
+		eddy.ToSink(w.Late, file.JSONLines[datagen.GPSPoint](filepath.Join(dir, "late")))
+		if err := env.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return readLines(t, filepath.Join(dir, "w")), readLines(t, filepath.Join(dir, "late"))
+	}
+	w1, l1 := run(false)
+	w2, l2 := run(true)
+	if len(l1) == 0 {
+		t.Fatal("no late points: the test does not exercise lateness")
+	}
+	if strings.Join(w1, "\n") != strings.Join(w2, "\n") || strings.Join(l1, "\n") != strings.Join(l2, "\n") {
+		t.Fatalf("a late-starting subtask changed the results: %d/%d windows, %d/%d late", len(w1), len(w2), len(l1), len(l2))
+	}
+}

@@ -147,7 +147,10 @@ func Haversine(lat1, lon1, lat2, lon2 float64) float64 {
 // that came too late for their window under c.Out/late.
 func Build(env *eddy.Env, c Config) {
 	points := eddy.FromSource(env, datagen.GPS(c.GPSOptions()...), eddy.Named("gps"),
-		eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, 100*time.Millisecond))
+		eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, 100*time.Millisecond,
+			// Aligned sources keep the late/not-late decision for points an
+			// hour late identical in every run, killed or not.
+			eddy.AlignWatermarks(10*time.Second)))
 	byDriver := eddy.KeyBy(points, func(p *datagen.GPSPoint) string { return p.DriverID })
 	totals := eddy.Process[string, datagen.GPSPoint, DriverTotal](byDriver, &distanceFn{emitEvery: c.EmitEvery}, eddy.Named("distance"))
 	eddy.ToSink(totals, file.JSONLines[DriverTotal](c.Out))
