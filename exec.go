@@ -436,6 +436,33 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 			case <-sc.ctx.Done():
 				return sc.ctx.Err()
 			}
+		} else if n == 2 {
+			// The common two-input case without reflect.Select, which
+			// allocates per call.
+			var c0, c1 chan msg
+			if !blocked[0] && !ended[0] {
+				c0 = inputs[0]
+			}
+			if !blocked[1] && !ended[1] {
+				c1 = inputs[1]
+			}
+			select {
+			case m = <-c0:
+				from = 0
+			case m = <-c1:
+				from = 1
+			case <-sc.ctx.Done():
+				return sc.ctx.Err()
+			case <-timer.C:
+				armed = -1
+				if err := sc.fireTimers(); err != nil {
+					return err
+				}
+				if err := sc.flushOut(); err != nil {
+					return err
+				}
+				continue
+			}
 		} else {
 			for i := range inputs {
 				if blocked[i] || ended[i] {

@@ -23,6 +23,8 @@ type Backend struct {
 	watermark      int64
 	hasWatermark   bool
 	changes        ChangeLog // where writes also go, if set (the changelog backend)
+	gen            uint64    // bumped whenever cached entries may be stale; never 0
+	lastData       int       // bytes of entries in the last snapshot, to presize the next
 	scratch        []byte
 	err            error // the first change-log failure
 }
@@ -75,6 +77,7 @@ func (b *Backend) ApplyChange(kg, state uint32, key, value []byte, del bool) err
 	if !ok {
 		return nil
 	}
+	b.gen++
 	if err := s.apply(int(kg), key, value, del); err != nil {
 		return &RestoreError{State: s.stateName(), Reason: fmt.Sprintf("replaying a logged change of key group %d: %v", kg, err)}
 	}
@@ -108,7 +111,7 @@ type keyedState interface {
 // maxParallelism, whose keys have keySchema.
 func NewBackend(maxParallelism, kgStart, kgEnd int, keySchema serde.Schema) *Backend {
 	return &Backend{maxPar: maxParallelism, kgStart: kgStart, kgEnd: kgEnd, keySchema: keySchema,
-		kg: kgStart, byName: map[string]keyedState{}, byID: map[uint32]keyedState{}}
+		kg: kgStart, byName: map[string]keyedState{}, byID: map[uint32]keyedState{}, gen: 1}
 }
 
 // KeyGroups returns the key groups [start, end) the backend owns.
@@ -122,6 +125,7 @@ func (b *Backend) MaxParallelism() int { return b.maxPar }
 // modify it meanwhile.
 func (b *Backend) SetCurrentKey(key []byte, kg int) {
 	b.key, b.kg = key, kg
+	b.gen++
 }
 
 // CurrentKey returns the serialized current key.
@@ -206,7 +210,7 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 		}
 		h.States = append(h.States, stateMeta{Name: s.stateName(), Kind: s.kind(), ValueSchema: vs})
 	}
-	var data []byte
+	data := make([]byte, 0, b.lastData+b.lastData/8)
 	for kg := from; kg < to; kg++ {
 		for si, s := range b.states {
 			start := len(data)
@@ -219,7 +223,11 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 			}
 		}
 	}
-	out := []byte(snapshotMagic)
+	if from == b.kgStart && to == b.kgEnd {
+		b.lastData = len(data)
+	}
+	out := make([]byte, 0, len(snapshotMagic)+len(data)+len(ks)+len(h.Groups)*24+len(h.States)*64+64)
+	out = append(out, snapshotMagic...)
 	return serde.MustFor[snapshotHeader]().Append(out, &h)
 }
 
@@ -278,6 +286,7 @@ func (b *Backend) Restore(parts [][]byte) error {
 			}
 		}
 	}
+	b.gen++
 	for i := range headers {
 		h := &headers[i]
 		if h.Watermark != nil && (!b.hasWatermark || *h.Watermark < b.watermark) {

@@ -3,7 +3,8 @@ package state
 import (
 	"fmt"
 	"iter"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/eddyflow/eddy/serde"
 )
@@ -16,6 +17,8 @@ type table[E any] struct {
 	id     uint32
 	groups []map[string]*E
 	codec  serde.Codec[E]
+	cgen   uint64 // b.gen when cp was looked up
+	cp     *E     // the current key's entry (nil: absent) as of cgen
 }
 
 func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
@@ -28,24 +31,36 @@ func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
 
 // get returns the current key's entry, or nil. The map lookup with
 // string(bytes) does not allocate.
+// The entry is cached until the key changes, so Get then Update costs one
+// map lookup.
 func (t *table[E]) get() *E {
-	return t.groups[t.b.group()][string(t.b.key)]
+	if t.cgen == t.b.gen {
+		return t.cp
+	}
+	p := t.groups[t.b.group()][string(t.b.key)]
+	t.cgen, t.cp = t.b.gen, p
+	return p
 }
 
 // getOrCreate returns the current key's entry, creating it (the only
 // allocation, once per new key).
 func (t *table[E]) getOrCreate() *E {
-	m := t.groups[t.b.group()]
-	if p := m[string(t.b.key)]; p != nil {
-		return p
+	if t.cgen == t.b.gen && t.cp != nil {
+		return t.cp
 	}
-	p := new(E)
-	m[string(t.b.key)] = p
+	m := t.groups[t.b.group()]
+	p := m[string(t.b.key)]
+	if p == nil {
+		p = new(E)
+		m[string(t.b.key)] = p
+	}
+	t.cgen, t.cp = t.b.gen, p
 	return p
 }
 
 func (t *table[E]) clear() {
 	delete(t.groups[t.b.group()], string(t.b.key))
+	t.cgen, t.cp = t.b.gen, nil
 	if t.b.changes != nil {
 		t.b.logChange(t.id, nil, true)
 	}
@@ -91,18 +106,24 @@ func (t *table[E]) appendGroupWith(dst []byte, kg int, enc func(dst []byte, e *E
 	if len(m) == 0 {
 		return dst, 0, nil
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	// Sorting (key, entry) pairs keeps snapshots of equal state equal
+	// without a map lookup per key.
+	type pair struct {
+		k string
+		e *E
 	}
-	sort.Strings(keys)
+	keys := make([]pair, 0, len(m))
+	for k, e := range m {
+		keys = append(keys, pair{k, e})
+	}
+	slices.SortFunc(keys, func(a, b pair) int { return strings.Compare(a.k, b.k) })
 	var val []byte
 	var err error
 	for _, k := range keys {
-		if val, err = enc(val[:0], m[k]); err != nil {
-			return dst, 0, fmt.Errorf("key %x: %w", k, err)
+		if val, err = enc(val[:0], k.e); err != nil {
+			return dst, 0, fmt.Errorf("key %x: %w", k.k, err)
 		}
-		dst = appendEntry(dst, []byte(k), val)
+		dst = appendEntry(dst, []byte(k.k), val)
 	}
 	return dst, len(keys), nil
 }
@@ -178,8 +199,7 @@ func NewReducing[T any](b *Backend, name string, reduce func(acc, x T) T) (*Redu
 
 // Add folds x into the current key's value (x itself when none is set).
 func (r *Reducing[T]) Add(x T) {
-	m := r.groups[r.b.group()]
-	if p := m[string(r.b.key)]; p != nil {
+	if p := r.get(); p != nil {
 		*p = r.reduce(*p, x)
 		r.logged(p)
 		return
