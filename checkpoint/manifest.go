@@ -50,6 +50,23 @@ type OperatorState struct {
 	Parallelism    uint32      `proto:"3"` // the number of subtasks that wrote Parts
 	Parts          []StatePart `proto:"4"`
 	Schemas        []byte      `proto:"5"` // the runtime's record of the state's schemas; opaque here
+	// Changelog lists, with the changelog state backend, the log ranges to
+	// replay on top of Parts (the last materialization).
+	Changelog []LogPart `proto:"6"`
+}
+
+// LogPart is a range of one durable short-term log writer's changes to
+// replay for the key groups [KeyGroupStart, KeyGroupEnd): those with
+// sequence numbers in (After, Upto], found in Objects.
+type LogPart struct {
+	Subtask       uint32   `proto:"1"`
+	KeyGroupStart uint32   `proto:"2,name=key_group_start"`
+	KeyGroupEnd   uint32   `proto:"3,name=key_group_end"`
+	Writer        string   `proto:"4"`
+	After         uint64   `proto:"5"`
+	Upto          uint64   `proto:"6"`
+	Objects       []string `proto:"7"`
+	Size          int64    `proto:"8"`
 }
 
 // StatePart is the state of the key groups [KeyGroupStart, KeyGroupEnd) as
@@ -179,6 +196,22 @@ func (m *Manifest) validate() error {
 				return fmt.Errorf("%s: negative size %d", where, p.Size)
 			case p.Blob != "" && !files[p.Blob]:
 				return fmt.Errorf("%s: blob %q is not listed in Files", where, p.Blob)
+			}
+		}
+		for i, l := range op.Changelog {
+			where := fmt.Sprintf("checkpoint %d: operator %q log part %d", m.ID, op.Name, i)
+			switch {
+			case l.KeyGroupStart > l.KeyGroupEnd:
+				return fmt.Errorf("%s: key groups [%d, %d) run backwards", where, l.KeyGroupStart, l.KeyGroupEnd)
+			case op.MaxParallelism > 0 && l.KeyGroupEnd > op.MaxParallelism:
+				return fmt.Errorf("%s: key groups [%d, %d) exceed the operator's %d key groups", where, l.KeyGroupStart, l.KeyGroupEnd, op.MaxParallelism)
+			case l.Upto < l.After:
+				return fmt.Errorf("%s: sequence range (%d, %d] runs backwards", where, l.After, l.Upto)
+			}
+			for _, o := range l.Objects {
+				if !files[o] {
+					return fmt.Errorf("%s: log object %q is not listed in Files", where, o)
+				}
 			}
 		}
 	}
