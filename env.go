@@ -44,6 +44,7 @@ type config struct {
 	logger         *log.Logger
 	onCheckpoint   func(CheckpointStats)
 	store          blob.Store
+	changelog      *changelogConfig
 }
 
 // Option configures an Env.
@@ -104,7 +105,8 @@ func OnCheckpoint(fn func(CheckpointStats)) Option { return func(c *config) { c.
 type CheckpointStats struct {
 	ID       uint64
 	Duration time.Duration // trigger to manifest written
-	Bytes    int64         // state bytes written
+	Bytes    int64         // state bytes written for this checkpoint (snapshots, or log with the changelog)
+	FullSize int64         // bytes of every state blob and log object the checkpoint refers to
 	Final    bool          // the checkpoint that ends a bounded job
 }
 
@@ -130,19 +132,25 @@ func New(opts ...Option) *Env {
 
 // Stats is a live view of a running job, safe to read from any goroutine.
 type Stats struct {
-	RecordsIn      int64         // records read from sources
-	RecordsOut     int64         // records written to sinks
-	StateEntries   int64         // keyed state entries at the last checkpoint
-	Checkpoints    int64         // checkpoints completed
-	LastCheckpoint time.Duration // duration of the last completed checkpoint
-	LastBytes      int64         // state bytes of the last completed checkpoint
-	Restarts       int64         // restarts after failures
-	LateRecords    int64         // records that arrived after their windows were gone
-	RestoredFrom   uint64        // checkpoint the current attempt restored from (0: none)
+	RecordsIn           int64         // records read from sources
+	RecordsOut          int64         // records written to sinks
+	StateEntries        int64         // keyed state entries at the last checkpoint
+	Checkpoints         int64         // checkpoints completed
+	LastCheckpoint      time.Duration // duration of the last completed checkpoint
+	LastBytes           int64         // state bytes of the last completed checkpoint
+	Restarts            int64         // restarts after failures
+	LateRecords         int64         // records that arrived after their windows were gone
+	LastUploaded        int64         // bytes uploaded for the last checkpoint (state parts and log)
+	LastFullSize        int64         // bytes of everything the last checkpoint refers to
+	Materializations    int64         // changelog materializations completed
+	LastMaterialization time.Duration // duration of the last one
+	Recovery            time.Duration // time the current attempt spent restoring state
+	RestoredFrom        uint64        // checkpoint the current attempt restored from (0: none)
 }
 
 type stats struct {
 	recordsIn, recordsOut, stateEntries, checkpoints, lastDur, lastBytes, restarts, restored, lateRecords atomic.Int64
+	lastUploaded, lastFull, materializations, lastMaterialization, recovery                               atomic.Int64
 }
 
 // Stats returns the job's counters.
@@ -150,7 +158,9 @@ func (e *Env) Stats() Stats {
 	s := &e.stats
 	return Stats{RecordsIn: s.recordsIn.Load(), RecordsOut: s.recordsOut.Load(), StateEntries: s.stateEntries.Load(),
 		Checkpoints: s.checkpoints.Load(), LastCheckpoint: time.Duration(s.lastDur.Load()), LastBytes: s.lastBytes.Load(),
-		Restarts: s.restarts.Load(), RestoredFrom: uint64(s.restored.Load()), LateRecords: s.lateRecords.Load()}
+		Restarts: s.restarts.Load(), RestoredFrom: uint64(s.restored.Load()), LateRecords: s.lateRecords.Load(),
+		LastUploaded: s.lastUploaded.Load(), LastFullSize: s.lastFull.Load(), Materializations: s.materializations.Load(),
+		LastMaterialization: time.Duration(s.lastMaterialization.Load()), Recovery: time.Duration(s.recovery.Load())}
 }
 
 // permanentError marks a failure that a restart cannot fix (an incompatible

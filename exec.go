@@ -9,7 +9,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -243,39 +245,54 @@ func (sc *subtaskCtx) flushCounters() {
 
 // restoreKeyed loads the keyed state of operator uid from the restored
 // checkpoint, reading every part whose key groups overlap this subtask's.
-func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) error {
+func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.StatePart, []checkpoint.LogPart, error) {
 	m := sc.job.restored
 	if m == nil {
-		return nil
+		return nil, nil, nil
 	}
 	start, end := b.KeyGroups()
+	var usedParts []checkpoint.StatePart
+	var usedLogs []checkpoint.LogPart
 	for _, op := range m.Operators {
 		if op.Name != uid {
 			continue
 		}
 		if int(op.MaxParallelism) != b.MaxParallelism() {
-			return &permanentError{fmt.Errorf("eddy: operator %s: checkpoint %d has %d key groups, the job %d; the max parallelism of a job cannot change", uid, m.ID, op.MaxParallelism, b.MaxParallelism())}
+			return nil, nil, &permanentError{fmt.Errorf("eddy: operator %s: checkpoint %d has %d key groups, the job %d; the max parallelism of a job cannot change", uid, m.ID, op.MaxParallelism, b.MaxParallelism())}
 		}
 		var parts [][]byte
 		for _, p := range op.Parts {
 			if int(p.KeyGroupEnd) <= start || int(p.KeyGroupStart) >= end {
 				continue
 			}
+			usedParts = append(usedParts, p)
+			if p.Blob == "" {
+				continue
+			}
 			data, err := sc.job.blobs.Get(sc.ctx, p.Blob)
 			if err != nil {
-				return &restoreError{id: m.ID, err: fmt.Errorf("operator %s: state part %s: %w", uid, p.Blob, err)}
+				return nil, nil, restoreFailure(m.ID, fmt.Errorf("operator %s: state part %s: %w", uid, p.Blob, err))
 			}
 			parts = append(parts, data)
 		}
 		if err := b.Restore(parts); err != nil {
 			var re *state.RestoreError
 			if errors.As(err, &re) {
-				return &permanentError{fmt.Errorf("eddy: cannot restore operator %s from checkpoint %d (the checkpoint is left as it is): %w", uid, m.ID, err)}
+				return nil, nil, &permanentError{fmt.Errorf("eddy: cannot restore operator %s from checkpoint %d (the checkpoint is left as it is): %w", uid, m.ID, err)}
 			}
-			return err
+			return nil, nil, err
+		}
+		for _, l := range op.Changelog {
+			if int(l.KeyGroupEnd) <= start || int(l.KeyGroupStart) >= end {
+				continue
+			}
+			usedLogs = append(usedLogs, l)
+		}
+		if err := sc.replayChangelog(uid, b, usedLogs); err != nil {
+			return nil, nil, restoreFailure(m.ID, fmt.Errorf("operator %s: replaying the changelog: %w", uid, err))
 		}
 	}
-	return nil
+	return usedParts, usedLogs, nil
 }
 
 // restoreError is a checkpoint that turned out unreadable while restoring;
@@ -289,6 +306,19 @@ func (e *restoreError) Error() string {
 	return fmt.Sprintf("restoring checkpoint %d: %v", e.id, e.err)
 }
 
+// restoreFailure classifies an error reading checkpoint id: a corrupt or
+// missing object makes the checkpoint unusable (fall back to the previous
+// one); anything else, such as a network error, may pass, so the attempt
+// fails and the restart strategy tries the same checkpoint again. Falling
+// back needlessly would repeat output the newer checkpoint committed.
+func restoreFailure(id uint64, err error) error {
+	var ce *blob.CorruptError
+	if errors.As(err, &ce) || errors.Is(err, blob.ErrNotFound) || errors.Is(err, dstl.ErrCorrupt) {
+		return &restoreError{id: id, err: err}
+	}
+	return fmt.Errorf("eddy: restoring checkpoint %d: %w", id, err)
+}
+
 // checkpoint runs at an aligned barrier: snapshot keyed state, pre-commit
 // sinks, forward the barrier, and acknowledge to the coordinator. State is
 // written to storage in the background; the ack follows the write.
@@ -299,15 +329,23 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 		data []byte
 	}
 	var snaps []pending
+	var waits []func(context.Context) error
 	for _, k := range sc.keyed {
+		if err := k.backend.Err(); err != nil {
+			return fmt.Errorf("eddy: %s subtask %d: writing the changelog: %w", k.uid, sc.subtask, err)
+		}
 		if k.watermark != math.MinInt64 {
 			k.backend.SetWatermark(k.watermark)
+		}
+		a.entries += int64(k.backend.Entries())
+		if k.cl != nil {
+			waits = append(waits, sc.changelogCheckpoint(k, &a))
+			continue
 		}
 		data, err := k.backend.Snapshot()
 		if err != nil {
 			return fmt.Errorf("eddy: snapshot of %s subtask %d: %w", k.uid, sc.subtask, err)
 		}
-		a.entries += int64(k.backend.Entries())
 		snaps = append(snaps, pending{k, data})
 	}
 	for _, s := range sc.sinks {
@@ -324,12 +362,19 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 	}
 	sc.flushCounters()
 	job := sc.job
-	if len(snaps) == 0 || job.storage == nil {
+	if (len(snaps) == 0 && len(waits) == 0) || job.storage == nil {
 		return job.sendAck(sc.ctx, a)
 	}
 	job.wg.Add(1)
 	go func() {
 		defer job.wg.Done()
+		for _, wait := range waits {
+			if err := wait(sc.ctx); err != nil {
+				a.err = err
+				_ = job.sendAck(sc.ctx, a)
+				return
+			}
+		}
 		for _, p := range snaps {
 			start, end := p.op.backend.KeyGroups()
 			name := job.storage.StateBlobName(id, p.op.uid, sc.subtask)
@@ -486,6 +531,11 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 				continue
 			}
 			m, from = v.Interface().(msg), chosen
+		}
+		if sc.job.dlog != nil {
+			if err := sc.materialize(); err != nil {
+				return err
+			}
 		}
 		switch m.kind {
 		case msgData:

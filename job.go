@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/eddyflow/eddy/blob"
 	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/dstl"
 )
 
 // jobRun is one attempt of running the job: its channels, the restored
@@ -25,6 +26,9 @@ type jobRun struct {
 	chans    map[*edge][][]chan msg // [from subtask][to subtask]
 	triggers [][]chan trigger       // [source][subtask]
 	wmSlots  [][]atomic.Int64       // [source][subtask] watermarks, for alignment
+	dlog     *dstl.Log              // the changelog's durable short-term log, if on
+	runID    string                 // names this attempt's log writers and objects
+	building atomic.Uint64          // id of the checkpoint now being built
 	acks     chan ack
 	finished chan struct{}
 	wg       sync.WaitGroup
@@ -36,9 +40,17 @@ type ack struct {
 	id             uint64
 	splits         []checkpoint.SplitState
 	parts          []opPart
+	logs           []opLog
+	extraFiles     []string // blobs to keep though no part lists them
 	sinkTxns       map[string][]byte
 	entries, bytes int64
+	uploaded       int64
 	err            error
+}
+
+type opLog struct {
+	uid  string
+	part checkpoint.LogPart
 }
 
 type opPart struct {
@@ -112,6 +124,13 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 			return fmt.Errorf("eddy: reading checkpoints: %w", err)
 		}
 		j.nextID = id
+	}
+	j.building.Store(j.nextID)
+	if err := j.openChangelog(); err != nil {
+		return err
+	}
+	if j.dlog != nil {
+		defer j.dlog.Close()
 	}
 	if j.restored != nil {
 		e.stats.restored.Store(int64(j.restored.ID))
@@ -229,8 +248,11 @@ func runSubtask(sc *subtaskCtx) (err error) {
 func (e *Env) precheckRestore(ctx context.Context, j *jobRun) error {
 	for _, op := range j.restored.Operators {
 		for _, p := range op.Parts {
+			if p.Blob == "" {
+				continue
+			}
 			if _, err := j.blobs.Get(ctx, p.Blob); err != nil {
-				return &restoreError{id: j.restored.ID, err: fmt.Errorf("operator %s: state part %s: %w", op.Name, p.Blob, err)}
+				return restoreFailure(j.restored.ID, fmt.Errorf("operator %s: state part %s: %w", op.Name, p.Blob, err))
 			}
 		}
 	}
@@ -277,6 +299,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 	start := func(final bool) {
 		inflight = &pendingCheckpoint{id: nextID, final: final, started: time.Now()}
 		nextID++
+		j.building.Store(nextID)
 		timeout.Reset(e.cfg.timeout)
 		for _, ts := range j.triggers {
 			for _, ch := range ts {
@@ -327,12 +350,17 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			inflight = nil
 			timeout.Reset(time.Hour)
 			m := &checkpoint.Manifest{ID: c.id, Job: e.cfg.job, CreatedAt: time.Now().UnixNano()}
-			var bytes, entries int64
+			var bytes, entries, uploaded, full int64
+			files := map[string]bool{}
 			sources := map[string]*checkpoint.SourceState{}
 			ops := map[string]*checkpoint.OperatorState{}
 			for _, a := range c.acks {
 				bytes += a.bytes
 				entries += a.entries
+				uploaded += a.uploaded
+				for _, f := range a.extraFiles {
+					files[f] = true
+				}
 				if a.splits != nil {
 					name := e.stages[a.stage].source.name
 					ss := sources[name]
@@ -350,7 +378,23 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 						ops[p.uid] = op
 					}
 					op.Parts = append(op.Parts, p.part)
-					m.Files = append(m.Files, p.part.Blob)
+					if p.part.Blob != "" {
+						files[p.part.Blob] = true
+					}
+					full += p.part.Size
+				}
+				for _, l := range a.logs {
+					op := ops[l.uid]
+					if op == nil {
+						op = &checkpoint.OperatorState{Name: l.uid, MaxParallelism: uint32(e.cfg.maxParallelism),
+							Parallelism: uint32(e.stages[a.stage].parallelism)}
+						ops[l.uid] = op
+					}
+					op.Changelog = append(op.Changelog, l.part)
+					for _, o := range l.part.Objects {
+						files[o] = true
+					}
+					full += l.part.Size
 				}
 			}
 			for _, name := range sortedKeys(sources) {
@@ -378,7 +422,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 					m.Sinks = append(m.Sinks, checkpoint.SinkState{Name: name, Txns: commits[name]})
 				}
 			}
-			sort.Strings(m.Files)
+			m.Files = sortedKeys(files)
 			if j.storage != nil {
 				if err := j.storage.Complete(ctx, m); err != nil {
 					var pe *checkpoint.PruneError
@@ -401,8 +445,10 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			e.stats.lastDur.Store(int64(dur))
 			e.stats.lastBytes.Store(bytes)
 			e.stats.stateEntries.Store(entries)
+			e.stats.lastUploaded.Store(bytes + uploaded)
+			e.stats.lastFull.Store(full)
 			if e.cfg.onCheckpoint != nil {
-				e.cfg.onCheckpoint(CheckpointStats{ID: c.id, Duration: dur, Bytes: bytes, Final: c.final})
+				e.cfg.onCheckpoint(CheckpointStats{ID: c.id, Duration: dur, Bytes: bytes + uploaded, FullSize: full, Final: c.final})
 			}
 			if c.final {
 				return nil

@@ -495,6 +495,7 @@ type keyedRuntime struct {
 	fireEvent   func(kb []byte, kg int, at int64) error
 	fireProc    func(kb []byte, kg int, at int64) error
 	end         func() error
+	cl          *changelogState // with the changelog state backend
 }
 
 // Process runs fn on a keyed stream. Each subtask works on its own shallow
@@ -540,8 +541,18 @@ func buildKeyed[K comparable, IN, OUT any](sc *subtaskCtx, uid string, fn KeyedF
 	if rt.eventTimers, err = newTimerService(backend, "eddy.event-timers"); err != nil {
 		return nil, err
 	}
-	if err := sc.restoreKeyed(uid, backend); err != nil {
+	began := time.Now()
+	restoredParts, restoredLogs, err := sc.restoreKeyed(uid, backend)
+	if err != nil {
 		return nil, err
+	}
+	if sc.job.restored != nil {
+		sc.job.env.stats.recovery.Store(int64(time.Since(began)))
+	}
+	if sc.job.dlog != nil {
+		// Attached after the restore: replayed changes are already in the
+		// checkpoint's log and must not be logged again.
+		sc.attachChangelog(rt, restoredParts, restoredLogs)
 	}
 	rt.procTimers.rebuild()
 	rt.eventTimers.rebuild()

@@ -77,7 +77,8 @@ func (b *Backend) ApplyChange(kg, state uint32, key, value []byte, del bool) err
 	if !ok {
 		return nil
 	}
-	b.gen++
+	// No b.gen++ here: replay runs concurrently per key group before any
+	// record, when no entry is cached (Restore already invalidated them).
 	if err := s.apply(int(kg), key, value, del); err != nil {
 		return &RestoreError{State: s.stateName(), Reason: fmt.Sprintf("replaying a logged change of key group %d: %v", kg, err)}
 	}

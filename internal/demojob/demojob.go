@@ -27,6 +27,10 @@ type Config struct {
 	Rate               float64 // events per second, 0 for unlimited
 	EmitEvery          int64   // write a driver's totals after every n-th of its points (default 1)
 	LateEvery          int64   // every n-th point of a driver (from its 100th) is an hour late; 0: none
+	// Changelog turns on the changelog state backend, materializing every
+	// Materialize (default 10 s).
+	Changelog   bool
+	Materialize time.Duration
 }
 
 // WindowSize is the length of the demo's tumbling windows.
@@ -174,6 +178,13 @@ func Env(c Config, opts ...eddy.Option) *eddy.Env {
 	}
 	if c.Parallelism > 0 {
 		base = append(base, eddy.Parallelism(c.Parallelism))
+	}
+	if c.Changelog {
+		every := c.Materialize
+		if every <= 0 {
+			every = 10 * time.Second
+		}
+		base = append(base, eddy.Changelog(every))
 	}
 	env := eddy.New(append(base, opts...)...)
 	Build(env, c)

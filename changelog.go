@@ -1,0 +1,268 @@
+package eddy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/dstl"
+	"github.com/eddyflow/eddy/state"
+)
+
+// changelogConfig turns on the changelog state backend.
+type changelogConfig struct {
+	materialize time.Duration
+	log         dstl.Options
+	step        int // key groups materialized per step
+}
+
+// ChangelogOption configures Changelog.
+type ChangelogOption func(*changelogConfig)
+
+// LogOptions sets the durable short-term log's options (batching, hedged
+// uploads, compression, local copies).
+func LogOptions(o dstl.Options) ChangelogOption {
+	return func(c *changelogConfig) { c.log = o }
+}
+
+// Changelog turns on the changelog state backend: every keyed state write
+// goes to the state and, as a full new value, to a durable short-term log
+// shared by the process and uploaded continuously. A checkpoint is then the
+// last materialized snapshot plus the log since it, so it uploads only the
+// last few milliseconds of changes whatever the state size. State is
+// materialized in the background every materializeEvery (default 10 min;
+// the first one jittered per subtask), a few key groups at a time between
+// records so processing never stalls for long.
+func Changelog(materializeEvery time.Duration, opts ...ChangelogOption) Option {
+	return func(c *config) {
+		cc := &changelogConfig{materialize: materializeEvery, step: 4}
+		if cc.materialize <= 0 {
+			cc.materialize = 10 * time.Minute
+		}
+		for _, o := range opts {
+			o(cc)
+		}
+		c.changelog = cc
+	}
+}
+
+// changelogState is one keyed operator subtask's view of the changelog:
+// its log writer, the base its checkpoints build on, and the
+// materialization in progress.
+type changelogState struct {
+	cfg  *changelogConfig
+	w    *dstl.Writer
+	name string
+	// The base: materialized parts, plus log parts carried over from the
+	// restored checkpoint until this attempt's first materialization, and
+	// the sequence number of w after which its changes are needed.
+	base     []checkpoint.StatePart
+	baseLogs []checkpoint.LogPart
+	after    uint64
+	// The materialization in progress.
+	running  bool
+	next     int
+	seq      uint64
+	parts    []checkpoint.StatePart
+	pending  sync.WaitGroup
+	inFlight atomic.Int32
+	mu       sync.Mutex
+	putErr   error
+	started  time.Time
+	nextAt   time.Time
+	failures int
+	lastDur  time.Duration
+}
+
+func newRunID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// openChangelog opens the attempt's log: objects are named under the id of
+// the checkpoint being built, so the checkpoint store's garbage collection
+// truncates the log once no retained checkpoint lists an object.
+func (j *jobRun) openChangelog() error {
+	cfg := j.env.cfg.changelog
+	if cfg == nil || j.blobs == nil {
+		return nil
+	}
+	j.runID = newRunID()
+	opts := cfg.log
+	opts.ObjectName = func(seq uint64) string {
+		return fmt.Sprintf("checkpoints/%020d/dstl-%s-%d", j.building.Load(), j.runID, seq)
+	}
+	log, err := dstl.Open(j.blobs, opts)
+	if err != nil {
+		return fmt.Errorf("eddy: changelog: %w", err)
+	}
+	j.dlog = log
+	return nil
+}
+
+// attachChangelog makes rt's backend write every change to the log too.
+func (sc *subtaskCtx) attachChangelog(rt *keyedRuntime, restoredParts []checkpoint.StatePart, restoredLogs []checkpoint.LogPart) {
+	j := sc.job
+	cfg := j.env.cfg.changelog
+	name := fmt.Sprintf("%s/%d/%s", rt.uid, sc.subtask, j.runID)
+	cl := &changelogState{cfg: cfg, w: j.dlog.Writer(name), name: name, base: restoredParts, baseLogs: restoredLogs}
+	now := time.Now()
+	if len(restoredParts) > 0 || len(restoredLogs) > 0 {
+		cl.nextAt = now // a restored base is replaced at once
+	} else {
+		h := fnv.New32a()
+		h.Write([]byte(name))
+		cl.nextAt = now.Add(time.Duration(uint64(h.Sum32()) % uint64(cfg.materialize)))
+	}
+	w := cl.w
+	rt.backend.SetChangeLog(func(kg, st uint32, key, value []byte, del bool) error {
+		return w.Append(kg, st, key, value, del)
+	})
+	rt.cl = cl
+}
+
+// materialize advances the materialization of every changelog operator of
+// the subtask by one step: a few key groups serialized and uploaded in the
+// background. It fails the job after three consecutive failed
+// materializations.
+func (sc *subtaskCtx) materialize() error {
+	for _, rt := range sc.keyed {
+		cl := rt.cl
+		if cl == nil {
+			continue
+		}
+		now := time.Now()
+		start, end := rt.backend.KeyGroups()
+		if !cl.running {
+			if now.Before(cl.nextAt) {
+				continue
+			}
+			cl.running, cl.next, cl.seq, cl.parts, cl.started = true, start, cl.w.Seq(), nil, now
+		}
+		if cl.next < end {
+			to := min(cl.next+cl.cfg.step, end)
+			if rt.watermark != noTimestamp {
+				rt.backend.SetWatermark(rt.watermark)
+			}
+			data, err := rt.backend.SnapshotGroups(cl.next, to)
+			if err != nil {
+				return fmt.Errorf("eddy: materializing %s: %w", rt.uid, err)
+			}
+			name := fmt.Sprintf("checkpoints/%020d/%s-%d-m%d-%s.state", sc.job.building.Load(), sanitizeName(rt.uid), sc.subtask, cl.next, sc.job.runID)
+			cl.parts = append(cl.parts, checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(cl.next),
+				KeyGroupEnd: uint32(to), Blob: name, Size: int64(len(data))})
+			cl.next = to
+			cl.pending.Add(1)
+			cl.inFlight.Add(1)
+			go func() {
+				defer cl.pending.Done()
+				defer cl.inFlight.Add(-1)
+				if err := sc.job.blobs.Put(sc.ctx, name, data); err != nil {
+					cl.mu.Lock()
+					if cl.putErr == nil {
+						cl.putErr = err
+					}
+					cl.mu.Unlock()
+				}
+			}()
+			continue
+		}
+		if cl.inFlight.Load() > 0 {
+			continue // uploads still running
+		}
+		cl.running = false
+		cl.mu.Lock()
+		err := cl.putErr
+		cl.putErr = nil
+		cl.mu.Unlock()
+		if err != nil {
+			cl.failures++
+			sc.job.env.cfg.logger.Printf("materialization of %s subtask %d failed (%d in a row): %v", rt.uid, sc.subtask, cl.failures, err)
+			if cl.failures >= 3 {
+				return fmt.Errorf("eddy: materialization of %s subtask %d failed 3 times in a row: %w", rt.uid, sc.subtask, err)
+			}
+			cl.nextAt = now.Add(time.Second)
+			continue
+		}
+		cl.failures = 0
+		cl.base, cl.baseLogs, cl.after = cl.parts, nil, cl.seq
+		cl.parts = nil
+		cl.lastDur = now.Sub(cl.started)
+		cl.nextAt = now.Add(cl.cfg.materialize)
+		sc.job.env.stats.materializations.Add(1)
+		sc.job.env.stats.lastMaterialization.Store(int64(cl.lastDur))
+	}
+	return nil
+}
+
+// changelogCheckpoint is the changelog part of a checkpoint at a barrier:
+// end the writer's batch here (so no later change can replace an earlier
+// one in it), and in the background wait until the log is durable up to the
+// barrier. The checkpoint is the base plus that log range.
+func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx context.Context) error {
+	cl := rt.cl
+	upto := cl.w.Cut()
+	start, end := rt.backend.KeyGroups()
+	for _, p := range cl.base {
+		p.Subtask = uint32(sc.subtask)
+		a.parts = append(a.parts, opPart{uid: rt.uid, part: p})
+	}
+	for _, l := range cl.baseLogs {
+		a.logs = append(a.logs, opLog{uid: rt.uid, part: l})
+	}
+	// The running materialization's blobs are not part of this checkpoint,
+	// but must outlive its pruning.
+	for _, p := range cl.parts {
+		a.extraFiles = append(a.extraFiles, p.Blob)
+	}
+	after := cl.after
+	w := cl.w
+	return func(ctx context.Context) error {
+		if upto <= after {
+			return nil
+		}
+		h, err := w.Persist(ctx, after)
+		if err != nil {
+			return fmt.Errorf("persisting the changelog of %s: %w", rt.uid, err)
+		}
+		a.logs = append(a.logs, opLog{uid: rt.uid, part: checkpoint.LogPart{Subtask: uint32(sc.subtask),
+			KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Writer: h.Writer, After: after, Upto: upto,
+			Objects: h.Objects, Size: h.Size}})
+		a.uploaded += h.Size
+		return nil
+	}
+}
+
+// replayChangelog applies the restored log parts overlapping b's key groups.
+func (sc *subtaskCtx) replayChangelog(uid string, b *state.Backend, logs []checkpoint.LogPart) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	start, end := b.KeyGroups()
+	handles := make([]dstl.Handle, len(logs))
+	for i, l := range logs {
+		handles[i] = dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size}
+	}
+	var ro dstl.ReadOptions
+	if cfg := sc.job.env.cfg.changelog; cfg != nil {
+		ro.LocalDir = cfg.log.LocalDir
+	}
+	return dstl.Read(sc.ctx, sc.job.blobs, ro, handles, uint32(start), uint32(end), b.ApplyChange)
+}
+
+func sanitizeName(s string) string {
+	out := []byte(s)
+	for i, c := range out {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			out[i] = '_'
+		}
+	}
+	return string(out)
+}

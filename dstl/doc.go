@@ -1,0 +1,92 @@
+// Package dstl is Eddy's durable short-term log (DSTL): the log of state
+// changes behind the changelog state backend. Operators write each state
+// change twice, to their state backend and to the DSTL; a checkpoint then
+// only has to make the changes since the last materialization durable,
+// which takes about as long as one small upload, however large the state.
+//
+// # Shape
+//
+// A process has one Log, shared by all its stateful subtasks. Each subtask
+// has a Writer (named stably, e.g. "distance-3") that appends changes —
+// key group, state id, key, and a value or a delete — each with the
+// writer's next sequence number. The Log batches the changes of all
+// writers and uploads each batch as ONE object to the blob store, when
+// FlushInterval has passed since the batch's first change, when FlushBytes
+// are queued, or early when one writer holds WriterFlushBytes. A Persist
+// call is a checkpoint boundary: it ends the current batch at once, waits
+// for every change of the writer after a given sequence number (the last
+// materialization) to be uploaded, and returns a Handle naming the objects
+// holding them. The checkpoint stores the Handle; recovery is the
+// materialized snapshot plus Read, which replays the handles' changes.
+//
+// # Mapping to Flink's DSTL (FLIP-158, Flink 1.15)
+//
+//   - Per-process batching: Flink's changelog storage batches the changes of
+//     all tasks of a TaskManager into one file per upload to avoid the small
+//     file problem; so does Log, with the same triggers (persist delay, size
+//     threshold, persist at checkpoint).
+//   - Long-tail latency: Flink retries a write not done within a timeout
+//     (default 1s). Log hedges instead of abandoning: after UploadTimeout a
+//     second attempt under another name ("-h1") runs in parallel with the
+//     first; the first to succeed wins, the others are cancelled and their
+//     objects deleted, also if they finish later. Failed attempts are
+//     retried with backoff; MaxAttempts bounds hedges and retries together.
+//     A batch whose attempts all failed fails the log: Persist and Append
+//     return a *BatchError, and the job fails over to its last checkpoint.
+//   - Backpressure: like Flink's in-flight data limit, Append blocks while
+//     more than MaxInFlight bytes are queued or uploading; it never fails
+//     for it.
+//   - Truncation: Flink deletes changelog files once a materialization
+//     covers them and no checkpoint uses them. Here the runtime names
+//     objects "checkpoints/<id>/dstl-<run>-<n>" (Options.ObjectName), so the
+//     checkpoint garbage collection truncates the log: Storage.Complete(m)
+//     deletes every object under "checkpoints/<id>/" with id <= m.ID that no
+//     retained manifest lists in Files. The checkpoint lists its handles'
+//     objects in its Files, so an object lives as long as a retained
+//     checkpoint needs it; objects of aborted checkpoints, losing hedges
+//     whose deletion failed, and failed attempts are collected the same
+//     way. Two rules make this safe: the id in a batch's name must be one
+//     that no checkpoint can complete with before the batch is referenced —
+//     the id of the next checkpoint to be triggered (a batch sealed while
+//     checkpoint N is in flight may hold changes from after N's barrier,
+//     which only N+1 references) — and names must be unique across runs and
+//     processes (hence the run token), because a Put replaces an object.
+//   - Local recovery (Flink 1.16): with LocalDir set, every uploaded object
+//     is also written to local disk; Read with ReadOptions.LocalDir reads
+//     the local copy first and falls back to the store when it is missing or
+//     fails its checksum. Local copies are deleted when no writer tracks
+//     their batch any more (every writer in it persisted past it); PruneLocal
+//     clears those of earlier runs after a restore.
+//
+// # Beyond Flink: last change per key within a batch
+//
+// Within one batch the log uploads only the last change per (writer,
+// state, key); earlier ones are dropped (Metrics.DroppedChanges). This is
+// safe because a checkpoint boundary always ends a batch: no checkpoint
+// can reference a state between two changes of one batch. Replaying a
+// batch thus gives the state at its end, which is all recovery needs. It
+// also holds for a materialization point inside a batch: the snapshot at
+// sequence number m plus the batch's kept changes after m gives the
+// batch's final state, because a kept change after m supersedes every
+// dropped one.
+//
+// # Object format
+//
+// A 20-byte header (magic "DSTL", version, compression flag, stored and
+// raw body length, CRC-32C over header and body) is followed by the body,
+// zstd-compressed if Options.Compression: a writer table, each writer's
+// name followed by its changes in sequence order, every field an unsigned
+// varint or a length-prefixed byte string and sequence numbers
+// delta-coded. See DecodeObject and the comment on the format in
+// format.go. The blob store checksums objects too; the log's own checksum
+// catches torn local copies, which are written without the store.
+// DecodeObject never panics on any input (FuzzDecodeObject).
+//
+// # Concurrency
+//
+// Log is safe for concurrent use; a Writer is used by one goroutine at a
+// time (its subtask). Appends of different writers do not contend: each
+// writer fills its own buffer, and the log takes them all when it seals a
+// batch. Read applies key groups in parallel: its apply callback is called
+// concurrently for different key groups.
+package dstl

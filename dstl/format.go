@@ -1,0 +1,334 @@
+package dstl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// The object format. Every object the log uploads is
+//
+//	header (20 bytes, little-endian):
+//	  [0:4)   magic "DSTL"
+//	  [4]     format version, 1
+//	  [5]     flags: bit 0 set = the body is zstd-compressed; other bits 0
+//	  [6:8)   reserved, 0
+//	  [8:12)  length of the stored body (after compression)
+//	  [12:16) length of the raw body (before compression)
+//	  [16:20) CRC-32C (Castagnoli) of header bytes [0:16) followed by the
+//	          stored body
+//	stored body: the raw body, or its zstd frame
+//
+// and the raw body is a writer table with each writer's changes in
+// sequence order (all integers unsigned varints):
+//
+//	body    = nwriters section*
+//	section = len(name) name nchanges change*
+//	change  = seqdelta keygroup state (len(key)<<1 | delete) key [len(value) value]
+//
+// seqdelta is the change's sequence number minus that of the previous
+// change of the section (the first change's delta is its sequence number),
+// so sequence numbers are at least 1 and strictly increase within a
+// section; gaps are changes superseded within the batch. A delete carries
+// no value. The object must end exactly where its last section does.
+const (
+	objectMagic   = "DSTL"
+	formatVersion = 1
+	headerSize    = 20
+	flagZstd      = 1
+
+	// maxBody bounds the raw body of an object, so a damaged header cannot
+	// make a reader allocate without limit.
+	maxBody = 1 << 30
+	// maxChange bounds len(key)+len(value) of one change.
+	maxChange = 64 << 20
+)
+
+// ErrCorrupt is matched (errors.Is) by the errors DecodeObject returns for
+// bytes that are not a well-formed, intact object.
+var ErrCorrupt = errors.New("dstl: corrupt object")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// Change is one decoded state change.
+type Change struct {
+	Seq      uint64 // the writer's sequence number of the change, from 1
+	KeyGroup uint32
+	State    uint32 // the state id
+	Key      []byte
+	Value    []byte // nil for a delete
+	Delete   bool
+}
+
+// Section holds one writer's changes in an object, in sequence order.
+type Section struct {
+	Writer  string
+	Changes []Change
+}
+
+// Object is a decoded object: the changes of each writer in one batch.
+type Object struct {
+	Compressed bool
+	Sections   []Section
+}
+
+var (
+	zstdEncoder = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			panic("dstl: zstd encoder: " + err.Error()) // only on invalid options
+		}
+		return e
+	})
+	zstdDecoder = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0),
+			zstd.WithDecoderMaxMemory(maxBody), zstd.WithDecodeAllCapLimit(true))
+		if err != nil {
+			panic("dstl: zstd decoder: " + err.Error())
+		}
+		return d
+	})
+)
+
+// appendChangeTail appends the part of a change's encoding that follows its
+// sequence delta.
+func appendChangeTail(b []byte, kg, state uint32, key, value []byte, del bool) []byte {
+	b = binary.AppendUvarint(b, uint64(kg))
+	b = binary.AppendUvarint(b, uint64(state))
+	kl := uint64(len(key)) << 1
+	if del {
+		kl |= 1
+	}
+	b = binary.AppendUvarint(b, kl)
+	b = append(b, key...)
+	if !del {
+		b = binary.AppendUvarint(b, uint64(len(value)))
+		b = append(b, value...)
+	}
+	return b
+}
+
+// sealObject turns a raw body (which starts at raw[headerSize:]; the first
+// headerSize bytes are room for the header) into a complete object,
+// compressing it if compress is set. It may return raw itself.
+func sealObject(raw []byte, compress bool) ([]byte, error) {
+	body := raw[headerSize:]
+	if len(body) > maxBody {
+		return nil, fmt.Errorf("dstl: object body of %d bytes exceeds the %d-byte limit", len(body), maxBody)
+	}
+	obj := raw
+	var flags byte
+	if compress {
+		flags = flagZstd
+		obj = zstdEncoder().EncodeAll(body, make([]byte, headerSize, headerSize+len(body)/2+64))
+	}
+	stored := obj[headerSize:]
+	h := obj[:headerSize]
+	copy(h, objectMagic)
+	h[4] = formatVersion
+	h[5] = flags
+	h[6], h[7] = 0, 0
+	binary.LittleEndian.PutUint32(h[8:], uint32(len(stored)))
+	binary.LittleEndian.PutUint32(h[12:], uint32(len(body)))
+	crc := crc32.Update(crc32.Checksum(h[:16], castagnoli), castagnoli, stored)
+	binary.LittleEndian.PutUint32(h[16:], crc)
+	return obj, nil
+}
+
+// EncodeObject encodes o, zstd-compressed if compress is set. Within each
+// section, sequence numbers must be at least 1 and strictly increasing, and
+// writer names must be unique; tools and tests use it, the log encodes its
+// batches directly.
+func EncodeObject(o *Object, compress bool) ([]byte, error) {
+	raw := make([]byte, headerSize, 256)
+	raw = binary.AppendUvarint(raw, uint64(len(o.Sections)))
+	seen := make(map[string]bool, len(o.Sections))
+	for _, s := range o.Sections {
+		if seen[s.Writer] {
+			return nil, fmt.Errorf("dstl: encode: writer %q has two sections", s.Writer)
+		}
+		seen[s.Writer] = true
+		raw = binary.AppendUvarint(raw, uint64(len(s.Writer)))
+		raw = append(raw, s.Writer...)
+		raw = binary.AppendUvarint(raw, uint64(len(s.Changes)))
+		var prev uint64
+		for _, c := range s.Changes {
+			if c.Seq <= prev {
+				return nil, fmt.Errorf("dstl: encode: writer %q: sequence number %d after %d", s.Writer, c.Seq, prev)
+			}
+			if len(c.Key)+len(c.Value) > maxChange {
+				return nil, fmt.Errorf("dstl: encode: writer %q: change %d is larger than %d bytes", s.Writer, c.Seq, maxChange)
+			}
+			raw = binary.AppendUvarint(raw, c.Seq-prev)
+			prev = c.Seq
+			raw = appendChangeTail(raw, c.KeyGroup, c.State, c.Key, c.Value, c.Delete)
+		}
+	}
+	return sealObject(raw, compress)
+}
+
+// DecodeObject decodes and verifies an object. Keys and values in the
+// result alias data (or, for a compressed object, the decompressed body).
+// Any malformed, truncated or damaged input gives an error matching
+// ErrCorrupt; DecodeObject never panics.
+func DecodeObject(data []byte) (*Object, error) {
+	body, compressed, err := checkObject(data)
+	if err != nil {
+		return nil, err
+	}
+	o, err := decodeBody(body)
+	if err != nil {
+		return nil, err
+	}
+	o.Compressed = compressed
+	return o, nil
+}
+
+// checkObject verifies the header and checksum of an object and returns its
+// raw (decompressed) body.
+func checkObject(data []byte) (body []byte, compressed bool, err error) {
+	if len(data) < headerSize {
+		return nil, false, corrupt("%d bytes, shorter than the %d-byte header", len(data), headerSize)
+	}
+	h := data[:headerSize]
+	if string(h[:4]) != objectMagic {
+		return nil, false, corrupt("bad magic %q, want %q", h[:4], objectMagic)
+	}
+	if h[4] != formatVersion {
+		return nil, false, corrupt("unsupported format version %d (this reader knows %d)", h[4], formatVersion)
+	}
+	if h[5]&^flagZstd != 0 || h[6] != 0 || h[7] != 0 {
+		return nil, false, corrupt("unknown flags %#02x %#02x %#02x", h[5], h[6], h[7])
+	}
+	storedLen := binary.LittleEndian.Uint32(h[8:])
+	rawLen := binary.LittleEndian.Uint32(h[12:])
+	if uint64(len(data)-headerSize) != uint64(storedLen) {
+		return nil, false, corrupt("header records a %d-byte body, object has %d (truncated or padded)", storedLen, len(data)-headerSize)
+	}
+	stored := data[headerSize:]
+	if want, got := binary.LittleEndian.Uint32(h[16:]), crc32.Update(crc32.Checksum(h[:16], castagnoli), castagnoli, stored); want != got {
+		return nil, false, corrupt("checksum mismatch: header records crc32c %08x, object has %08x", want, got)
+	}
+	if rawLen > maxBody {
+		return nil, false, corrupt("raw body of %d bytes exceeds the %d-byte limit", rawLen, maxBody)
+	}
+	if h[5]&flagZstd == 0 {
+		if rawLen != storedLen {
+			return nil, false, corrupt("uncompressed object with raw length %d != stored length %d", rawLen, storedLen)
+		}
+		return stored, false, nil
+	}
+	out, err := zstdDecoder().DecodeAll(stored, make([]byte, 0, rawLen))
+	if err != nil {
+		return nil, true, corrupt("zstd: %v", err)
+	}
+	if uint64(len(out)) != uint64(rawLen) {
+		return nil, true, corrupt("decompressed body is %d bytes, header records %d", len(out), rawLen)
+	}
+	return out, true, nil
+}
+
+// reader decodes varints and byte strings from a body, remembering the
+// first error.
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.off:])
+	if n <= 0 {
+		r.err = corrupt("bad varint (%s) at body offset %d", what, r.off)
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+func (r *reader) u32(what string) uint32 {
+	v := r.uvarint(what)
+	if v > 1<<32-1 && r.err == nil {
+		r.err = corrupt("%s %d at body offset %d does not fit 32 bits", what, v, r.off)
+	}
+	return uint32(v)
+}
+
+func (r *reader) bytes(n uint64, what string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)-r.off) {
+		r.err = corrupt("%s of %d bytes at body offset %d runs past the end (%d bytes left)", what, n, r.off, len(r.b)-r.off)
+		return nil
+	}
+	s := r.b[r.off : r.off+int(n) : r.off+int(n)]
+	r.off += int(n)
+	return s
+}
+
+// left returns the number of undecoded bytes.
+func (r *reader) left() uint64 { return uint64(len(r.b) - r.off) }
+
+// decodeBody decodes a raw body.
+func decodeBody(body []byte) (*Object, error) {
+	r := &reader{b: body}
+	n := r.uvarint("writer count")
+	if r.err == nil && n > r.left()/2 { // a section takes at least 2 bytes
+		return nil, corrupt("writer count %d exceeds what %d bytes can hold", n, r.left())
+	}
+	o := &Object{Sections: make([]Section, 0, n)}
+	seen := make(map[string]bool, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		name := string(r.bytes(r.uvarint("writer name length"), "writer name"))
+		if r.err == nil && seen[name] {
+			return nil, corrupt("writer %q has two sections", name)
+		}
+		seen[name] = true
+		nc := r.uvarint("change count")
+		if r.err == nil && nc > r.left()/4 { // a change takes at least 4 bytes
+			return nil, corrupt("writer %q: change count %d exceeds what %d bytes can hold", name, nc, r.left())
+		}
+		s := Section{Writer: name, Changes: make([]Change, 0, nc)}
+		var seq uint64
+		for j := uint64(0); j < nc && r.err == nil; j++ {
+			d := r.uvarint("sequence delta")
+			if r.err == nil && (d == 0 || d > ^uint64(0)-seq) {
+				return nil, corrupt("writer %q: sequence delta %d after sequence number %d", name, d, seq)
+			}
+			seq += d
+			c := Change{Seq: seq}
+			c.KeyGroup = r.u32("key group")
+			c.State = r.u32("state id")
+			kl := r.uvarint("key length")
+			c.Delete = kl&1 == 1
+			c.Key = r.bytes(kl>>1, "key")
+			if !c.Delete {
+				c.Value = r.bytes(r.uvarint("value length"), "value")
+				if c.Value == nil && r.err == nil {
+					c.Value = []byte{}
+				}
+			}
+			s.Changes = append(s.Changes, c)
+		}
+		o.Sections = append(o.Sections, s)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.off != len(body) {
+		return nil, corrupt("%d bytes of garbage after the last section", len(body)-r.off)
+	}
+	return o, nil
+}

@@ -1,0 +1,336 @@
+package dstl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eddyflow/eddy/blob"
+)
+
+// ErrClosed is returned by the methods of a closed Log and its Writers,
+// and of a closed Writer.
+var ErrClosed = errors.New("dstl: log closed")
+
+// BatchError reports a batch whose upload failed after all attempts. The
+// log has failed with it: Persist and Append return it from then on, and
+// the job must fail over (restart from its last checkpoint).
+type BatchError struct {
+	Batch    uint64 // the batch's number, from 1
+	Object   string // the name of its first attempt
+	Attempts int    // attempts made
+	Err      error  // the attempts' errors, joined
+}
+
+// Error names the batch, its object and the cause.
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("dstl: upload of batch %d (object %q) failed after %d attempt(s): %v", e.Batch, e.Object, e.Attempts, e.Err)
+}
+
+// Unwrap returns the attempts' errors.
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// Log is the durable short-term log of one process. Writers append state
+// changes to it; it batches the changes of all writers and uploads each
+// batch as one object. It is safe for concurrent use.
+type Log struct {
+	store blob.Store
+	opts  Options
+	seed  maphash.Seed
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	wmu     sync.Mutex
+	writers []*Writer // open writers, in creation order
+	byName  map[string]*Writer
+
+	sealMu   sync.Mutex // serializes seal
+	batchSeq uint64     // batches sealed, under sealMu
+	scratch  []*Writer  // under sealMu
+
+	pending  atomic.Bool   // the current batch has a change and the flusher was told
+	started  chan struct{} // the current batch got its first change
+	kickCh   chan struct{} // seal now (size thresholds, blocked Appends)
+	quit     chan struct{} // closed by Close
+	queued   atomic.Int64  // bytes in writers' unsealed parts
+	inflight atomic.Int64  // bytes queued or uploading
+
+	bpMu   sync.Mutex // guards bpCond waits
+	bpCond *sync.Cond
+
+	failed    atomic.Pointer[error] // the first BatchError, sticky
+	closed    atomic.Bool
+	closeOnce sync.Once
+	flusher   sync.WaitGroup
+	uploads   sync.WaitGroup // upload goroutines and their stragglers
+
+	m struct {
+		changes, dropped, batches, uploads, failedBatches   atomic.Int64
+		attempts, hedged, retries, failedAttempts           atomic.Int64
+		loserDeletes, deleteErrors, bytesRaw, bytesUploaded atomic.Int64
+		blocked, blockedNanos, persists                     atomic.Int64
+		localWrites, localErrors, localDeletes              atomic.Int64
+	}
+}
+
+// Open returns a log uploading to store. Zero fields of opts take their
+// defaults. Close it to stop its goroutines.
+func Open(store blob.Store, opts Options) (*Log, error) {
+	if store == nil {
+		return nil, errors.New("dstl: Open with a nil store")
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &Log{
+		store:   store,
+		opts:    o,
+		seed:    maphash.MakeSeed(),
+		ctx:     ctx,
+		cancel:  cancel,
+		byName:  map[string]*Writer{},
+		started: make(chan struct{}, 1),
+		kickCh:  make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+	}
+	l.bpCond = sync.NewCond(&l.bpMu)
+	l.flusher.Add(1)
+	go l.flushLoop()
+	return l, nil
+}
+
+// Close stops the log: changes not yet sealed into a batch are dropped,
+// uploads in progress are cancelled (Persist calls waiting for them return
+// ErrClosed), blocked Appends return ErrClosed, and Close waits for the
+// log's goroutines, including best-effort deletions of losing attempts'
+// objects. Local copies are kept, for local recovery. Close returns the
+// error the log failed with, if any.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		close(l.quit)
+		l.cancel()
+		l.broadcast()
+		l.flusher.Wait()
+		l.uploads.Wait()
+	})
+	return l.err()
+}
+
+// err returns the error the log failed with, or nil.
+func (l *Log) err() error {
+	if p := l.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// usable returns why the log cannot take changes, or nil.
+func (l *Log) usable() error {
+	if err := l.err(); err != nil {
+		return err
+	}
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// fail makes err the log's failure, unless it already failed.
+func (l *Log) fail(err error) {
+	l.failed.CompareAndSwap(nil, &err)
+	l.broadcast()
+}
+
+// Writer returns a new writer named name whose first change gets sequence
+// number 1. It is WriterFrom(name, 0).
+func (l *Log) Writer(name string) *Writer { return l.WriterFrom(name, 0) }
+
+// WriterFrom returns a new writer named name whose first change gets
+// sequence number after+1. A restored subtask passes the Upto of its
+// restored Handle, so that its numbering continues and the handles of
+// both runs replay in order. The name identifies the writer in objects
+// and Handles; it must be unique within the log and stable across
+// restarts (e.g. "distance-3"). A writer of the same name that is still
+// open is closed.
+func (l *Log) WriterFrom(name string, after uint64) *Writer {
+	w := &Writer{log: l, name: name, seq: after}
+	w.cur = &part{owner: w}
+	l.wmu.Lock()
+	old := l.byName[name]
+	l.byName[name] = w
+	l.writers = append(l.writers, w)
+	l.wmu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return w
+}
+
+// removeWriter unregisters w.
+func (l *Log) removeWriter(w *Writer) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.byName[w.name] == w {
+		delete(l.byName, w.name)
+	}
+	for i, x := range l.writers {
+		if x == w {
+			l.writers = append(l.writers[:i], l.writers[i+1:]...)
+			break
+		}
+	}
+}
+
+// Metrics returns the log's counters and gauges.
+func (l *Log) Metrics() Metrics {
+	return Metrics{
+		Changes:        l.m.changes.Load(),
+		DroppedChanges: l.m.dropped.Load(),
+		Batches:        l.m.batches.Load(),
+		Uploads:        l.m.uploads.Load(),
+		FailedBatches:  l.m.failedBatches.Load(),
+		Attempts:       l.m.attempts.Load(),
+		HedgedUploads:  l.m.hedged.Load(),
+		Retries:        l.m.retries.Load(),
+		FailedAttempts: l.m.failedAttempts.Load(),
+		LoserDeletes:   l.m.loserDeletes.Load(),
+		DeleteErrors:   l.m.deleteErrors.Load(),
+		BytesRaw:       l.m.bytesRaw.Load(),
+		BytesUploaded:  l.m.bytesUploaded.Load(),
+		BytesInFlight:  l.inflight.Load(),
+		BlockedAppends: l.m.blocked.Load(),
+		BlockedTime:    time.Duration(l.m.blockedNanos.Load()),
+		Persists:       l.m.persists.Load(),
+		LocalWrites:    l.m.localWrites.Load(),
+		LocalErrors:    l.m.localErrors.Load(),
+		LocalDeletes:   l.m.localDeletes.Load(),
+	}
+}
+
+// kick asks the flusher to seal the current batch now.
+func (l *Log) kick() {
+	select {
+	case l.kickCh <- struct{}{}:
+	default:
+	}
+}
+
+// flushLoop seals the current batch FlushInterval after its first change,
+// and whenever kicked.
+func (l *Log) flushLoop() {
+	defer l.flusher.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	armed := false
+	for {
+		select {
+		case <-l.quit:
+			t.Stop()
+			return
+		case <-l.started:
+			if !armed {
+				t.Reset(l.opts.FlushInterval)
+				armed = true
+			}
+		case <-t.C:
+			armed = false
+			l.seal(nil)
+		case <-l.kickCh:
+			l.seal(nil)
+		}
+	}
+}
+
+// broadcast wakes the Appends waiting for room.
+func (l *Log) broadcast() {
+	l.bpMu.Lock()
+	l.bpCond.Broadcast()
+	l.bpMu.Unlock()
+}
+
+// waitRoom blocks while more than MaxInFlight bytes are queued or
+// uploading, and the log is usable.
+func (l *Log) waitRoom() error {
+	max := int64(l.opts.MaxInFlight)
+	if l.inflight.Load() <= max {
+		return nil
+	}
+	l.bpMu.Lock()
+	var start time.Time
+	for l.inflight.Load() > max && l.usable() == nil {
+		if start.IsZero() {
+			start = time.Now()
+			l.m.blocked.Add(1)
+		}
+		l.kick() // queued bytes count too: get them uploading
+		l.bpCond.Wait()
+	}
+	l.bpMu.Unlock()
+	if !start.IsZero() {
+		l.m.blockedNanos.Add(int64(time.Since(start)))
+	}
+	return l.usable()
+}
+
+// seal ends the current batch: it takes the unsealed changes of every
+// writer and starts uploading them as one object. It returns the sequence
+// number of target's last change at that moment (all its changes up to
+// it are then sealed), or 0 for a nil target.
+func (l *Log) seal(target *Writer) (upto uint64) {
+	l.sealMu.Lock()
+	defer l.sealMu.Unlock()
+	l.pending.Store(false)
+	l.wmu.Lock()
+	ws := append(l.scratch[:0], l.writers...)
+	l.wmu.Unlock()
+	var b *batch
+	var changes, dropped int64
+	for _, w := range ws {
+		w.mu.Lock()
+		if w == target {
+			upto = w.seq
+		}
+		if p := w.cur; !w.closed && len(p.entries) > 0 {
+			if b == nil {
+				b = &batch{done: make(chan struct{})}
+			}
+			w.cur = w.nextPart()
+			w.dedup.reset()
+			w.batches = append(w.batches, sealed{b: b, first: p.first, last: p.last, size: int64(p.kept)})
+			b.parts = append(b.parts, p)
+			b.refs++
+			b.queued += int64(len(p.buf))
+			l.queued.Add(-int64(len(p.buf)))
+			changes += int64(len(p.entries))
+			dropped += int64(p.dropped)
+		}
+		w.mu.Unlock()
+	}
+	clear(ws)
+	l.scratch = ws[:0]
+	if target != nil && upto == 0 {
+		target.mu.Lock() // closed meanwhile: report what it had
+		upto = target.seq
+		target.mu.Unlock()
+	}
+	if b == nil {
+		return upto
+	}
+	l.batchSeq++
+	b.seq = l.batchSeq
+	b.name = l.opts.ObjectName(b.seq)
+	l.m.batches.Add(1)
+	l.m.changes.Add(changes)
+	l.m.dropped.Add(dropped)
+	l.uploads.Add(1)
+	go l.upload(b)
+	return upto
+}

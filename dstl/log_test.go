@@ -1,0 +1,756 @@
+package dstl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/blob/faulty"
+	"github.com/eddyflow/eddy/serde"
+)
+
+// workload drives a log with concurrent writers and checks that every
+// Persist handle replays exactly the changes it describes.
+type workload struct {
+	writers   int
+	changes   int // per writer
+	keys      int // distinct keys per writer and state
+	persistEv int // Persist every this many changes
+	materEv   int // move "after" (materialize) every this many Persists
+	ctxLimit  time.Duration
+}
+
+type writerRun struct {
+	name    string
+	changes []change // changes[i] has sequence number i+1
+	handles []Handle // of each Persist
+}
+
+// run appends and persists concurrently, returning each writer's record.
+// Writer i uses key groups [16i, 16i+16).
+func (wl workload) run(t *testing.T, l *Log, seed uint64) []*writerRun {
+	t.Helper()
+	runs := make([]*writerRun, wl.writers)
+	var wg sync.WaitGroup
+	errs := make(chan error, wl.writers)
+	for i := range wl.writers {
+		r := &writerRun{name: fmt.Sprintf("op-%d", i)}
+		runs[i] = r
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(i)))
+			w := l.Writer(r.name)
+			var after uint64
+			persists := 0
+			for n := 1; n <= wl.changes; n++ {
+				c := change{
+					kg:    uint32(16*i + rng.IntN(16)),
+					state: uint32(1 + rng.IntN(2)),
+					key:   fmt.Sprintf("k%d", rng.IntN(wl.keys)),
+					value: fmt.Sprintf("v%d-%d", i, n),
+					del:   rng.IntN(10) == 0,
+				}
+				if c.del {
+					c.value = ""
+				}
+				if err := w.Append(c.kg, c.state, []byte(c.key), []byte(c.value), c.del); err != nil {
+					errs <- fmt.Errorf("%s: append %d: %w", r.name, n, err)
+					return
+				}
+				r.changes = append(r.changes, c)
+				if n%wl.persistEv == 0 || n == wl.changes {
+					ctx, cancel := context.WithTimeout(context.Background(), wl.ctxLimit)
+					h, err := w.Persist(ctx, after)
+					cancel()
+					if err != nil {
+						errs <- fmt.Errorf("%s: persist at %d: %w", r.name, n, err)
+						return
+					}
+					if h.Writer != r.name || h.After != after || h.Upto != uint64(n) {
+						errs <- fmt.Errorf("%s: handle %+v, want after %d upto %d", r.name, h, after, n)
+						return
+					}
+					r.handles = append(r.handles, h)
+					if persists++; wl.materEv > 0 && persists%wl.materEv == 0 {
+						after = uint64(n - rng.IntN(wl.persistEv)) // a materialization point inside a batch
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return runs
+}
+
+// verify replays every handle of every run on top of the model state at
+// its After and compares with the model at its Upto; then it replays the
+// last handles of all writers at once, per key-group range.
+func verify(t *testing.T, store blob.Store, ropts ReadOptions, runs []*writerRun) {
+	t.Helper()
+	ctx := context.Background()
+	for _, r := range runs {
+		for hi, h := range r.handles {
+			if hi%3 != 0 && hi != len(r.handles)-1 {
+				continue // a sample keeps the test fast
+			}
+			got := newSyncModel()
+			got.m = replay(model{}, r.changes, 0, h.After)
+			if err := Read(ctx, store, ropts, []Handle{h}, 0, 1<<32-1, got.apply); err != nil {
+				t.Fatalf("%s: read handle %d %+v: %v", r.name, hi, h, err)
+			}
+			want := replay(model{}, r.changes, 0, h.Upto)
+			if d := diff(got.m, want); d != "" {
+				t.Fatalf("%s: handle %d (%d,%d]: replay differs from the changes:\n%s", r.name, hi, h.After, h.Upto, d)
+			}
+		}
+	}
+	// All writers' last handles, as a restore would read them, split into
+	// key-group ranges.
+	var last []Handle
+	want := model{}
+	base := model{}
+	for _, r := range runs {
+		h := r.handles[len(r.handles)-1]
+		last = append(last, h)
+		replay(want, r.changes, 0, h.Upto)
+		replay(base, r.changes, 0, h.After)
+	}
+	got := newSyncModel()
+	got.m = base
+	for _, rg := range [][2]uint32{{0, 5}, {5, 40}, {40, 41}, {41, 1 << 20}} {
+		inRange := func(kg uint32) error {
+			if kg < rg[0] || kg >= rg[1] {
+				return fmt.Errorf("kg %d outside [%d,%d)", kg, rg[0], rg[1])
+			}
+			return nil
+		}
+		err := Read(ctx, store, ropts, last, rg[0], rg[1], func(kg, state uint32, key, value []byte, del bool) error {
+			if err := inRange(kg); err != nil {
+				return err
+			}
+			return got.apply(kg, state, key, value, del)
+		})
+		if err != nil {
+			t.Fatalf("read range %v: %v", rg, err)
+		}
+	}
+	if d := diff(got.m, want); d != "" {
+		t.Fatalf("restore of all writers by key-group ranges differs:\n%s", d)
+	}
+}
+
+// TestConcurrentWriters: many writers append and persist concurrently
+// against a file store; every handle replays exactly its changes.
+func TestConcurrentWriters(t *testing.T) {
+	for _, compress := range []bool{false, true} {
+		t.Run(fmt.Sprintf("zstd=%v", compress), func(t *testing.T) {
+			store := fileStore(t)
+			l := openLog(t, store, Options{FlushInterval: 2 * time.Millisecond, WriterFlushBytes: 4 << 10, FlushBytes: 16 << 10, Compression: compress})
+			wl := workload{writers: 8, changes: 3000, keys: 50, persistEv: 400, materEv: 2, ctxLimit: 20 * time.Second}
+			runs := wl.run(t, l, 1)
+			verify(t, store, ReadOptions{}, runs)
+			m := l.Metrics()
+			if m.Changes != int64(wl.writers*wl.changes) {
+				t.Errorf("Metrics.Changes = %d, want %d", m.Changes, wl.writers*wl.changes)
+			}
+			if m.DroppedChanges == 0 {
+				t.Errorf("no changes dropped within batches: %+v", m)
+			}
+			if m.Uploads != m.Batches || m.Uploads == 0 || m.FailedAttempts != 0 {
+				t.Errorf("metrics %+v", m)
+			}
+			if compress && m.BytesUploaded >= m.BytesRaw {
+				t.Errorf("zstd: %d bytes uploaded for %d raw", m.BytesUploaded, m.BytesRaw)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if m := l.Metrics(); m.BytesInFlight != 0 {
+				t.Errorf("BytesInFlight = %d after Close", m.BytesInFlight)
+			}
+		})
+	}
+}
+
+// TestInjectedErrors: 1% of Puts fail (half of them after writing), a few
+// stall; nothing is lost.
+func TestInjectedErrors(t *testing.T) {
+	inner := fileStore(t)
+	store := faulty.New(inner, faulty.Options{ErrorRate: 0.01, StallRate: 0.002, Seed: 7, PutOnly: true,
+		Latency: faulty.LongTail(100*time.Microsecond, 2*time.Millisecond, 20*time.Millisecond)})
+	l := openLog(t, store, Options{FlushInterval: time.Millisecond, WriterFlushBytes: 2 << 10,
+		UploadTimeout: 100 * time.Millisecond, AttemptTimeout: time.Second, MaxAttempts: 4})
+	wl := workload{writers: 6, changes: 3000, keys: 200, persistEv: 100, materEv: 3, ctxLimit: 20 * time.Second}
+	runs := wl.run(t, l, 2)
+	verify(t, inner, ReadOptions{}, runs)
+	m := l.Metrics()
+	st := store.Stats()
+	t.Logf("puts %d, injected errors %d, stalls %d; metrics %+v", st.Put.Calls, st.Put.Errors, st.Put.Stalls, m)
+	if m.FailedBatches != 0 || m.FailedAttempts < st.Put.Errors {
+		t.Errorf("FailedBatches %d, FailedAttempts %d for %d injected errors", m.FailedBatches, m.FailedAttempts, st.Put.Errors)
+	}
+}
+
+// TestDedupWithinBatch: only the last change per (writer, state, key) of a
+// batch is uploaded, and replay gives the batch's final state.
+func TestDedupWithinBatch(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Hour})
+	w := l.Writer("w")
+	steps := []change{
+		{kg: 1, state: 1, key: "a", value: "1"},
+		{kg: 1, state: 1, key: "a", value: "2"},
+		{kg: 1, state: 2, key: "a", value: "x"}, // other state: kept
+		{kg: 2, state: 1, key: "b", value: "3"},
+		{kg: 1, state: 1, key: "a", del: true},
+		{kg: 2, state: 1, key: "b", value: "4"},
+	}
+	for _, c := range steps {
+		if err := w.Append(c.kg, c.state, []byte(c.key), []byte(c.value), c.del); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := w.Persist(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Objects) != 1 || h.Upto != 6 {
+		t.Fatalf("handle %+v", h)
+	}
+	data, _ := store.Get(context.Background(), h.Objects[0])
+	o, err := DecodeObject(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for _, c := range o.Sections[0].Changes {
+		seqs = append(seqs, c.Seq)
+	}
+	if !reflect.DeepEqual(seqs, []uint64{3, 5, 6}) {
+		t.Errorf("uploaded changes %v, want [3 5 6]", seqs)
+	}
+	if m := l.Metrics(); m.DroppedChanges != 3 || m.Changes != 6 {
+		t.Errorf("Changes %d, DroppedChanges %d; want 6, 3", m.Changes, m.DroppedChanges)
+	}
+	got := newSyncModel()
+	if err := Read(context.Background(), store, ReadOptions{}, []Handle{h}, 0, 10, got.apply); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got.m, replay(model{}, steps, 0, 6)); d != "" {
+		t.Error(d)
+	}
+	// A materialization point inside the batch: snapshot at 4 + replay.
+	h4 := h
+	h4.After = 4
+	got = newSyncModel()
+	got.m = replay(model{}, steps, 0, 4)
+	if err := Read(context.Background(), store, ReadOptions{}, []Handle{h4}, 0, 10, got.apply); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got.m, replay(model{}, steps, 0, 6)); d != "" {
+		t.Error(d)
+	}
+}
+
+// TestPersistRanges: successive Persists describe exactly their changes;
+// a Persist without new changes has no objects; after may not go back.
+func TestPersistRanges(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Hour})
+	w := l.Writer("w")
+	ctx := context.Background()
+	appendN := func(from, to int) {
+		for i := from; i <= to; i++ {
+			if err := w.Append(0, 1, []byte(fmt.Sprint("k", i%7)), []byte(fmt.Sprint(i)), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN(1, 10)
+	h1, err := w.Persist(ctx, 0)
+	if err != nil || len(h1.Objects) != 1 || h1.Upto != 10 {
+		t.Fatalf("h1 %+v %v", h1, err)
+	}
+	appendN(11, 20)
+	h2, err := w.Persist(ctx, 0)
+	if err != nil || len(h2.Objects) != 2 || h2.Objects[0] != h1.Objects[0] || h2.Upto != 20 {
+		t.Fatalf("h2 %+v %v", h2, err)
+	}
+	h3, err := w.Persist(ctx, 10) // materialized at 10: the first batch is no longer needed
+	if err != nil || !reflect.DeepEqual(h3.Objects, h2.Objects[1:]) || h3.After != 10 {
+		t.Fatalf("h3 %+v %v", h3, err)
+	}
+	h4, err := w.Persist(ctx, 20)
+	if err != nil || len(h4.Objects) != 0 || h4.Upto != 20 {
+		t.Fatalf("h4 %+v %v", h4, err)
+	}
+	if _, err := w.Persist(ctx, 5); err == nil {
+		t.Error("Persist with a smaller after than before: no error")
+	}
+	if _, err := w.Persist(ctx, 21); err == nil {
+		t.Error("Persist after beyond Seq: no error")
+	}
+	// h1 still replays exactly changes 1..10 although later ones exist.
+	var changes []change
+	for i := 1; i <= 10; i++ {
+		changes = append(changes, change{state: 1, key: fmt.Sprint("k", i%7), value: fmt.Sprint(i)})
+	}
+	got := newSyncModel()
+	if err := Read(ctx, store, ReadOptions{}, []Handle{h1}, 0, 1, got.apply); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got.m, replay(model{}, changes, 0, 10)); d != "" {
+		t.Error(d)
+	}
+	// Restart: a writer continuing after 20 numbers from 21; both runs'
+	// handles replay in order.
+	l2 := openLog(t, store, Options{FlushInterval: time.Hour})
+	w2 := l2.WriterFrom("w", 20)
+	if w2.Seq() != 20 {
+		t.Fatalf("Seq = %d", w2.Seq())
+	}
+	if err := w2.Append(0, 1, []byte("k1"), []byte("new"), false); err != nil {
+		t.Fatal(err)
+	}
+	h5, err := w2.Persist(ctx, 20)
+	if err != nil || h5.After != 20 || h5.Upto != 21 {
+		t.Fatalf("h5 %+v %v", h5, err)
+	}
+	got = newSyncModel()
+	if err := Read(ctx, store, ReadOptions{}, []Handle{h5, h2}, 0, 1, got.apply); err != nil {
+		t.Fatal(err)
+	}
+	if v := got.m[skey{0, 1, "k1"}]; v != "new" {
+		t.Errorf("k1 = %q after replaying both runs, want \"new\"", v)
+	}
+}
+
+// TestReadDetectsMissingChanges: a handle whose objects do not hold its
+// last change (a replaced object) is an error.
+func TestReadDetectsMissingChanges(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Hour})
+	w := l.Writer("w")
+	w.Append(0, 1, []byte("a"), []byte("1"), false)
+	h, err := w.Persist(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := h
+	bad.Upto = 2
+	err = Read(context.Background(), store, ReadOptions{}, []Handle{bad}, 0, 1, newSyncModel().apply)
+	if err == nil || !strings.Contains(err.Error(), "hold no change 2") {
+		t.Errorf("err = %v", err)
+	}
+	store.Delete(context.Background(), h.Objects[0])
+	err = Read(context.Background(), store, ReadOptions{}, []Handle{h}, 0, 1, newSyncModel().apply)
+	if !errors.Is(err, blob.ErrNotFound) || !strings.Contains(err.Error(), h.Objects[0]) {
+		t.Errorf("missing object: err = %v", err)
+	}
+}
+
+// TestLocalCopies: local recovery reads the local copy (also when the
+// remote object is gone), falls back to the store when the copy is
+// damaged, and copies are deleted once no writer needs them.
+func TestLocalCopies(t *testing.T) {
+	store := fileStore(t)
+	local := t.TempDir()
+	l := openLog(t, store, Options{FlushInterval: time.Hour, LocalDir: local, ObjectName: func(n uint64) string {
+		return fmt.Sprintf("checkpoints/%020d/dstl-run-%d", 7, n)
+	}})
+	w := l.Writer("w")
+	ctx := context.Background()
+	var changes []change
+	for i := 1; i <= 100; i++ {
+		c := change{kg: uint32(i % 4), state: 1, key: fmt.Sprint(i % 30), value: fmt.Sprint(i)}
+		changes = append(changes, c)
+		w.Append(c.kg, c.state, []byte(c.key), []byte(c.value), false)
+		if i%25 == 0 {
+			if _, err := w.Persist(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h, err := w.Persist(ctx, 0)
+	if err != nil || len(h.Objects) != 4 {
+		t.Fatalf("%+v %v", h, err)
+	}
+	want := replay(model{}, changes, 0, 100)
+	read := func(opts ReadOptions) (*ReadStats, error) {
+		st := &ReadStats{}
+		opts.Stats = st
+		got := newSyncModel()
+		err := Read(ctx, store, opts, []Handle{h}, 0, 4, got.apply)
+		if err == nil {
+			if d := diff(got.m, want); d != "" {
+				t.Fatal(d)
+			}
+		}
+		return st, err
+	}
+	for _, o := range h.Objects {
+		if _, err := os.Stat(filepath.Join(local, filepath.FromSlash(o))); err != nil {
+			t.Fatalf("no local copy of %s: %v", o, err)
+		}
+	}
+	// Remote object gone: the local copy serves.
+	if err := store.Delete(ctx, h.Objects[0]); err != nil {
+		t.Fatal(err)
+	}
+	st, err := read(ReadOptions{LocalDir: local})
+	if err != nil || st.LocalReads != 4 || st.RemoteReads != 0 {
+		t.Fatalf("read with remote deleted: %v, stats %+v", err, st)
+	}
+	if _, err := read(ReadOptions{}); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("read without local dir: err = %v, want not found", err)
+	}
+	// Damaged local copies (a flipped byte, a torn write) fall back to the
+	// store.
+	p1 := filepath.Join(local, filepath.FromSlash(h.Objects[1]))
+	data, _ := os.ReadFile(p1)
+	data[len(data)/2] ^= 0x40
+	os.WriteFile(p1, data, 0o644)
+	p2 := filepath.Join(local, filepath.FromSlash(h.Objects[2]))
+	data, _ = os.ReadFile(p2)
+	os.WriteFile(p2, data[:len(data)-3], 0o644)
+	os.Remove(filepath.Join(local, filepath.FromSlash(h.Objects[3])))
+	st, err = read(ReadOptions{LocalDir: local})
+	if err != nil || st.LocalReads != 1 || st.LocalCorrupt != 2 || st.LocalMissing != 1 || st.RemoteReads != 3 {
+		t.Fatalf("read with damaged copies: %v, stats %+v", err, st)
+	}
+	// Materialized past everything: the local copies go.
+	if _, err := w.Persist(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if m := l.Metrics(); m.LocalWrites != 4 || m.LocalDeletes != 3 { // one was removed by hand
+		t.Errorf("LocalWrites %d, LocalDeletes %d", m.LocalWrites, m.LocalDeletes)
+	}
+	// PruneLocal keeps what a handle references.
+	w.Append(0, 1, []byte("x"), []byte("y"), false)
+	h2, _ := w.Persist(ctx, 100)
+	os.WriteFile(filepath.Join(local, "stray"), []byte("x"), 0o644)
+	if err := PruneLocal(local, []Handle{h2}); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	filepath.WalkDir(local, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(local, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if !reflect.DeepEqual(files, h2.Objects) {
+		t.Errorf("after PruneLocal: %v, want %v", files, h2.Objects)
+	}
+}
+
+// slowFirst delays the Puts of first attempts (names without "-h") by
+// delay; honorCtx says whether the delay ends when the context is done.
+func slowFirst(inner blob.Store, delay time.Duration, honorCtx bool, slow *atomic.Int64) *hookStore {
+	return &hookStore{Store: inner, put: func(ctx context.Context, name string, data []byte) error {
+		if !strings.Contains(name, "-h") {
+			slow.Add(1)
+			if honorCtx {
+				select {
+				case <-time.After(delay):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			} else {
+				time.Sleep(delay)
+				return inner.Put(context.Background(), name, data)
+			}
+		}
+		return inner.Put(ctx, name, data)
+	}}
+}
+
+// TestHedgedUpload: with every first attempt taking 3s and UploadTimeout
+// 50ms, Persist returns well before the slow attempts would finish (a ctx
+// deadline of 2s proves it), via hedges; the slow attempts' objects are
+// deleted, also when they finish after losing.
+func TestHedgedUpload(t *testing.T) {
+	for _, honor := range []bool{true, false} {
+		t.Run(fmt.Sprintf("honorCtx=%v", honor), func(t *testing.T) {
+			inner := fileStore(t)
+			var slow atomic.Int64
+			delay := 3 * time.Second
+			if !honor {
+				delay = 300 * time.Millisecond // finishes late, after losing
+			}
+			store := slowFirst(inner, delay, honor, &slow)
+			l, err := Open(store, Options{FlushInterval: time.Hour, UploadTimeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := l.Writer("w")
+			var hs []Handle
+			for round := range 3 {
+				for i := range 10 {
+					w.Append(0, 1, []byte(fmt.Sprint(i)), []byte(fmt.Sprint(round)), false)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				h, err := w.Persist(ctx, 0)
+				cancel()
+				if err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				hs = append(hs, h)
+			}
+			for _, h := range hs {
+				for _, o := range h.Objects {
+					if !strings.HasSuffix(o, "-h1") {
+						t.Errorf("object %s did not come from the hedge", o)
+					}
+				}
+			}
+			m := l.Metrics()
+			if m.HedgedUploads != 3 || m.Uploads != 3 || m.FailedBatches != 0 {
+				t.Errorf("metrics %+v", m)
+			}
+			if err := l.Close(); err != nil { // waits for the losers' deletion
+				t.Fatal(err)
+			}
+			m = l.Metrics()
+			if m.LoserDeletes != 3 {
+				t.Errorf("LoserDeletes = %d", m.LoserDeletes)
+			}
+			names, _ := inner.List(context.Background(), "")
+			if len(names) != 3 {
+				t.Errorf("store holds %v, want only the 3 winners", names)
+			}
+			for _, n := range names {
+				if !strings.HasSuffix(n, "-h1") {
+					t.Errorf("loser %s left behind", n)
+				}
+			}
+			got := newSyncModel()
+			if err := Read(context.Background(), inner, ReadOptions{}, hs[2:], 0, 1, got.apply); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.m) != 10 || got.m[skey{0, 1, "3"}] != "2" {
+				t.Errorf("replayed %v", got.m)
+			}
+		})
+	}
+}
+
+// TestLongTailLatency: upload latency from a long-tailed distribution
+// (p50 2ms, p99 100ms, p99.9 3s); hedging keeps every Persist within a
+// 1.5s deadline although some uploads take seconds.
+func TestLongTailLatency(t *testing.T) {
+	inner := fileStore(t)
+	store := faulty.New(inner, faulty.Options{Latency: faulty.LongTail(2*time.Millisecond, 100*time.Millisecond, 3*time.Second),
+		Seed: 3, PutOnly: true})
+	l := openLog(t, store, Options{FlushInterval: 2 * time.Millisecond, UploadTimeout: 50 * time.Millisecond})
+	wl := workload{writers: 4, changes: 2000, keys: 100, persistEv: 25, materEv: 4, ctxLimit: 1500 * time.Millisecond}
+	runs := wl.run(t, l, 3)
+	m := l.Metrics()
+	t.Logf("metrics %+v; injected put latency %v over %d puts", m, store.Stats().Put.Latency, store.Stats().Put.Calls)
+	if m.HedgedUploads == 0 {
+		t.Errorf("no hedged uploads: %+v", m)
+	}
+	if m.FailedBatches != 0 {
+		t.Errorf("failed batches: %+v", m)
+	}
+	verify(t, inner, ReadOptions{}, runs)
+}
+
+// TestRetryAfterErrors: failed attempts are retried; MaxAttempts failures
+// fail the batch, Persist and later Appends with an error naming the
+// batch's object and the cause, and the attempts' objects are deleted.
+func TestRetryAfterErrors(t *testing.T) {
+	inner := newMemStore()
+	var calls atomic.Int64
+	failFirst := int64(2)
+	store := &hookStore{Store: inner, put: func(ctx context.Context, name string, data []byte) error {
+		if calls.Add(1) <= failFirst {
+			inner.Put(ctx, name, data) // written, yet reported failed
+			return errors.New("503 slow down")
+		}
+		return inner.Put(ctx, name, data)
+	}}
+	l := openLog(t, store, Options{FlushInterval: time.Hour, RetryBackoff: time.Millisecond})
+	w := l.Writer("w")
+	w.Append(0, 1, []byte("a"), []byte("1"), false)
+	h, err := w.Persist(context.Background(), 0)
+	if err != nil || h.Objects[0] != "dstl/"+strings.Split(h.Objects[0], "/")[1]+"/00000000000000000001-h2" {
+		t.Fatalf("%+v %v", h, err)
+	}
+	l.Close()
+	if m := l.Metrics(); m.Retries != 2 || m.FailedAttempts != 2 || m.LoserDeletes != 2 {
+		t.Errorf("metrics %+v", m)
+	}
+	if names, _ := inner.List(context.Background(), ""); !reflect.DeepEqual(names, h.Objects) {
+		t.Errorf("store holds %v, want %v", names, h.Objects)
+	}
+
+	// Every attempt fails.
+	calls.Store(0)
+	failFirst = 1 << 40
+	l = openLog(t, store, Options{FlushInterval: time.Hour, RetryBackoff: time.Millisecond,
+		ObjectName: func(n uint64) string { return fmt.Sprintf("b/%d", n) }})
+	w = l.Writer("w")
+	w.Append(0, 1, []byte("a"), []byte("1"), false)
+	_, err = w.Persist(context.Background(), 0)
+	var be *BatchError
+	if !errors.As(err, &be) || be.Attempts != 3 || be.Object != "b/1" || !strings.Contains(err.Error(), `"b/1"`) ||
+		!strings.Contains(err.Error(), "503 slow down") {
+		t.Fatalf("err = %v", err)
+	}
+	if err := w.Append(0, 1, []byte("b"), nil, true); !errors.As(err, &be) {
+		t.Errorf("Append after a failed batch: %v", err)
+	}
+	if err := l.Close(); !errors.As(err, &be) {
+		t.Errorf("Close: %v", err)
+	}
+	if names, _ := inner.List(context.Background(), "b/"); len(names) != 0 {
+		t.Errorf("failed attempts left %v", names)
+	}
+	if m := l.Metrics(); m.FailedBatches != 1 || m.Attempts != 3 || m.FailedAttempts != 3 {
+		t.Errorf("metrics %+v", m)
+	}
+}
+
+// TestBackpressure: while uploads hang, Append blocks once MaxInFlight is
+// exceeded instead of failing, and continues when they finish.
+func TestBackpressure(t *testing.T) {
+	inner := newMemStore()
+	gate := make(chan struct{})
+	store := &hookStore{Store: inner, put: func(ctx context.Context, name string, data []byte) error {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return inner.Put(ctx, name, data)
+	}}
+	l := openLog(t, store, Options{FlushInterval: time.Millisecond, MaxInFlight: 64 << 10, UploadTimeout: time.Hour})
+	w := l.Writer("w")
+	value := make([]byte, 1000)
+	var appended atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		for i := range 1000 {
+			if err := w.Append(0, 1, []byte(fmt.Sprint(i)), value, false); err != nil {
+				done <- err
+				return
+			}
+			appended.Add(1)
+		}
+		done <- nil
+	}()
+	waitFor(t, 10*time.Second, "an Append to block", func() bool { return l.Metrics().BlockedAppends > 0 })
+	if n := appended.Load(); n > 80 {
+		t.Errorf("%d KB appended with 64 KB in flight allowed", n)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("appender finished while uploads hang: %v", err)
+	default:
+	}
+	if m := l.Metrics(); m.BytesInFlight <= 64<<10 {
+		t.Errorf("BytesInFlight = %d while blocked", m.BytesInFlight)
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	h, err := w.Persist(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := newSyncModel()
+	if err := Read(context.Background(), inner, ReadOptions{}, []Handle{h}, 0, 1, got.apply); err != nil || len(got.m) != 1000 {
+		t.Fatalf("read %d entries: %v", len(got.m), err)
+	}
+	if m := l.Metrics(); m.BlockedTime <= 0 {
+		t.Errorf("BlockedTime = %v", m.BlockedTime)
+	}
+}
+
+// TestFlushTriggers: the timer and the per-writer size threshold upload
+// without a Persist.
+func TestFlushTriggers(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: 5 * time.Millisecond})
+	l.Writer("w").Append(0, 1, []byte("a"), []byte("b"), false)
+	waitFor(t, 5*time.Second, "the timer to upload", func() bool { return l.Metrics().Uploads == 1 })
+
+	l2 := openLog(t, store, Options{FlushInterval: time.Hour, WriterFlushBytes: 1 << 10})
+	w := l2.Writer("w")
+	for i := range 20 {
+		w.Append(0, 1, []byte(fmt.Sprint(i)), make([]byte, 100), false)
+	}
+	waitFor(t, 5*time.Second, "the writer threshold to upload", func() bool { return l2.Metrics().Uploads >= 1 })
+
+	l3 := openLog(t, store, Options{FlushInterval: time.Hour, FlushBytes: 1 << 10})
+	for i := range 20 {
+		l3.Writer(fmt.Sprint("w", i)).Append(0, 1, []byte("k"), make([]byte, 100), false)
+	}
+	waitFor(t, 5*time.Second, "the log threshold to upload", func() bool { return l3.Metrics().Uploads >= 1 })
+}
+
+// TestClosed: methods after Close and Writer.Close fail with ErrClosed.
+func TestClosed(t *testing.T) {
+	l, err := Open(newMemStore(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := l.Writer("w")
+	w2 := l.Writer("w2")
+	w2.Close()
+	if err := w2.Append(0, 0, nil, nil, false); !errors.Is(err, ErrClosed) {
+		t.Errorf("append on closed writer: %v", err)
+	}
+	w3 := l.Writer("w") // replaces w
+	if err := w.Append(0, 0, nil, nil, false); !errors.Is(err, ErrClosed) {
+		t.Errorf("append on replaced writer: %v", err)
+	}
+	if err := w3.Append(0, 0, nil, nil, false); err != nil {
+		t.Error(err)
+	}
+	l.Close()
+	if err := w3.Append(0, 0, nil, nil, false); !errors.Is(err, ErrClosed) {
+		t.Errorf("append after Close: %v", err)
+	}
+	if _, err := w3.Persist(context.Background(), 0); !errors.Is(err, ErrClosed) {
+		t.Errorf("persist after Close: %v", err)
+	}
+	if _, err := Open(newMemStore(), Options{MaxAttempts: -1}); err == nil {
+		t.Error("negative option accepted")
+	}
+}
+
+// TestHandleSerde: Handle is encodable by serde, as checkpoints store it.
+func TestHandleSerde(t *testing.T) {
+	c, err := serde.For[Handle]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Handle{Writer: "distance-3", After: 10, Upto: 99, Objects: []string{"a/1", "a/2-h1"}, Size: 1234}
+	b, err := c.Append(nil, &h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Handle
+	if err := c.Decode(b, &out); err != nil || !reflect.DeepEqual(out, h) {
+		t.Fatalf("%+v %v", out, err)
+	}
+}

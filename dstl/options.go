@@ -1,0 +1,150 @@
+package dstl
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// Options configure a Log. Zero fields take the defaults documented on
+// each field.
+type Options struct {
+	// FlushInterval is how long a change may wait in the current batch: the
+	// batch is uploaded once this much time has passed since its first
+	// change was queued. Default 10ms.
+	FlushInterval time.Duration
+	// FlushBytes uploads the current batch once this many bytes of changes
+	// are queued in it, over all writers. Default 10 MB.
+	FlushBytes int
+	// WriterFlushBytes uploads the current batch early once one writer
+	// holds this many bytes of it. Default 5 MB.
+	WriterFlushBytes int
+	// MaxInFlight bounds the bytes queued or uploading; Append blocks
+	// (backpressure) while more than this many are, and never fails for
+	// it. Default 100 MB, at most 512 MB.
+	MaxInFlight int
+	// UploadTimeout is how long an upload attempt may take before a second
+	// attempt starts in parallel (a hedged request). The first attempt to
+	// succeed wins; the others are cancelled and their objects deleted.
+	// Default 1s.
+	UploadTimeout time.Duration
+	// MaxAttempts is the number of upload attempts per batch, hedges and
+	// retries after failures together. When all of them have failed, the
+	// batch fails, and so do Persist and later Appends. Default 3.
+	MaxAttempts int
+	// AttemptTimeout cancels an attempt that has not finished after this
+	// long; it then counts as failed. It keeps a stalled store from
+	// blocking a batch forever. Default 30s.
+	AttemptTimeout time.Duration
+	// RetryBackoff is the pause before the retry that follows a failed
+	// attempt; it doubles with each failure of the batch, up to
+	// UploadTimeout. Default 10ms.
+	RetryBackoff time.Duration
+	// Compression compresses each object with zstd.
+	Compression bool
+	// LocalDir, if set, receives a local copy of every uploaded object,
+	// under the object's name. Read with the same ReadOptions.LocalDir
+	// reads local copies first (local recovery), verifying their
+	// checksums and falling back to the store.
+	LocalDir string
+	// ObjectName names the n-th batch uploaded by the log (n from 1). It is
+	// called when the batch is sealed; extra attempts of the batch add
+	// "-h1", "-h2", ... to the name. Names must never repeat across logs
+	// sharing a store, also across restarts: a Put replaces an existing
+	// object, which may belong to a checkpoint. The runtime names batches
+	// "checkpoints/<id>/dstl-<run>-<n>", so that the checkpoint garbage
+	// collection deletes them (see the package documentation). The
+	// default is "dstl/<run>/<%020d n>", with run a random token drawn by
+	// Open.
+	ObjectName func(seq uint64) string
+}
+
+// Defaults.
+const (
+	DefaultFlushInterval    = 10 * time.Millisecond
+	DefaultFlushBytes       = 10 << 20
+	DefaultWriterFlushBytes = 5 << 20
+	DefaultMaxInFlight      = 100 << 20
+	DefaultUploadTimeout    = time.Second
+	DefaultMaxAttempts      = 3
+	DefaultAttemptTimeout   = 30 * time.Second
+	DefaultRetryBackoff     = 10 * time.Millisecond
+
+	maxInFlightLimit = 512 << 20
+)
+
+// withDefaults validates o and fills in its zero fields.
+func (o Options) withDefaults() (Options, error) {
+	type check struct {
+		name string
+		neg  bool
+	}
+	for _, c := range []check{
+		{"FlushInterval", o.FlushInterval < 0},
+		{"FlushBytes", o.FlushBytes < 0},
+		{"WriterFlushBytes", o.WriterFlushBytes < 0},
+		{"MaxInFlight", o.MaxInFlight < 0},
+		{"UploadTimeout", o.UploadTimeout < 0},
+		{"MaxAttempts", o.MaxAttempts < 0},
+		{"AttemptTimeout", o.AttemptTimeout < 0},
+		{"RetryBackoff", o.RetryBackoff < 0},
+	} {
+		if c.neg {
+			return o, fmt.Errorf("dstl: Options.%s is negative", c.name)
+		}
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defInt := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.FlushInterval, DefaultFlushInterval)
+	def(&o.UploadTimeout, DefaultUploadTimeout)
+	def(&o.AttemptTimeout, DefaultAttemptTimeout)
+	def(&o.RetryBackoff, DefaultRetryBackoff)
+	defInt(&o.FlushBytes, DefaultFlushBytes)
+	defInt(&o.WriterFlushBytes, DefaultWriterFlushBytes)
+	defInt(&o.MaxInFlight, DefaultMaxInFlight)
+	defInt(&o.MaxAttempts, DefaultMaxAttempts)
+	if o.MaxInFlight > maxInFlightLimit {
+		return o, fmt.Errorf("dstl: Options.MaxInFlight %d exceeds the limit of %d bytes", o.MaxInFlight, maxInFlightLimit)
+	}
+	if o.ObjectName == nil {
+		var b [8]byte
+		rand.Read(b[:])
+		run := hex.EncodeToString(b[:])
+		o.ObjectName = func(seq uint64) string { return fmt.Sprintf("dstl/%s/%020d", run, seq) }
+	}
+	return o, nil
+}
+
+// Metrics are counters of a Log since Open, and gauges of its present
+// state.
+type Metrics struct {
+	Changes        int64 // changes sealed into batches
+	DroppedChanges int64 // of those, superseded by a later change of the same writer, state and key in the same batch, and not uploaded
+	Batches        int64 // batches sealed
+	Uploads        int64 // batches uploaded successfully
+	FailedBatches  int64 // batches that failed after all attempts
+	Attempts       int64 // upload attempts started
+	HedgedUploads  int64 // attempts started because earlier ones were slower than UploadTimeout
+	Retries        int64 // attempts started after a failed one
+	FailedAttempts int64 // attempts that failed (including those cancelled by AttemptTimeout)
+	LoserDeletes   int64 // objects of attempts that did not win, deleted
+	DeleteErrors   int64 // deletions of losers' objects that failed (the checkpoint GC removes them later)
+	BytesRaw       int64 // uncompressed bytes of the uploaded objects' bodies
+	BytesUploaded  int64 // bytes of the uploaded objects (winning attempts)
+	BytesInFlight  int64 // bytes queued or uploading now (gauge)
+	BlockedAppends int64 // Appends that had to wait for MaxInFlight
+	BlockedTime    time.Duration
+	Persists       int64 // Persist calls that returned a Handle
+	LocalWrites    int64 // local copies written
+	LocalErrors    int64 // local copies that could not be written (reads fall back to the store)
+	LocalDeletes   int64 // local copies deleted because no writer needs them any more
+}

@@ -1,0 +1,330 @@
+package dstl
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eddyflow/eddy/blob"
+)
+
+// ReadOptions configure Read.
+type ReadOptions struct {
+	// LocalDir is where the log kept local copies (Options.LocalDir). If
+	// set, Read reads an object's local copy first, and the store only if
+	// the copy is missing or fails verification.
+	LocalDir string
+	// Parallelism is the number of objects fetched, and of key groups
+	// applied, concurrently. Default 4.
+	Parallelism int
+	// Stats, if not nil, receives counts of what Read did.
+	Stats *ReadStats
+}
+
+// ReadStats counts what a Read did.
+type ReadStats struct {
+	Objects      int64 // distinct objects read
+	LocalReads   int64 // of those, read from a local copy
+	LocalMissing int64 // local copies that did not exist
+	LocalCorrupt int64 // local copies that failed verification (then read from the store)
+	RemoteReads  int64 // objects read from the store
+	Applied      int64 // changes passed to apply
+	Skipped      int64 // changes outside the handles' ranges or the key-group range
+}
+
+// Read replays the changes the handles describe whose key group is in
+// [kgStart, kgEnd), calling apply for each. Changes of one writer are
+// applied in sequence order (across its handles; handles of one writer
+// may overlap), the writers of one key group in the order they first
+// appear in handles. Key groups are applied in parallel
+// (ReadOptions.Parallelism): apply is called concurrently for different
+// key groups, never for the same one, so it must be safe for concurrent
+// calls with different kg. key and value alias Read's buffers: apply must
+// copy them to keep them. Within a batch only the last change per
+// (writer, state, key) was uploaded, so apply sees the final value of a
+// key per batch rather than every intermediate one; the state after
+// replaying is the same.
+//
+// Read verifies every object and checks that each handle's last change
+// (its Upto) is present, so a missing, damaged or replaced object is an
+// error, not a silent gap. The first error from apply stops Read and is
+// returned.
+func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Handle, kgStart, kgEnd uint32,
+	apply func(kg, state uint32, key, value []byte, del bool) error) error {
+	if kgStart > kgEnd {
+		return fmt.Errorf("dstl: read: key-group range [%d,%d) is inverted", kgStart, kgEnd)
+	}
+	par := opts.Parallelism
+	if par <= 0 {
+		par = 4
+	}
+	type span struct {
+		after, upto uint64
+		handle      int
+	}
+	type writerInfo struct {
+		ord   int
+		spans []span
+	}
+	writers := map[string]*writerInfo{}
+	var names []string
+	index := map[string]int{}
+	for i, h := range handles {
+		if h.After > h.Upto {
+			return fmt.Errorf("dstl: read: handle %d of writer %q: after %d > upto %d", i, h.Writer, h.After, h.Upto)
+		}
+		if len(h.Objects) == 0 {
+			if h.After < h.Upto {
+				return fmt.Errorf("dstl: read: handle %d of writer %q: changes (%d,%d] but no objects", i, h.Writer, h.After, h.Upto)
+			}
+			continue
+		}
+		w := writers[h.Writer]
+		if w == nil {
+			w = &writerInfo{ord: len(writers)}
+			writers[h.Writer] = w
+		}
+		w.spans = append(w.spans, span{h.After, h.Upto, i})
+		for _, o := range h.Objects {
+			if err := blob.ValidateName(o); err != nil {
+				return fmt.Errorf("dstl: read: handle %d of writer %q: %w", i, h.Writer, err)
+			}
+			if _, ok := index[o]; !ok {
+				index[o] = len(names)
+				names = append(names, o)
+			}
+		}
+	}
+
+	// Fetch and decode every object.
+	var st struct{ local, missing, corrupt, remote atomic.Int64 }
+	objs := make([]*Object, len(names))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		errMu    sync.Mutex
+		firstErr error
+	)
+	setErr := func(err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		errMu.Unlock()
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(par, len(names)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(names) || ctx.Err() != nil {
+					return
+				}
+				name := names[i]
+				if opts.LocalDir != "" {
+					data, err := os.ReadFile(localPath(opts.LocalDir, name))
+					if err == nil {
+						if o, err := DecodeObject(data); err == nil {
+							objs[i] = o
+							st.local.Add(1)
+							continue
+						}
+						st.corrupt.Add(1)
+					} else {
+						st.missing.Add(1)
+					}
+				}
+				o, err := fetchRemote(ctx, store, name)
+				if err != nil {
+					setErr(err)
+					return
+				}
+				st.remote.Add(1)
+				objs[i] = o
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dstl: read: %w", err)
+	}
+
+	// Select the changes and bucket them by key group.
+	type ref struct {
+		ord int
+		c   *Change
+	}
+	buckets := map[uint32][]ref{}
+	sawUpto := make([]bool, len(handles))
+	var skipped int64
+	for _, o := range objs {
+		for si := range o.Sections {
+			s := &o.Sections[si]
+			w := writers[s.Writer]
+			if w == nil {
+				skipped += int64(len(s.Changes))
+				continue
+			}
+			for ci := range s.Changes {
+				c := &s.Changes[ci]
+				in := false
+				for _, sp := range w.spans {
+					if c.Seq > sp.after && c.Seq <= sp.upto {
+						in = true
+						if c.Seq == sp.upto {
+							sawUpto[sp.handle] = true
+						}
+					}
+				}
+				if !in || c.KeyGroup < kgStart || c.KeyGroup >= kgEnd {
+					skipped++
+					continue
+				}
+				buckets[c.KeyGroup] = append(buckets[c.KeyGroup], ref{w.ord, c})
+			}
+		}
+	}
+	for i, h := range handles {
+		if h.After < h.Upto && !sawUpto[i] {
+			return fmt.Errorf("dstl: read: handle %d of writer %q (%d,%d]: its objects %q hold no change %d; an object is missing, stale or replaced",
+				i, h.Writer, h.After, h.Upto, h.Objects, h.Upto)
+		}
+	}
+
+	// Apply, key groups in parallel.
+	kgs := make([]uint32, 0, len(buckets))
+	for kg := range buckets {
+		kgs = append(kgs, kg)
+	}
+	slices.Sort(kgs)
+	var applied atomic.Int64
+	next.Store(0)
+	for range min(par, len(kgs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(kgs) || ctx.Err() != nil {
+					return
+				}
+				kg := kgs[i]
+				refs := buckets[kg]
+				slices.SortStableFunc(refs, func(a, b ref) int {
+					return cmp.Or(cmp.Compare(a.ord, b.ord), cmp.Compare(a.c.Seq, b.c.Seq))
+				})
+				for j, r := range refs {
+					if j > 0 && refs[j-1].ord == r.ord && refs[j-1].c.Seq == r.c.Seq {
+						continue // the same change twice: overlapping objects
+					}
+					if err := apply(kg, r.c.State, r.c.Key, r.c.Value, r.c.Delete); err != nil {
+						setErr(err)
+						return
+					}
+					applied.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if opts.Stats != nil {
+		*opts.Stats = ReadStats{
+			Objects: int64(len(names)), LocalReads: st.local.Load(), LocalMissing: st.missing.Load(),
+			LocalCorrupt: st.corrupt.Load(), RemoteReads: st.remote.Load(), Applied: applied.Load(), Skipped: skipped,
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dstl: read: %w", err)
+	}
+	return nil
+}
+
+// fetchRemote gets and decodes an object from the store, retrying
+// transient errors twice.
+func fetchRemote(ctx context.Context, store blob.Store, name string) (*Object, error) {
+	var err error
+	for try := 0; try < 3; try++ {
+		if try > 0 {
+			select {
+			case <-time.After(time.Duration(10<<try) * time.Millisecond):
+			case <-ctx.Done():
+				return nil, fmt.Errorf("dstl: read object %q: %w (after %v)", name, ctx.Err(), err)
+			}
+		}
+		var data []byte
+		data, err = store.Get(ctx, name)
+		if err == nil {
+			o, derr := DecodeObject(data)
+			if derr != nil {
+				return nil, fmt.Errorf("dstl: read object %q: %w", name, derr)
+			}
+			return o, nil
+		}
+		if errors.Is(err, blob.ErrNotFound) || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("dstl: read object %q: %w", name, err)
+}
+
+// PruneLocal deletes the local copies in dir that none of keep references,
+// and leftover temporary files. A restored job calls it with the handles
+// of the checkpoint it restored from, to drop the copies of earlier runs.
+func PruneLocal(dir string, keep []Handle) error {
+	want := map[string]bool{}
+	for _, h := range keep {
+		for _, o := range h.Objects {
+			want[o] = true
+		}
+	}
+	var errs []error
+	var dirs []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			errs = append(errs, err)
+			return nil
+		}
+		if d.IsDir() {
+			if path != dir {
+				dirs = append(dirs, path)
+			}
+			return nil
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		if !want[filepath.ToSlash(rel)] || strings.HasPrefix(d.Name(), ".") {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		os.Remove(dirs[i]) // only succeeds for empty directories
+	}
+	return errors.Join(append(errs, err)...)
+}

@@ -1,0 +1,266 @@
+package dstl
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// upload encodes b, uploads it with hedged attempts, writes its local
+// copy, and publishes the outcome to the writers waiting in Persist.
+func (l *Log) upload(b *batch) {
+	defer l.uploads.Done()
+	raw := l.encode(b)
+	data, err := sealObject(raw, l.opts.Compression)
+	for _, p := range b.parts {
+		p.owner.recycle(p)
+	}
+	b.parts = nil
+	size := int64(len(data))
+	l.inflight.Add(size - b.queued)
+	l.broadcast()
+
+	var object string
+	if err == nil {
+		object, err = l.put(b, data)
+	} else {
+		err = &BatchError{Batch: b.seq, Object: b.name, Err: err}
+	}
+	if err == nil {
+		l.m.uploads.Add(1)
+		l.m.bytesUploaded.Add(size)
+		l.m.bytesRaw.Add(int64(len(raw) - headerSize))
+		l.writeLocal(b, object, data)
+	} else if !l.closed.Load() {
+		l.m.failedBatches.Add(1)
+	}
+	b.object, b.err = object, err
+	close(b.done)
+	l.inflight.Add(-size)
+	if err != nil && !l.closed.Load() {
+		l.fail(err)
+	}
+	l.broadcast()
+}
+
+// encode builds the raw body of b (after headerSize bytes of room for the
+// header): one section per part, without the superseded changes.
+func (l *Log) encode(b *batch) []byte {
+	n := headerSize + binary.MaxVarintLen64
+	for _, p := range b.parts {
+		n += 2*binary.MaxVarintLen64 + len(p.owner.name) + p.kept + 3*(len(p.entries)-p.dropped)
+	}
+	raw := make([]byte, headerSize, n)
+	raw = binary.AppendUvarint(raw, uint64(len(b.parts)))
+	for _, p := range b.parts {
+		raw = binary.AppendUvarint(raw, uint64(len(p.owner.name)))
+		raw = append(raw, p.owner.name...)
+		raw = binary.AppendUvarint(raw, uint64(len(p.entries)-p.dropped))
+		var prev uint64
+		for i := range p.entries {
+			e := &p.entries[i]
+			if e.superseded {
+				continue
+			}
+			raw = binary.AppendUvarint(raw, e.seq-prev)
+			prev = e.seq
+			raw = append(raw, p.buf[e.off:e.end]...)
+		}
+	}
+	return raw
+}
+
+// attempt is the outcome of one upload attempt.
+type attempt struct {
+	k   int
+	err error
+}
+
+// put uploads data as batch b: a first attempt under b.name, a hedge
+// (named b.name+"-h<k>") whenever the newest attempt has run for
+// UploadTimeout, and a retry after each failure, MaxAttempts in all. The
+// first attempt to succeed wins; the others are cancelled and their
+// objects deleted once they have finished, best effort.
+func (l *Log) put(b *batch, data []byte) (string, error) {
+	ctx, cancel := context.WithCancel(l.ctx)
+	results := make(chan attempt, l.opts.MaxAttempts)
+	var names []string
+	running := 0
+	start := func() {
+		k := len(names)
+		name := b.name
+		if k > 0 {
+			name = fmt.Sprintf("%s-h%d", b.name, k)
+		}
+		names = append(names, name)
+		running++
+		l.m.attempts.Add(1)
+		l.uploads.Add(1)
+		go func() {
+			defer l.uploads.Done()
+			actx, acancel := context.WithTimeout(ctx, l.opts.AttemptTimeout)
+			err := l.store.Put(actx, name, data)
+			acancel()
+			results <- attempt{k, err}
+		}()
+	}
+
+	start()
+	hedge := time.NewTimer(l.opts.UploadTimeout)
+	defer hedge.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	retryArmed := false
+	backoff := l.opts.RetryBackoff
+	var errs []error
+	winner := -1
+	for winner < 0 {
+		select {
+		case r := <-results:
+			running--
+			if r.err == nil {
+				winner = r.k
+				break
+			}
+			l.m.failedAttempts.Add(1)
+			errs = append(errs, fmt.Errorf("attempt %d (%s): %w", r.k+1, names[r.k], r.err))
+			if l.closed.Load() {
+				return l.abandon(b, names, running, -1, results, cancel, ErrClosed)
+			}
+			if len(names) < l.opts.MaxAttempts {
+				if !retryArmed {
+					retry.Reset(backoff)
+					retryArmed = true
+					backoff = min(2*backoff, l.opts.UploadTimeout)
+				}
+			} else if running == 0 {
+				return l.abandon(b, names, running, -1, results, cancel, &BatchError{
+					Batch: b.seq, Object: b.name, Attempts: len(names), Err: errors.Join(errs...)})
+			}
+		case <-hedge.C:
+			if len(names) < l.opts.MaxAttempts && running > 0 {
+				l.m.hedged.Add(1)
+				start()
+				hedge.Reset(l.opts.UploadTimeout)
+			}
+		case <-retry.C:
+			retryArmed = false
+			if len(names) < l.opts.MaxAttempts {
+				l.m.retries.Add(1)
+				start()
+				hedge.Reset(l.opts.UploadTimeout)
+			}
+		case <-l.ctx.Done():
+			return l.abandon(b, names, running, -1, results, cancel, ErrClosed)
+		}
+	}
+	_, err := l.abandon(b, names, running, winner, results, cancel, nil)
+	return names[winner], err
+}
+
+// abandon cancels the attempts still running and, in the background,
+// deletes the objects of every attempt but winner once all have finished.
+// It returns "" and err.
+func (l *Log) abandon(b *batch, names []string, running, winner int, results chan attempt, cancel context.CancelFunc, err error) (string, error) {
+	cancel()
+	losers := len(names)
+	if winner >= 0 {
+		losers--
+	}
+	if losers == 0 {
+		return "", err
+	}
+	l.uploads.Add(1)
+	go func() {
+		defer l.uploads.Done()
+		for ; running > 0; running-- {
+			<-results
+		}
+		for k, name := range names {
+			if k == winner {
+				continue
+			}
+			// A failed Put may have stored the object anyway; deleting a
+			// missing object is not an error.
+			dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if derr := l.store.Delete(dctx, name); derr != nil {
+				l.m.deleteErrors.Add(1)
+			} else {
+				l.m.loserDeletes.Add(1)
+			}
+			dcancel()
+		}
+	}()
+	return "", err
+}
+
+// localPath returns the file of the local copy of object in dir.
+func localPath(dir, object string) string {
+	return filepath.Join(dir, filepath.FromSlash(object))
+}
+
+// writeLocal writes the local copy of b's object, if LocalDir is set and
+// a writer still tracks b. It writes a temporary file and renames it, but
+// does not sync: a copy lost or torn in a crash fails its checksum and
+// Read falls back to the store.
+func (l *Log) writeLocal(b *batch, object string, data []byte) {
+	if l.opts.LocalDir == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.refs == 0 {
+		return
+	}
+	path := localPath(l.opts.LocalDir, object)
+	if err := writeFile(path, data); err != nil {
+		l.m.localErrors.Add(1)
+		return
+	}
+	b.local = path
+	l.m.localWrites.Add(1)
+}
+
+// writeFile writes data to path through a temporary file in its directory
+// (named with a leading '.', which Read and PruneLocal ignore).
+func writeFile(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+// release drops a writer's reference to b; the local copy of a batch no
+// writer tracks any more is deleted.
+func (l *Log) release(b *batch) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refs--
+	if b.refs > 0 || b.local == "" {
+		return
+	}
+	if err := os.Remove(b.local); err == nil {
+		l.m.localDeletes.Add(1)
+	}
+	b.local = ""
+}
