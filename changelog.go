@@ -78,6 +78,10 @@ type changelogState struct {
 	nextAt   time.Time
 	failures int
 	lastDur  time.Duration
+	// The last persisted log range, to report only new bytes per checkpoint.
+	lastAfter uint64
+	lastSize  int64
+	newBytes  int64 // materialized bytes not yet reported by a checkpoint
 }
 
 func newRunID() string {
@@ -192,6 +196,9 @@ func (sc *subtaskCtx) materialize() error {
 			continue
 		}
 		cl.failures = 0
+		for _, p := range cl.parts {
+			cl.newBytes += p.Size
+		}
 		cl.base, cl.baseLogs, cl.after = cl.parts, nil, cl.seq
 		cl.parts = nil
 		cl.lastDur = now.Sub(cl.started)
@@ -217,6 +224,8 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 	for _, l := range cl.baseLogs {
 		a.logs = append(a.logs, opLog{uid: rt.uid, part: l})
 	}
+	a.uploaded += cl.newBytes
+	cl.newBytes = 0
 	// The running materialization's blobs are not part of this checkpoint,
 	// but must outlive its pruning.
 	for _, p := range cl.parts {
@@ -224,6 +233,7 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 	}
 	after := cl.after
 	w := cl.w
+
 	return func(ctx context.Context) error {
 		if upto <= after {
 			return nil
@@ -235,7 +245,16 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 		a.logs = append(a.logs, opLog{uid: rt.uid, part: checkpoint.LogPart{Subtask: uint32(sc.subtask),
 			KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Writer: h.Writer, After: after, Upto: upto,
 			Objects: h.Objects, Size: h.Size}})
-		a.uploaded += h.Size
+		// Uploaded for this checkpoint: the log since the previous one, or
+		// all of it after a new materialization.
+		cl.mu.Lock()
+		if cl.lastAfter == after && h.Size >= cl.lastSize {
+			a.uploaded += h.Size - cl.lastSize
+		} else {
+			a.uploaded += h.Size
+		}
+		cl.lastAfter, cl.lastSize = after, h.Size
+		cl.mu.Unlock()
 		return nil
 	}
 }

@@ -105,9 +105,12 @@ func OnCheckpoint(fn func(CheckpointStats)) Option { return func(c *config) { c.
 type CheckpointStats struct {
 	ID       uint64
 	Duration time.Duration // trigger to manifest written
-	Bytes    int64         // state bytes written for this checkpoint (snapshots, or log with the changelog)
-	FullSize int64         // bytes of every state blob and log object the checkpoint refers to
-	Final    bool          // the checkpoint that ends a bounded job
+	// SyncDuration is the longest time a subtask spent at the barrier
+	// (snapshotting, or cutting the log); the rest is asynchronous.
+	SyncDuration time.Duration
+	Bytes        int64 // state bytes written for this checkpoint (snapshots, or log with the changelog)
+	FullSize     int64 // bytes of every state blob and log object the checkpoint refers to
+	Final        bool  // the checkpoint that ends a bounded job
 }
 
 // New returns an environment for one job.

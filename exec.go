@@ -324,6 +324,7 @@ func restoreFailure(id uint64, err error) error {
 // written to storage in the background; the ack follows the write.
 func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.SplitState) error {
 	a := ack{stage: sc.st.id, subtask: sc.subtask, id: id, splits: splits, sinkTxns: map[string][]byte{}}
+	syncStart := time.Now()
 	type pending struct {
 		op   *keyedRuntime
 		data []byte
@@ -361,6 +362,7 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 		return err
 	}
 	sc.flushCounters()
+	a.syncDur = time.Since(syncStart)
 	job := sc.job
 	if (len(snaps) == 0 && len(waits) == 0) || job.storage == nil {
 		return job.sendAck(sc.ctx, a)
@@ -370,7 +372,9 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 		defer job.wg.Done()
 		for _, wait := range waits {
 			if err := wait(sc.ctx); err != nil {
-				a.err = err
+				// The log could not be made durable: it is broken, and
+				// only a restart from the last checkpoint repairs it.
+				a.err, a.fatal = err, true
 				_ = job.sendAck(sc.ctx, a)
 				return
 			}

@@ -45,7 +45,9 @@ type ack struct {
 	sinkTxns       map[string][]byte
 	entries, bytes int64
 	uploaded       int64
+	syncDur        time.Duration // time the subtask spent at the barrier
 	err            error
+	fatal          bool // err means the job must fail over, not only this checkpoint
 }
 
 type opLog struct {
@@ -264,6 +266,7 @@ type pendingCheckpoint struct {
 	id      uint64
 	final   bool
 	started time.Time
+	syncDur time.Duration // the longest synchronous part of a subtask
 	acks    []ack
 }
 
@@ -295,6 +298,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 	pendingTxns := map[string][]txn{}
 	timeout := time.NewTimer(time.Hour)
 	defer timeout.Stop()
+	var pruning atomic.Bool
 
 	start := func(final bool) {
 		inflight = &pendingCheckpoint{id: nextID, final: final, started: time.Now()}
@@ -333,14 +337,31 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 				inflight = nil
 			}
 		case a := <-j.acks:
-			if a.err != nil {
-				return fmt.Errorf("eddy: checkpoint %d: %w", a.id, a.err)
-			}
 			for name, t := range a.sinkTxns {
 				pendingTxns[name] = append(pendingTxns[name], txn{a.id, t})
 			}
+			if a.err != nil {
+				if a.fatal {
+					return fmt.Errorf("eddy: checkpoint %d: %w", a.id, a.err)
+				}
+				// A failed upload fails this checkpoint, not the job: the
+				// next one is triggered on schedule.
+				e.cfg.logger.Printf("checkpoint %d failed: %v", a.id, a.err)
+				if inflight != nil && inflight.id == a.id {
+					if inflight.final {
+						return fmt.Errorf("eddy: the final checkpoint %d failed: %w", a.id, a.err)
+					}
+					aborted[a.id] = true
+					inflight = nil
+					timeout.Reset(time.Hour)
+				}
+				continue
+			}
 			if inflight == nil || a.id != inflight.id {
 				continue // an aborted checkpoint
+			}
+			if a.syncDur > inflight.syncDur {
+				inflight.syncDur = a.syncDur
 			}
 			inflight.acks = append(inflight.acks, a)
 			if len(inflight.acks) < totalTasks {
@@ -408,30 +429,61 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 				m.Operators = append(m.Operators, *op)
 			}
 			commits := map[string][][]byte{}
+			keep := map[string][]txn{}
 			for _, name := range sortedKeys(pendingTxns) {
-				var keep []txn
 				for _, t := range pendingTxns[name] {
 					if t.id <= c.id {
 						commits[name] = append(commits[name], t.data)
 					} else {
-						keep = append(keep, t)
+						keep[name] = append(keep[name], t)
 					}
 				}
-				pendingTxns[name] = keep
 				if len(commits[name]) > 0 {
 					m.Sinks = append(m.Sinks, checkpoint.SinkState{Name: name, Txns: commits[name]})
 				}
 			}
 			m.Files = sortedKeys(files)
 			if j.storage != nil {
-				if err := j.storage.Complete(ctx, m); err != nil {
+				// A manifest write is retried a few times: a lost final
+				// checkpoint cannot be taken again without a restart.
+				var err error
+				for try := 0; try < 4; try++ {
+					if err = j.storage.Write(ctx, m); err == nil || ctx.Err() != nil {
+						break
+					}
+					time.Sleep(time.Duration(50<<try) * time.Millisecond)
+				}
+				if err == nil && !pruning.Load() {
+					// Retention runs in the background, one at a time: the
+					// checkpoint is complete once its manifest is written.
+					pruning.Store(true)
+					j.wg.Add(1)
+					go func(m *checkpoint.Manifest) {
+						defer j.wg.Done()
+						defer pruning.Store(false)
+						if err := j.storage.Prune(ctx, m); err != nil && ctx.Err() == nil {
+							e.cfg.logger.Printf("checkpoint %d complete; cleaning up old checkpoints failed: %v", m.ID, err)
+						}
+					}(m)
+				}
+				if err != nil {
 					var pe *checkpoint.PruneError
 					if !errors.As(err, &pe) {
-						return fmt.Errorf("eddy: completing checkpoint %d: %w", c.id, err)
+						if ctx.Err() != nil {
+							return ctx.Err()
+						}
+						// No manifest, no checkpoint: its transactions wait
+						// for the next one.
+						if c.final {
+							return fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.id, err)
+						}
+						e.cfg.logger.Printf("checkpoint %d failed: writing its manifest: %v", c.id, err)
+						continue
 					}
 					e.cfg.logger.Printf("checkpoint %d complete; cleaning up old checkpoints failed: %v", c.id, err)
 				}
 			}
+			pendingTxns = keep
 			// The checkpoint exists; now its output becomes visible.
 			for _, s := range e.sinks {
 				if txns := commits[s.name]; len(txns) > 0 {
@@ -448,7 +500,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			e.stats.lastUploaded.Store(bytes + uploaded)
 			e.stats.lastFull.Store(full)
 			if e.cfg.onCheckpoint != nil {
-				e.cfg.onCheckpoint(CheckpointStats{ID: c.id, Duration: dur, Bytes: bytes + uploaded, FullSize: full, Final: c.final})
+				e.cfg.onCheckpoint(CheckpointStats{ID: c.id, Duration: dur, SyncDuration: c.syncDur, Bytes: bytes + uploaded, FullSize: full, Final: c.final})
 			}
 			if c.final {
 				return nil

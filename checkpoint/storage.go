@@ -141,6 +141,16 @@ func (e *PruneError) Unwrap() error { return e.Err }
 // checkpoint (ErrSubsumed), or the manifest could not be written.
 // Completing an existing id again replaces its manifest.
 func (s *Storage) Complete(ctx context.Context, m *Manifest) error {
+	if err := s.Write(ctx, m); err != nil {
+		return err
+	}
+	return s.Prune(ctx, m)
+}
+
+// Write is the first half of Complete: it writes m's manifest, after which
+// the checkpoint exists. Call Prune(m) afterwards, possibly in the
+// background, to apply retention.
+func (s *Storage) Write(ctx context.Context, m *Manifest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := m.validate(); err != nil {
@@ -160,6 +170,15 @@ func (s *Storage) Complete(ctx context.Context, m *Manifest) error {
 	if err := s.store.Put(ctx, s.ManifestName(m.ID), data); err != nil {
 		return fmt.Errorf("checkpoint: complete checkpoint %d: write manifest: %w", m.ID, err)
 	}
+	return nil
+}
+
+// Prune is the second half of Complete: keep the newest retained complete
+// checkpoints up to m and delete what none of them uses. Its error is a
+// *PruneError; the checkpoint stays complete.
+func (s *Storage) Prune(ctx context.Context, m *Manifest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.prune(ctx, m); err != nil {
 		return &PruneError{ID: m.ID, Err: err}
 	}

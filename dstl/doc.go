@@ -17,7 +17,10 @@
 // for every change of the writer after a given sequence number (the last
 // materialization) to be uploaded, and returns a Handle naming the objects
 // holding them. The checkpoint stores the Handle; recovery is the
-// materialized snapshot plus Read, which replays the handles' changes.
+// materialized snapshot plus Read, which replays the handles' changes. A
+// subtask that must not wait at its barrier calls Cut there (ending the
+// batch at the barrier) and PersistUpto in the background while it keeps
+// appending. A restored subtask continues its numbering with WriterFrom.
 //
 // # Mapping to Flink's DSTL (FLIP-158, Flink 1.15)
 //
@@ -55,8 +58,15 @@
 //     is also written to local disk; Read with ReadOptions.LocalDir reads
 //     the local copy first and falls back to the store when it is missing or
 //     fails its checksum. Local copies are deleted when no writer tracks
-//     their batch any more (every writer in it persisted past it); PruneLocal
-//     clears those of earlier runs after a restore.
+//     their batch any more; PruneLocal clears those of earlier runs after a
+//     restore.
+//   - Truncation in memory: a writer tracks its sealed batches to build
+//     handles. Flink truncates the writer when a materialization is
+//     confirmed; here Persist does it implicitly, one materialization point
+//     late: when a Persist brings a larger after, the batches that only the
+//     point before the previous one needed are forgotten. So the
+//     checkpoints of the previous point can still persist (out of order)
+//     and restore from local copies.
 //
 // # Beyond Flink: last change per key within a batch
 //
@@ -84,9 +94,13 @@
 //
 // # Concurrency
 //
-// Log is safe for concurrent use; a Writer is used by one goroutine at a
-// time (its subtask). Appends of different writers do not contend: each
-// writer fills its own buffer, and the log takes them all when it seals a
-// batch. Read applies key groups in parallel: its apply callback is called
-// concurrently for different key groups.
+// Log is safe for concurrent use. A Writer's Append and Cut belong to its
+// subtask's goroutine; PersistUpto may run in the background. Appends of
+// different writers do not contend: each writer fills its own buffers (64
+// KB chunks and blocks of entries, recycled through the log, so a steady
+// Append allocates nothing), and the log takes them all when it seals a
+// batch; Appends pause only while a seal swaps the buffers. Encoding,
+// compression and uploads run in their own goroutines. Read applies key
+// groups in parallel: its apply callback is called concurrently for
+// different key groups.
 package dstl

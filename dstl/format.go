@@ -118,8 +118,9 @@ func appendChangeTail(b []byte, kg, state uint32, key, value []byte, del bool) [
 
 // sealObject turns a raw body (which starts at raw[headerSize:]; the first
 // headerSize bytes are room for the header) into a complete object,
-// compressing it if compress is set. It may return raw itself.
-func sealObject(raw []byte, compress bool) ([]byte, error) {
+// compressing it if compress is set, into dst (headerSize bytes long) if
+// not nil. It returns raw itself if not compressing.
+func sealObject(raw []byte, compress bool, dst []byte) ([]byte, error) {
 	body := raw[headerSize:]
 	if len(body) > maxBody {
 		return nil, fmt.Errorf("dstl: object body of %d bytes exceeds the %d-byte limit", len(body), maxBody)
@@ -128,7 +129,10 @@ func sealObject(raw []byte, compress bool) ([]byte, error) {
 	var flags byte
 	if compress {
 		flags = flagZstd
-		obj = zstdEncoder().EncodeAll(body, make([]byte, headerSize, headerSize+len(body)/2+64))
+		if dst == nil {
+			dst = make([]byte, headerSize, headerSize+len(body)/2+64)
+		}
+		obj = zstdEncoder().EncodeAll(body, dst[:headerSize])
 	}
 	stored := obj[headerSize:]
 	h := obj[:headerSize]
@@ -172,7 +176,7 @@ func EncodeObject(o *Object, compress bool) ([]byte, error) {
 			raw = appendChangeTail(raw, c.KeyGroup, c.State, c.Key, c.Value, c.Delete)
 		}
 	}
-	return sealObject(raw, compress)
+	return sealObject(raw, compress, nil)
 }
 
 // DecodeObject decodes and verifies an object. Keys and values in the

@@ -140,7 +140,7 @@ func TestDecodeBodyRejects(t *testing.T) {
 		"empty":             {},
 	} {
 		raw := append(make([]byte, headerSize), body...)
-		data, err := sealObject(raw, false)
+		data, err := sealObject(raw, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func FuzzDecodeObject(f *testing.F) {
 		}
 		for _, compress := range []bool{false, true} {
 			raw := append(make([]byte, headerSize, headerSize+len(data)), data...)
-			sealed, err := sealObject(raw, compress)
+			sealed, err := sealObject(raw, compress, nil)
 			if err != nil {
 				continue
 			}

@@ -49,9 +49,10 @@ type Log struct {
 	writers []*Writer // open writers, in creation order
 	byName  map[string]*Writer
 
-	sealMu   sync.Mutex // serializes seal
-	batchSeq uint64     // batches sealed, under sealMu
-	scratch  []*Writer  // under sealMu
+	sealMu   sync.Mutex  // serializes seal
+	sealing  atomic.Bool // a seal is taking the writers' parts: Appends wait
+	batchSeq uint64      // batches sealed, under sealMu
+	scratch  []*Writer   // under sealMu
 
 	pending  atomic.Bool   // the current batch has a change and the flusher was told
 	started  chan struct{} // the current batch got its first change
@@ -59,6 +60,8 @@ type Log struct {
 	quit     chan struct{} // closed by Close
 	queued   atomic.Int64  // bytes in writers' unsealed parts
 	inflight atomic.Int64  // bytes queued or uploading
+
+	arena arena
 
 	bpMu   sync.Mutex // guards bpCond waits
 	bpCond *sync.Cond
@@ -288,6 +291,7 @@ func (l *Log) seal(target *Writer) (upto uint64) {
 	l.sealMu.Lock()
 	defer l.sealMu.Unlock()
 	l.pending.Store(false)
+	l.sealing.Store(true)
 	l.wmu.Lock()
 	ws := append(l.scratch[:0], l.writers...)
 	l.wmu.Unlock()
@@ -298,7 +302,7 @@ func (l *Log) seal(target *Writer) (upto uint64) {
 		if w == target {
 			upto = w.seq
 		}
-		if p := w.cur; !w.closed && len(p.entries) > 0 {
+		if p := w.cur; !w.closed && p.n > 0 {
 			if b == nil {
 				b = &batch{done: make(chan struct{})}
 			}
@@ -306,14 +310,17 @@ func (l *Log) seal(target *Writer) (upto uint64) {
 			w.dedup.reset()
 			w.batches = append(w.batches, sealed{b: b, first: p.first, last: p.last, size: int64(p.kept)})
 			b.parts = append(b.parts, p)
+			b.mu.Lock() // w may release b as soon as w.mu is unlocked
 			b.refs++
-			b.queued += int64(len(p.buf))
-			l.queued.Add(-int64(len(p.buf)))
-			changes += int64(len(p.entries))
+			b.mu.Unlock()
+			b.queued += int64(p.size)
+			l.queued.Add(-int64(p.size))
+			changes += int64(p.n)
 			dropped += int64(p.dropped)
 		}
 		w.mu.Unlock()
 	}
+	l.sealing.Store(false)
 	clear(ws)
 	l.scratch = ws[:0]
 	if target != nil && upto == 0 {

@@ -195,7 +195,7 @@ func TestInjectedErrors(t *testing.T) {
 		Latency: faulty.LongTail(100*time.Microsecond, 2*time.Millisecond, 20*time.Millisecond)})
 	l := openLog(t, store, Options{FlushInterval: time.Millisecond, WriterFlushBytes: 2 << 10,
 		UploadTimeout: 100 * time.Millisecond, AttemptTimeout: time.Second, MaxAttempts: 4})
-	wl := workload{writers: 6, changes: 3000, keys: 200, persistEv: 100, materEv: 3, ctxLimit: 20 * time.Second}
+	wl := workload{writers: 6, changes: 3000, keys: 200, persistEv: 20, materEv: 3, ctxLimit: 20 * time.Second}
 	runs := wl.run(t, l, 2)
 	verify(t, inner, ReadOptions{}, runs)
 	m := l.Metrics()
@@ -203,6 +203,33 @@ func TestInjectedErrors(t *testing.T) {
 	t.Logf("puts %d, injected errors %d, stalls %d; metrics %+v", st.Put.Calls, st.Put.Errors, st.Put.Stalls, m)
 	if m.FailedBatches != 0 || m.FailedAttempts < st.Put.Errors {
 		t.Errorf("FailedBatches %d, FailedAttempts %d for %d injected errors", m.FailedBatches, m.FailedAttempts, st.Put.Errors)
+	}
+	// Failed attempts (also those that wrote their object) and losing
+	// hedges leave nothing behind: the store holds exactly the handles'
+	// objects.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, r := range runs {
+		for _, h := range r.handles {
+			for _, o := range h.Objects {
+				want[o] = true
+			}
+		}
+	}
+	names, err := inner.List(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if !want[n] {
+			t.Errorf("stray object %s", n)
+		}
+		delete(want, n)
+	}
+	if len(want) != 0 {
+		t.Errorf("%d handle objects missing from the store", len(want))
 	}
 }
 
@@ -433,16 +460,28 @@ func TestLocalCopies(t *testing.T) {
 	if err != nil || st.LocalReads != 1 || st.LocalCorrupt != 2 || st.LocalMissing != 1 || st.RemoteReads != 3 {
 		t.Fatalf("read with damaged copies: %v, stats %+v", err, st)
 	}
-	// Materialized past everything: the local copies go.
+	// Materialized past everything: the local copies go once a later
+	// materialization point shows that checkpoints based on this one are
+	// done.
 	if _, err := w.Persist(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	if m := l.Metrics(); m.LocalWrites != 4 || m.LocalDeletes != 3 { // one was removed by hand
+	w.Append(0, 1, []byte("x"), []byte("y"), false)
+	h2, err := w.Persist(ctx, 100)
+	if err != nil || len(h2.Objects) != 1 {
+		t.Fatalf("%+v %v", h2, err)
+	}
+	if m := l.Metrics(); m.LocalDeletes != 0 {
+		t.Errorf("LocalDeletes %d before a later materialization", m.LocalDeletes)
+	}
+	w.Append(0, 1, []byte("x"), []byte("z"), false)
+	if _, err := w.Persist(ctx, 101); err != nil {
+		t.Fatal(err)
+	}
+	if m := l.Metrics(); m.LocalWrites != 6 || m.LocalDeletes != 3 { // one was removed by hand
 		t.Errorf("LocalWrites %d, LocalDeletes %d", m.LocalWrites, m.LocalDeletes)
 	}
 	// PruneLocal keeps what a handle references.
-	w.Append(0, 1, []byte("x"), []byte("y"), false)
-	h2, _ := w.Persist(ctx, 100)
 	os.WriteFile(filepath.Join(local, "stray"), []byte("x"), 0o644)
 	if err := PruneLocal(local, []Handle{h2}); err != nil {
 		t.Fatal(err)
@@ -752,5 +791,77 @@ func TestHandleSerde(t *testing.T) {
 	var out Handle
 	if err := c.Decode(b, &out); err != nil || !reflect.DeepEqual(out, h) {
 		t.Fatalf("%+v %v", out, err)
+	}
+}
+
+// TestCutPersistUpto: Cut at a barrier, PersistUpto in the background while
+// the writer keeps appending; the handle holds exactly the changes up to
+// the cut. Persists of two materialization points may complete out of
+// order.
+func TestCutPersistUpto(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Millisecond})
+	w := l.Writer("w")
+	ctx := context.Background()
+	var changes []change
+	add := func(n int) {
+		for range n {
+			c := change{kg: 1, state: 1, key: fmt.Sprint(len(changes) % 13), value: fmt.Sprint(len(changes))}
+			changes = append(changes, c)
+			if err := w.Append(c.kg, c.state, []byte(c.key), []byte(c.value), false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(h Handle) {
+		t.Helper()
+		got := newSyncModel()
+		got.m = replay(model{}, changes, 0, h.After)
+		if err := Read(ctx, store, ReadOptions{}, []Handle{h}, 0, 2, got.apply); err != nil {
+			t.Fatal(err)
+		}
+		if d := diff(got.m, replay(model{}, changes, 0, h.Upto)); d != "" {
+			t.Fatalf("handle %+v:\n%s", h, d)
+		}
+	}
+	add(100)
+	cut1 := w.Cut()
+	type res struct {
+		h   Handle
+		err error
+	}
+	bg := make(chan res, 1)
+	go func() {
+		h, err := w.PersistUpto(ctx, 0, cut1)
+		bg <- res{h, err}
+	}()
+	add(100) // keeps appending meanwhile
+	r := <-bg
+	if r.err != nil || r.h.Upto != 100 {
+		t.Fatalf("%+v %v", r.h, r.err)
+	}
+	check(r.h)
+	cut2 := w.Cut()
+	add(50)
+	if _, err := w.PersistUpto(ctx, 0, cut2-1); err == nil || !strings.Contains(err.Error(), "boundary") {
+		t.Errorf("PersistUpto inside a batch: %v", err)
+	}
+	// Materialization points 150 and then 200: the Persist for 200 runs
+	// first, the one for 150 still works; one for 100 after a third point
+	// does not.
+	h200, err := w.PersistUpto(ctx, 200, cut2)
+	if err != nil || len(h200.Objects) != 0 {
+		t.Fatalf("%+v %v", h200, err)
+	}
+	h150, err := w.PersistUpto(ctx, 150, cut2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(h150)
+	if _, err := w.Persist(ctx, 240); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.PersistUpto(ctx, 150, cut2); err == nil {
+		t.Error("Persist for a released materialization point: no error")
 	}
 }

@@ -15,7 +15,15 @@ import (
 func (l *Log) upload(b *batch) {
 	defer l.uploads.Done()
 	raw := l.encode(b)
-	data, err := sealObject(raw, l.opts.Compression)
+	rawLen := int64(len(raw) - headerSize)
+	var dst []byte
+	if l.opts.Compression {
+		dst = l.arena.object(len(raw)/2 + 64)
+	}
+	data, err := sealObject(raw, l.opts.Compression, dst)
+	if l.opts.Compression {
+		l.arena.putObject(raw)
+	}
 	for _, p := range b.parts {
 		p.owner.recycle(p)
 	}
@@ -26,6 +34,7 @@ func (l *Log) upload(b *batch) {
 
 	var object string
 	if err == nil {
+		b.dataRefs.Store(1)
 		object, err = l.put(b, data)
 	} else {
 		err = &BatchError{Batch: b.seq, Object: b.name, Err: err}
@@ -33,11 +42,12 @@ func (l *Log) upload(b *batch) {
 	if err == nil {
 		l.m.uploads.Add(1)
 		l.m.bytesUploaded.Add(size)
-		l.m.bytesRaw.Add(int64(len(raw) - headerSize))
+		l.m.bytesRaw.Add(rawLen)
 		l.writeLocal(b, object, data)
 	} else if !l.closed.Load() {
 		l.m.failedBatches.Add(1)
 	}
+	l.unrefData(b, data)
 	b.object, b.err = object, err
 	close(b.done)
 	l.inflight.Add(-size)
@@ -47,28 +57,41 @@ func (l *Log) upload(b *batch) {
 	l.broadcast()
 }
 
+// unrefData drops a reference to the object buffer of b: the upload's own,
+// or an attempt's. The last one recycles the buffer. (Stores do not retain
+// the data given to Put after it returns, as io.Writer implementations do
+// not.)
+func (l *Log) unrefData(b *batch, data []byte) {
+	if b.dataRefs.Add(-1) == 0 {
+		l.arena.putObject(data)
+	}
+}
+
 // encode builds the raw body of b (after headerSize bytes of room for the
 // header): one section per part, without the superseded changes.
 func (l *Log) encode(b *batch) []byte {
 	n := headerSize + binary.MaxVarintLen64
 	for _, p := range b.parts {
-		n += 2*binary.MaxVarintLen64 + len(p.owner.name) + p.kept + 3*(len(p.entries)-p.dropped)
+		n += 2*binary.MaxVarintLen64 + len(p.owner.name) + p.kept + 3*(p.n-p.dropped)
 	}
-	raw := make([]byte, headerSize, n)
+	raw := l.arena.object(n)
 	raw = binary.AppendUvarint(raw, uint64(len(b.parts)))
 	for _, p := range b.parts {
 		raw = binary.AppendUvarint(raw, uint64(len(p.owner.name)))
 		raw = append(raw, p.owner.name...)
-		raw = binary.AppendUvarint(raw, uint64(len(p.entries)-p.dropped))
+		raw = binary.AppendUvarint(raw, uint64(p.n-p.dropped))
 		var prev uint64
-		for i := range p.entries {
-			e := &p.entries[i]
-			if e.superseded {
-				continue
+		for bi, blk := range p.blocks {
+			cnt := min(entryBlock, p.n-bi*entryBlock)
+			for i := range blk[:cnt] {
+				e := &blk[i]
+				if e.superseded {
+					continue
+				}
+				raw = binary.AppendUvarint(raw, e.seq-prev)
+				prev = e.seq
+				raw = append(raw, p.chunks[e.chunk][e.off:e.end]...)
 			}
-			raw = binary.AppendUvarint(raw, e.seq-prev)
-			prev = e.seq
-			raw = append(raw, p.buf[e.off:e.end]...)
 		}
 	}
 	return raw
@@ -100,11 +123,13 @@ func (l *Log) put(b *batch, data []byte) (string, error) {
 		running++
 		l.m.attempts.Add(1)
 		l.uploads.Add(1)
+		b.dataRefs.Add(1)
 		go func() {
 			defer l.uploads.Done()
 			actx, acancel := context.WithTimeout(ctx, l.opts.AttemptTimeout)
 			err := l.store.Put(actx, name, data)
 			acancel()
+			l.unrefData(b, data)
 			results <- attempt{k, err}
 		}()
 	}

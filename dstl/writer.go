@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Handle describes the changes of one writer with sequence numbers in
@@ -21,9 +23,11 @@ type Handle struct {
 	Size    int64    `proto:"5"` // bytes of this writer's changes in Objects, uncompressed
 }
 
-// Writer appends the state changes of one subtask to its Log. Use a
-// Writer from one goroutine at a time; different Writers of a log may be
-// used concurrently.
+// Writer appends the state changes of one subtask to its Log. Its methods
+// are safe for concurrent use, but Append and Cut are meant to be called
+// by the subtask's goroutine (the sequence numbers they return or assign
+// are only meaningful in that order); PersistUpto may run in the
+// background. Different Writers of a log do not contend.
 type Writer struct {
 	log  *Log
 	name string
@@ -35,33 +39,8 @@ type Writer struct {
 	dedup     dedupTable // hash of (kg, state, key) → index of its latest entry in cur
 	batches   []sealed   // sealed batches holding changes after truncated
 	truncated uint64     // changes up to this seq are no longer tracked
+	maxAfter  uint64     // the largest after a Persist was called with
 	closed    bool
-}
-
-// part is one writer's share of a batch: its changes, pre-encoded.
-type part struct {
-	owner   *Writer
-	buf     []byte  // the changes' encodings after their sequence deltas
-	entries []entry // one per change, in sequence order
-	first   uint64  // sequence numbers of the first and last change
-	last    uint64
-	dropped int // entries superseded within the part
-	kept    int // bytes of the entries not dropped
-}
-
-func (p *part) reset() {
-	p.buf, p.entries = p.buf[:0], p.entries[:0]
-	p.first, p.last, p.dropped, p.kept = 0, 0, 0, 0
-}
-
-// entry locates one change in a part's buf.
-type entry struct {
-	seq        uint64
-	off, end   uint32 // the change's bytes in buf
-	keyOff     uint32
-	keyLen     uint32
-	kg, state  uint32
-	superseded bool
 }
 
 // sealed is a writer's record of a sealed batch holding its changes
@@ -79,7 +58,8 @@ type batch struct {
 	parts  []*part // until encoded
 	queued int64   // bytes of the parts
 
-	done chan struct{} // closed when the upload finished
+	done     chan struct{} // closed when the upload finished
+	dataRefs atomic.Int32  // holders of the object buffer
 
 	mu     sync.Mutex
 	refs   int    // writers tracking the batch
@@ -122,6 +102,11 @@ func (w *Writer) Append(kg uint32, state uint32, key, value []byte, del bool) er
 		return fmt.Errorf("dstl: writer %q: change of %d bytes exceeds the %d-byte limit", w.name, len(key)+len(value), maxChange)
 	}
 	h := hashChange(l.seed, kg, state, key)
+	for l.sealing.Load() {
+		// Let the seal take the writers' locks: appenders re-taking them
+		// in a tight loop would starve it when goroutines outnumber CPUs.
+		runtime.Gosched()
+	}
 
 	w.mu.Lock()
 	if w.closed {
@@ -130,43 +115,55 @@ func (w *Writer) Append(kg uint32, state uint32, key, value []byte, del bool) er
 	}
 	p := w.cur
 	w.seq++
-	off := len(p.buf)
-	b := binary.AppendUvarint(p.buf, uint64(kg))
-	b = binary.AppendUvarint(b, uint64(state))
+	need := 3*binary.MaxVarintLen32 + 2*binary.MaxVarintLen64 + len(key) + len(value)
+	ci := len(p.chunks) - 1
+	if ci < 0 || cap(p.chunks[ci])-len(p.chunks[ci]) < need {
+		p.chunks = append(p.chunks, l.arena.chunk(need))
+		ci++
+	}
+	c := p.chunks[ci]
+	off := len(c)
+	c = binary.AppendUvarint(c, uint64(kg))
+	c = binary.AppendUvarint(c, uint64(state))
 	kl := uint64(len(key)) << 1
 	if del {
 		kl |= 1
 	}
-	b = binary.AppendUvarint(b, kl)
-	keyOff := len(b)
-	b = append(b, key...)
+	c = binary.AppendUvarint(c, kl)
+	keyOff := len(c)
+	c = append(c, key...)
 	if !del {
-		b = binary.AppendUvarint(b, uint64(len(value)))
-		b = append(b, value...)
+		c = binary.AppendUvarint(c, uint64(len(value)))
+		c = append(c, value...)
 	}
-	p.buf = b
-	n := len(b) - off
-	idx := len(p.entries)
+	p.chunks[ci] = c
+	n := len(c) - off
+	idx := p.n
+	if idx == len(p.blocks)*entryBlock {
+		p.blocks = append(p.blocks, l.arena.block())
+	}
 	same := func(i int32) bool {
-		e := &p.entries[i]
-		return e.kg == kg && e.state == state && bytes.Equal(b[e.keyOff:e.keyOff+e.keyLen], key)
+		e := p.entry(i)
+		return e.kg == kg && e.state == state && bytes.Equal(p.chunks[e.chunk][e.keyOff:e.keyOff+e.keyLen], key)
 	}
 	if j := w.dedup.upsert(h, int32(idx), same, w.rehash); j >= 0 {
-		e := &p.entries[j]
+		e := p.entry(j)
 		e.superseded = true
 		p.dropped++
 		p.kept -= int(e.end - e.off)
 	}
-	p.entries = append(p.entries, entry{
-		seq: w.seq, off: uint32(off), end: uint32(len(b)),
+	*p.entry(int32(idx)) = entry{
+		seq: w.seq, chunk: uint32(ci), off: uint32(off), end: uint32(len(c)),
 		keyOff: uint32(keyOff), keyLen: uint32(len(key)), kg: kg, state: state,
-	})
+	}
+	p.n++
 	if idx == 0 {
 		p.first = w.seq
 	}
 	p.last = w.seq
 	p.kept += n
-	size := len(b)
+	p.size += n
+	size := p.size
 	l.inflight.Add(int64(n))
 	queued := l.queued.Add(int64(n))
 	w.mu.Unlock()
@@ -190,8 +187,8 @@ func hashChange(seed maphash.Seed, kg, state uint32, key []byte) uint64 {
 
 // rehash returns the hash of the i-th change of w.cur; w.mu is held.
 func (w *Writer) rehash(i int32) uint64 {
-	e := &w.cur.entries[i]
-	return hashChange(w.log.seed, e.kg, e.state, w.cur.buf[e.keyOff:e.keyOff+e.keyLen])
+	e := w.cur.entry(i)
+	return hashChange(w.log.seed, e.kg, e.state, w.cur.chunks[e.chunk][e.keyOff:e.keyOff+e.keyLen])
 }
 
 // nextPart returns the part to continue with after a seal; w.mu is held.
@@ -204,13 +201,10 @@ func (w *Writer) nextPart() *part {
 	return p
 }
 
-// recycle makes p, whose changes are encoded, w's spare part, unless w
-// has one or p's buffers are much larger than its last use needed.
+// recycle returns the buffers of p, whose changes are encoded, to the
+// arena, and keeps p as w's spare part.
 func (w *Writer) recycle(p *part) {
-	if cap(p.buf) > 2*len(p.buf)+64<<10 || cap(p.entries) > 2*len(p.entries)+1<<10 {
-		return
-	}
-	p.reset()
+	w.log.arena.release(p)
 	w.mu.Lock()
 	if w.spare == nil && !w.closed {
 		w.spare = p
@@ -221,16 +215,50 @@ func (w *Writer) recycle(p *part) {
 // Persist is a checkpoint boundary. It ends the current batch (uploading
 // it now rather than when FlushInterval expires), waits until every change
 // of this writer with a sequence number above after is durable, and
-// returns the Handle of exactly those changes: (after, Seq()].
+// returns the Handle of exactly those changes: (after, Seq()]. It is
+// PersistUpto(ctx, after, Cut()).
 //
 // after is the sequence number up to which the caller no longer needs
-// changes (the point of the last materialization); it must not decrease
-// from one call to the next, because Persist forgets the batches holding
-// only changes up to after, and deletes local copies no writer needs any
-// more. Persist fails if the log failed (a *BatchError naming the batch,
-// its object and the cause), was closed, or ctx ends first; a batch
-// still uploading when ctx ends keeps uploading.
+// changes (the point of the last materialization). Persist fails if the
+// log failed (a *BatchError naming the batch, its object and the cause),
+// was closed, or ctx ends first; a batch still uploading when ctx ends
+// keeps uploading.
 func (w *Writer) Persist(ctx context.Context, after uint64) (Handle, error) {
+	if err := w.log.usable(); err != nil {
+		return Handle{}, err
+	}
+	return w.PersistUpto(ctx, after, w.Cut())
+}
+
+// Cut ends the current batch at a checkpoint barrier and returns the
+// sequence number of the writer's last change. Changes appended after Cut
+// go to a later batch, so the last-change-per-key deduplication inside a
+// batch never replaces a change up to the barrier with one after it. The
+// subtask calls Cut at the barrier and may then call PersistUpto with the
+// returned number in the background while it keeps appending.
+func (w *Writer) Cut() uint64 {
+	w.mu.Lock()
+	upto := w.seq
+	unsealed := w.cur.n > 0
+	w.mu.Unlock()
+	if unsealed {
+		upto = w.log.seal(w)
+	}
+	return upto
+}
+
+// PersistUpto waits until the writer's changes (after, upto] are durable
+// and returns their Handle, as Persist does, without ending the current
+// batch: upto must be a batch boundary, a number Cut or Persist returned
+// (or after itself, or Seq() if that is a boundary yet to be cut). It may
+// run concurrently with Append, e.g. in the background after Cut.
+//
+// Batches holding only changes up to an after are forgotten (and their
+// local copies deleted) once a Persist with a larger after arrives: the
+// log keeps what the latest two materialization points need, so that the
+// checkpoints of the previous one can still be persisted, out of order,
+// or restored locally. An after below a forgotten point is an error.
+func (w *Writer) PersistUpto(ctx context.Context, after, upto uint64) (Handle, error) {
 	l := w.log
 	if err := l.usable(); err != nil {
 		return Handle{}, err
@@ -240,41 +268,51 @@ func (w *Writer) Persist(ctx context.Context, after uint64) (Handle, error) {
 		w.mu.Unlock()
 		return Handle{}, fmt.Errorf("dstl: writer %q: %w", w.name, ErrClosed)
 	}
-	upto := w.seq
-	unsealed := len(w.cur.entries) > 0
-	w.mu.Unlock()
-	if unsealed {
-		upto = l.seal(w)
-	}
-
-	w.mu.Lock()
-	if after > upto {
+	if after > upto || upto > w.seq {
+		seq := w.seq
 		w.mu.Unlock()
-		return Handle{}, fmt.Errorf("dstl: writer %q: Persist after %d, beyond its last change %d", w.name, after, upto)
+		return Handle{}, fmt.Errorf("dstl: writer %q: persist (%d,%d] with the last change at %d", w.name, after, upto, seq)
+	}
+	if upto == w.seq && w.cur.n > 0 {
+		w.mu.Unlock()
+		l.seal(w) // seals at least up to upto
+		w.mu.Lock()
 	}
 	if after < w.truncated {
 		t := w.truncated
 		w.mu.Unlock()
-		return Handle{}, fmt.Errorf("dstl: writer %q: Persist after %d, but changes up to %d were released by an earlier Persist", w.name, after, t)
+		return Handle{}, fmt.Errorf("dstl: writer %q: persist after %d, but changes up to %d were released by a Persist with a later materialization point", w.name, after, t)
 	}
 	var drop []*batch
-	i := 0
-	for i < len(w.batches) && w.batches[i].last <= after {
-		drop = append(drop, w.batches[i].b)
-		i++
+	if after > w.maxAfter {
+		// Release what only the materialization point before the previous
+		// one needed.
+		i := 0
+		for i < len(w.batches) && w.batches[i].last <= w.maxAfter {
+			drop = append(drop, w.batches[i].b)
+			i++
+		}
+		w.batches = append(w.batches[:0], w.batches[i:]...)
+		w.truncated, w.maxAfter = w.maxAfter, after
 	}
-	w.batches = append(w.batches[:0], w.batches[i:]...)
-	w.truncated = after
 	var need []sealed
+	boundary := upto == after
 	for _, s := range w.batches {
+		if s.last <= after {
+			continue
+		}
 		if s.first > upto {
 			break
 		}
 		need = append(need, s)
+		boundary = s.last == upto
 	}
 	w.mu.Unlock()
 	for _, b := range drop {
 		l.release(b)
+	}
+	if !boundary {
+		return Handle{}, fmt.Errorf("dstl: writer %q: persist up to %d, which is not a batch boundary (use a number Cut returned)", w.name, upto)
 	}
 
 	h := Handle{Writer: w.name, After: after, Upto: upto}
@@ -282,7 +320,7 @@ func (w *Writer) Persist(ctx context.Context, after uint64) (Handle, error) {
 		select {
 		case <-s.b.done:
 		case <-ctx.Done():
-			return Handle{}, fmt.Errorf("dstl: writer %q: Persist: waiting for batch %d: %w", w.name, s.b.seq, ctx.Err())
+			return Handle{}, fmt.Errorf("dstl: writer %q: persist: waiting for batch %d: %w", w.name, s.b.seq, ctx.Err())
 		}
 		if s.b.err != nil {
 			return Handle{}, s.b.err
@@ -313,10 +351,11 @@ func (w *Writer) Close() error {
 	w.dedup = dedupTable{}
 	batches := w.batches
 	w.batches = nil
-	w.log.inflight.Add(-int64(len(p.buf)))
-	w.log.queued.Add(-int64(len(p.buf)))
+	w.log.inflight.Add(-int64(p.size))
+	w.log.queued.Add(-int64(p.size))
 	w.mu.Unlock()
 	w.log.removeWriter(w)
+	w.log.arena.release(p)
 	for _, s := range batches {
 		w.log.release(s.b)
 	}

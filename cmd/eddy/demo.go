@@ -37,6 +37,8 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&c.EmitEvery, "emit-every", 100, "write a driver's totals after every n-th of its points")
 	fs.Int64Var(&c.LateEvery, "late-every", 500, "stamp every n-th point of a driver an hour late (0: none)")
 	quiet := fs.Bool("quiet", false, "no live progress line")
+	fs.BoolVar(&c.Changelog, "changelog", false, "use the changelog state backend (durable short-term log + background materialization)")
+	fs.DurationVar(&c.Materialize, "materialize", 10*time.Second, "with --changelog: time between materializations")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -91,6 +93,13 @@ loop:
 	fmt.Fprintf(tw, "  checkpoints completed\t%d\n", s.Checkpoints)
 	fmt.Fprintf(tw, "  last checkpoint\t%v, %s\n", s.LastCheckpoint.Round(time.Microsecond), bytesString(s.LastBytes))
 	fmt.Fprintf(tw, "  state entries\t%d\n", s.StateEntries)
+	fmt.Fprintf(tw, "  last checkpoint uploaded\t%s (full size %s)\n", bytesString(s.LastUploaded), bytesString(s.LastFullSize))
+	if c.Changelog {
+		fmt.Fprintf(tw, "  materializations\t%d (last %v)\n", s.Materializations, s.LastMaterialization.Round(time.Millisecond))
+	}
+	if s.RestoredFrom != 0 {
+		fmt.Fprintf(tw, "  recovery time\t%v\n", s.Recovery.Round(time.Millisecond))
+	}
 	fmt.Fprintf(tw, "  late points this run\t%d\n", s.LateRecords)
 	fmt.Fprintf(tw, "  restarts\t%d\n", s.Restarts)
 	tw.Flush()

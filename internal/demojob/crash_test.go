@@ -168,7 +168,14 @@ func runHelper(t *testing.T, c Config, delay time.Duration, beforeKill func()) p
 // is exactly the reference: nothing lost, nothing duplicated.
 //
 // The kill schedule comes from a logged seed; set EDDY_CRASH_SEED to replay it.
-func TestCrashResumeExactlyOnce(t *testing.T) {
+func TestCrashResumeExactlyOnce(t *testing.T) { crashResume(t, false) }
+
+// TestCrashResumeChangelog is the crash test with the changelog state
+// backend materializing every 150 ms, so kills land during
+// materializations, log uploads and log truncation (checkpoint pruning).
+func TestCrashResumeChangelog(t *testing.T) { crashResume(t, true) }
+
+func crashResume(t *testing.T, changelog bool) {
 	seed := testSeed(t, crashSeedEnv) // the kill schedule; kills still land by wall-clock time
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 
@@ -180,7 +187,7 @@ func TestCrashResumeExactlyOnce(t *testing.T) {
 	// About 3.75 s uninterrupted on two cores: long enough for the kills
 	// below to land all over the job, checkpoints included.
 	c := Config{Seed: 42, Events: 150_000, Drivers: 300, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
-		Rate: 40_000, LateEvery: 29}
+		Rate: 40_000, LateEvery: 29, Changelog: changelog, Materialize: 150 * time.Millisecond}
 	want := expected(c)
 
 	var runs, kills, killsWithCheckpoint, killsAfterOwnCheckpoint, restores, endgame int

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/blob/faulty"
+	"github.com/eddyflow/eddy/connector/datagen"
+	"github.com/eddyflow/eddy/connector/discard"
+	"github.com/eddyflow/eddy/state"
+)
+
+// benchCmd runs `eddy bench checkpoint`: the changelog experiment of the
+// seed (Flink 1.15's generic log-based incremental checkpoints) at this
+// machine's scale, changelog off against on, in one run.
+func benchCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "checkpoint" {
+		fmt.Fprintln(stderr, "usage: eddy bench checkpoint [flags]")
+		return 2
+	}
+	fs := flag.NewFlagSet("bench checkpoint", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	stateMB := fs.Int("state-mb", 1024, "value state to pre-fill before measuring, in MiB")
+	valueBytes := fs.Int("value-bytes", 1024, "bytes per pre-filled value")
+	rate := fs.Float64("rate", 50_000, "events per second while measuring")
+	dur := fs.Duration("duration", 20*time.Second, "measuring time per configuration")
+	interval := fs.Duration("interval", 10*time.Millisecond, "checkpoint interval")
+	materialize := fs.Duration("materialize", 10*time.Second, "changelog materialization interval")
+	latency := fs.Bool("latency", true, "inject object-store latency (p50 20 ms, p99 200 ms, p99.9 3 s) on uploads")
+	dir := fs.String("dir", "", "working directory (default: a temporary one, removed after)")
+	which := fs.String("jobs", "value,window", "jobs to run: value, window")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	work := *dir
+	if work == "" {
+		var err error
+		if work, err = os.MkdirTemp("", "eddy-bench-"); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(work)
+	}
+	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v\n",
+		*stateMB, *rate, *interval, *dur, *latency)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tuploaded/ckpt (avg)\tfull size\trecovery\t")
+	for _, job := range []string{"value", "window"} {
+		if !contains(*which, job) {
+			continue
+		}
+		for _, cl := range []bool{false, true} {
+			r, err := benchRun(benchConfig{job: job, changelog: cl, stateMB: *stateMB, valueBytes: *valueBytes, rate: *rate,
+				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency,
+				dir: filepath.Join(work, fmt.Sprintf("%s-%v", job, cl))}, stderr)
+			if err != nil {
+				fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cl, err)
+				return 1
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%v\t%v\t%v\t%v\t%s\t%s\t%v\t\n", job, cl, len(r.durs), r.p(0.5), r.p(0.99), r.p(0.999), r.p(1),
+				bytesString(r.uploaded), bytesString(r.full), r.recovery.Round(time.Millisecond))
+			tw.Flush()
+		}
+	}
+	return 0
+}
+
+func contains(list, s string) bool {
+	for _, x := range filepathSplit(list) {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func filepathSplit(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+type benchConfig struct {
+	job                        string
+	changelog, latency         bool
+	stateMB, valueBytes        int
+	rate                       float64
+	dur, interval, materialize time.Duration
+	dir                        string
+}
+
+type benchResult struct {
+	durs           []time.Duration
+	uploaded, full int64
+	recovery       time.Duration
+}
+
+func (r benchResult) p(q float64) time.Duration {
+	if len(r.durs) == 0 {
+		return 0
+	}
+	d := append([]time.Duration(nil), r.durs...)
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	i := int(q*float64(len(d)-1) + 0.5)
+	return d[i].Round(time.Millisecond)
+}
+
+// blobValue is the pre-filled state: a payload per key.
+type blobValue struct {
+	Payload []byte `proto:"1"`
+	Count   int64  `proto:"2"`
+}
+
+// fillFn writes one value per key: the pre-fill phase and the measured
+// phase (a new key for every event) of job (a).
+type fillFn struct {
+	size int
+	st   *state.Value[blobValue]
+	buf  []byte
+}
+
+func (f *fillFn) Open(ctx *eddy.OpenContext) error {
+	var err error
+	f.st, err = state.NewValue[blobValue](ctx.State, "values")
+	f.buf = make([]byte, f.size)
+	return err
+}
+
+func (f *fillFn) Process(ctx *eddy.Context[int64, int64], k *int64) error {
+	v, _ := f.st.Get()
+	v.Count++
+	if v.Payload == nil {
+		v.Payload = f.buf
+	}
+	f.st.Update(v)
+	return nil
+}
+
+// keySource emits keys [from, from+n) at a rate, spread over splits.
+type keySource struct {
+	from, n int64
+	rate    float64
+	splits  int
+}
+
+func (s keySource) Name() string { return "keys" }
+func (s keySource) Splits() int  { return s.splits }
+func (s keySource) OpenSplit(_ context.Context, split int, pos []byte) (eddy.SplitReader[int64], error) {
+	r := &keyReader{s: s, next: s.from + int64(split), start: time.Now()}
+	if len(pos) == 8 {
+		var v int64
+		for i := 0; i < 8; i++ {
+			v |= int64(pos[i]) << (8 * i)
+		}
+		r.next = v
+	}
+	return r, nil
+}
+
+type keyReader struct {
+	s     keySource
+	next  int64
+	start time.Time
+	done  int64
+}
+
+func (r *keyReader) Next(k *int64) (eddy.ReadStatus, error) {
+	if r.next >= r.s.from+r.s.n {
+		return eddy.End, nil
+	}
+	if r.s.rate > 0 && r.done%64 == 0 {
+		allowed := int64(time.Since(r.start).Seconds() * r.s.rate / float64(r.s.splits))
+		if r.done > allowed {
+			return eddy.Idle, nil
+		}
+	}
+	*k = r.next
+	r.next += int64(r.s.splits)
+	r.done++
+	return eddy.Record, nil
+}
+
+func (r *keyReader) Position() []byte {
+	b := make([]byte, 8)
+	for i := 0; i < 8; i++ {
+		b[i] = byte(r.next >> (8 * i))
+	}
+	return b
+}
+func (r *keyReader) Close() error { return nil }
+
+// benchRun pre-fills state (job a) or warms up windows (job b), then
+// measures checkpoints for cfg.dur, then measures a restore.
+func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
+	var res benchResult
+	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
+		return res, err
+	}
+	inner, err := blob.Open(filepath.Join(cfg.dir, "data"))
+	if err != nil {
+		return res, err
+	}
+	var store blob.Store = inner
+	if cfg.latency {
+		store = faulty.New(inner, faulty.Options{Latency: faulty.ObjectStore(), PutOnly: true, Seed: 1})
+	}
+	var mu sync.Mutex
+	measuring := false
+	opts := func(extra ...eddy.Option) []eddy.Option {
+		o := []eddy.Option{eddy.Parallelism(2), eddy.CheckpointStore(store, cfg.interval), eddy.Logger(io.Discard),
+			eddy.CheckpointTimeout(5 * time.Minute),
+			eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
+				mu.Lock()
+				defer mu.Unlock()
+				if measuring {
+					res.durs = append(res.durs, s.Duration)
+					res.uploaded += s.Bytes
+					res.full = s.FullSize
+				}
+			})}
+		if cfg.changelog {
+			o = append(o, eddy.Changelog(cfg.materialize))
+		}
+		return append(o, extra...)
+	}
+	keys := int64(cfg.stateMB) << 20 / int64(cfg.valueBytes)
+	build := func(env *eddy.Env, src eddy.Source[int64]) {
+		ks := eddy.KeyBy(eddy.FromSource(env, src), func(k *int64) int64 { return *k })
+		out := eddy.Process[int64, int64, int64](ks, &fillFn{size: cfg.valueBytes}, eddy.Named("fill"))
+		eddy.ToSink(out, discard.Sink[int64]())
+	}
+	if cfg.job == "value" {
+		// Pre-fill, as fast as possible, ending with a final checkpoint.
+		env := eddy.New(opts()...)
+		build(env, keySource{from: 0, n: keys, splits: 8})
+		if err := env.Run(context.Background()); err != nil {
+			return res, fmt.Errorf("pre-fill: %w", err)
+		}
+	}
+	// Measure: new keys at the rate (a), or GPS points into sliding
+	// windows (b).
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.dur)
+	defer cancel()
+	mu.Lock()
+	measuring = true
+	mu.Unlock()
+	env := eddy.New(opts()...)
+	switch cfg.job {
+	case "value":
+		build(env, keySource{from: keys, n: 1 << 40, rate: cfg.rate, splits: 8})
+	case "window":
+		pts := eddy.FromSource(env, datagen.GPS(datagen.Drivers(10_000), datagen.Rate(cfg.rate), datagen.Spacing(100*time.Microsecond)),
+			eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
+		ks := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
+		w := eddy.AggregateWindows(ks, eddy.Sliding(time.Minute, 10*time.Second), eddy.Aggregator[string, datagen.GPSPoint, int64, int64]{
+			Add:    func(n int64, _ *datagen.GPSPoint) int64 { return n + 1 },
+			Result: func(_ string, _ eddy.Window, n int64) int64 { return n },
+		}, eddy.WindowOp(eddy.Named("windows")))
+		eddy.ToSink(w.Results, discard.Sink[int64]())
+	}
+	if err := env.Run(ctx); err != nil && ctx.Err() == nil {
+		return res, fmt.Errorf("measuring: %w", err)
+	}
+	mu.Lock()
+	measuring = false
+	n := len(res.durs)
+	mu.Unlock()
+	if n > 0 {
+		res.uploaded /= int64(n)
+	}
+	// Recovery: restore the last checkpoint and stop right after.
+	rctx, rcancel := context.WithCancel(context.Background())
+	renv := eddy.New(opts(eddy.OnCheckpoint(func(eddy.CheckpointStats) { rcancel() }))...)
+	switch cfg.job {
+	case "value":
+		build(renv, keySource{from: keys, n: 1 << 40, rate: 1, splits: 8})
+	case "window":
+		pts := eddy.FromSource(renv, datagen.GPS(datagen.Drivers(10_000), datagen.Rate(1)),
+			eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
+		ks := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
+		w := eddy.AggregateWindows(ks, eddy.Sliding(time.Minute, 10*time.Second), eddy.Aggregator[string, datagen.GPSPoint, int64, int64]{
+			Add:    func(n int64, _ *datagen.GPSPoint) int64 { return n + 1 },
+			Result: func(_ string, _ eddy.Window, n int64) int64 { return n },
+		}, eddy.WindowOp(eddy.Named("windows")))
+		eddy.ToSink(w.Results, discard.Sink[int64]())
+	}
+	go func() {
+		<-time.After(2 * time.Minute)
+		rcancel()
+	}()
+	_ = renv.Run(rctx)
+	res.recovery = renv.Stats().Recovery
+	return res, nil
+}

@@ -1,0 +1,198 @@
+package main
+
+// The Kafka variant of `eddy demo`, for `eddy demo --kafka BROKERS`. demo.go
+// wires the flag: it calls kafkaDemoEnv instead of demojob.Env, runs the
+// returned job like the file demo (same progress loop), and may print
+// kafkaDemoDigest's result at the end.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector/datagen"
+	"github.com/eddyflow/eddy/connector/kafka"
+	"github.com/eddyflow/eddy/internal/demojob"
+	"github.com/eddyflow/eddy/state"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The topics of the Kafka demo.
+const (
+	kafkaDemoPoints = "eddy-demo-gps"    // generated GPS points, protobuf, keyed by driver
+	kafkaDemoTotals = "eddy-demo-totals" // running totals per driver, JSON, keyed by driver
+)
+
+// splitBrokers turns "host:port,host:port" into addresses.
+func splitBrokers(s string) []string {
+	var out []string
+	for _, b := range strings.Split(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// kafkaDemoEnv prepares `eddy demo --kafka BROKERS` and returns the job to
+// run:
+//
+//  1. It creates the topics eddy-demo-gps and eddy-demo-totals (8
+//     partitions) unless they exist.
+//  2. It loads c.Events generated GPS points (c's seed, drivers, late
+//     points; not its rate) into eddy-demo-gps, keyed by driver, with the
+//     exactly-once sink. The load is a bounded job of its own, checkpointed
+//     under c.Data/kafka-load: killed, it resumes; run again after it
+//     finished, it writes nothing.
+//  3. It returns the demo job, checkpointed under c.Data/kafka-job:
+//     Kafka eddy-demo-gps (bounded by the offsets at its first start) →
+//     KeyBy(driver) → running distance and point count per driver in keyed
+//     state → Kafka eddy-demo-totals, exactly once, JSON values keyed by
+//     driver, one line per c.EmitEvery-th point of a driver.
+//
+// Like the file demo, the committed content of eddy-demo-totals is the same
+// whether or not the job was killed and resumed (kafkaDemoDigest checks
+// it). Both topics belong to the demo; delete them and c.Data to start over.
+// Progress of the load goes to stdout.
+func kafkaDemoEnv(ctx context.Context, c demojob.Config, brokers []string, stdout io.Writer, opts ...eddy.Option) (*eddy.Env, error) {
+	if len(brokers) == 0 {
+		return nil, fmt.Errorf("--kafka: no broker addresses")
+	}
+	if err := kafka.EnsureTopics(ctx, brokers, 8, kafkaDemoPoints, kafkaDemoTotals); err != nil {
+		return nil, err
+	}
+	interval := c.CheckpointInterval
+	if interval <= 0 {
+		interval = 200 * time.Millisecond
+	}
+	base := []eddy.Option{}
+	if c.Parallelism > 0 {
+		base = append(base, eddy.Parallelism(c.Parallelism))
+	}
+
+	// The load.
+	lc := c
+	lc.Rate = 0
+	load := eddy.New(append(append([]eddy.Option{eddy.JobName("eddy-demo-kafka-load"),
+		eddy.Checkpoints(filepath.Join(c.Data, "kafka-load"), interval)}, base...), opts...)...)
+	points := eddy.FromSource(load, datagen.GPS(lc.GPSOptions()...), eddy.Named("gps"))
+	eddy.ToSink(points, kafka.Sink[datagen.GPSPoint](kafkaDemoPoints, kafka.Brokers(brokers...), kafka.SchemaHeader(),
+		kafka.Key(func(p *datagen.GPSPoint) []byte { return []byte(p.DriverID) })))
+	fmt.Fprintf(stdout, "eddy demo --kafka: loading %d GPS points into %s at %s\n", c.Events, kafkaDemoPoints, strings.Join(brokers, ","))
+	start := time.Now()
+	if err := load.Run(ctx); err != nil {
+		return nil, fmt.Errorf("loading %s: %w", kafkaDemoPoints, err)
+	}
+	fmt.Fprintf(stdout, "eddy demo --kafka: load done in %v (%d points written by this run)\n",
+		time.Since(start).Round(time.Millisecond), load.Stats().RecordsOut)
+
+	// The job.
+	env := eddy.New(append(append([]eddy.Option{eddy.JobName("eddy-demo-kafka"),
+		eddy.Checkpoints(filepath.Join(c.Data, "kafka-job"), interval)}, base...), opts...)...)
+	in := eddy.FromSource(env, kafka.Source[datagen.GPSPoint](kafka.Brokers(brokers...), kafka.Topics(kafkaDemoPoints),
+		kafka.Bounded(), kafka.MaxPartitions(64)), eddy.Named("gps"))
+	byDriver := eddy.KeyBy(in, func(p *datagen.GPSPoint) string { return p.DriverID })
+	totals := eddy.Process[string, datagen.GPSPoint, demojob.DriverTotal](byDriver, &kafkaDistanceFn{emitEvery: c.EmitEvery}, eddy.Named("distance"))
+	eddy.ToSink(totals, kafka.Sink[demojob.DriverTotal](kafkaDemoTotals, kafka.Brokers(brokers...),
+		kafka.WithEncoder(kafka.JSONEncoder[demojob.DriverTotal]()),
+		kafka.Key(func(t *demojob.DriverTotal) []byte { return []byte(t.Driver) })))
+	return env, nil
+}
+
+// kafkaTotal is the keyed state of the Kafka demo job.
+type kafkaTotal struct {
+	Lat       float64 `proto:"1"`
+	Lon       float64 `proto:"2"`
+	Points    int64   `proto:"3"`
+	DistanceM float64 `proto:"4,name=distance_m"`
+}
+
+// kafkaDistanceFn keeps each driver's running totals, like the file demo's.
+type kafkaDistanceFn struct {
+	emitEvery int64
+	last      *state.Value[kafkaTotal]
+}
+
+func (f *kafkaDistanceFn) Open(ctx *eddy.OpenContext) error {
+	var err error
+	f.last, err = state.NewValue[kafkaTotal](ctx.State, "last-point")
+	return err
+}
+
+func (f *kafkaDistanceFn) Process(ctx *eddy.Context[string, demojob.DriverTotal], p *datagen.GPSPoint) error {
+	lp, seen := f.last.Get()
+	if seen {
+		lp.DistanceM += demojob.Haversine(lp.Lat, lp.Lon, p.Lat, p.Lon)
+	}
+	lp.Lat, lp.Lon = p.Lat, p.Lon
+	lp.Points++
+	f.last.Update(lp)
+	if f.emitEvery > 1 && lp.Points%f.emitEvery != 0 {
+		return nil
+	}
+	ctx.Emit(demojob.DriverTotal{Driver: p.DriverID, Points: lp.Points, DistanceM: math.Round(lp.DistanceM*1000) / 1000,
+		At: p.Timestamp.UTC().Format(time.RFC3339Nano)})
+	return nil
+}
+
+// kafkaDemoDigest reads eddy-demo-totals with read_committed isolation and
+// returns the number of records and an order-independent digest of their
+// values: equal for equal committed content, however the records are spread
+// over partitions.
+func kafkaDemoDigest(ctx context.Context, brokers []string) (int64, string, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(kafkaDemoTotals),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		return 0, "", err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, kafkaDemoTotals)
+	if err != nil {
+		return 0, "", err
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	var n int64
+	var sum [sha256.Size]byte
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return 0, "", fmt.Errorf("reading %s: %w", kafkaDemoTotals, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		if ferr != nil {
+			return 0, "", ferr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+			if r.Attrs.IsControl() {
+				return
+			}
+			n++
+			h := sha256.Sum256(r.Value)
+			for i := range sum { // a sum of hashes: the order does not matter
+				s := uint16(sum[i]) + uint16(h[i])
+				sum[i] = byte(s)
+			}
+		})
+	}
+	return n, hex.EncodeToString(sum[:8]), nil
+}
