@@ -372,7 +372,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			timeout.Reset(time.Hour)
 			m := &checkpoint.Manifest{ID: c.id, Job: e.cfg.job, CreatedAt: time.Now().UnixNano()}
 			var bytes, entries, uploaded, full int64
-			files := map[string]bool{}
+			files, keepFiles := map[string]bool{}, map[string]bool{}
 			sources := map[string]*checkpoint.SourceState{}
 			ops := map[string]*checkpoint.OperatorState{}
 			for _, a := range c.acks {
@@ -380,7 +380,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 				entries += a.entries
 				uploaded += a.uploaded
 				for _, f := range a.extraFiles {
-					files[f] = true
+					keepFiles[f] = true
 				}
 				if a.splits != nil {
 					name := e.stages[a.stage].source.name
@@ -443,6 +443,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 				}
 			}
 			m.Files = sortedKeys(files)
+			m.Keep = sortedKeys(keepFiles)
 			if j.storage != nil {
 				// A manifest write is retried a few times: a lost final
 				// checkpoint cannot be taken again without a restart.

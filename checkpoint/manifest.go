@@ -25,6 +25,10 @@ type Manifest struct {
 	// Files lists every blob the checkpoint uses, including every
 	// StatePart.Blob. Pruning keeps exactly the files retained manifests list.
 	Files []string `proto:"7"`
+	// Keep lists blobs that are not part of the checkpoint but must survive
+	// its pruning, such as the parts of a materialization still being
+	// written. They need not exist.
+	Keep []string `proto:"8"`
 	// Version is the manifest format. Complete writes ManifestVersion
 	// whatever it holds; DecodeManifest rejects versions it does not know.
 	Version uint32 `proto:"15"`
@@ -150,6 +154,11 @@ func encodeManifest(m *Manifest) ([]byte, error) {
 func (m *Manifest) validate() error {
 	if m.ID == 0 {
 		return errors.New("checkpoint id 0; ids start at 1")
+	}
+	for i, f := range m.Keep {
+		if err := blob.ValidateName(f); err != nil {
+			return fmt.Errorf("checkpoint %d: Keep[%d]: %w", m.ID, i, err)
+		}
 	}
 	files := make(map[string]bool, len(m.Files))
 	for i, f := range m.Files {

@@ -197,6 +197,9 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 	for _, f := range m.Files {
 		keep[f] = true
 	}
+	for _, f := range m.Keep {
+		keep[f] = true
+	}
 	var older []uint64 // manifests below m.ID, newest first
 	for i := len(names) - 1; i >= 0; i-- {
 		if id, manifest, ok := parseName(names[i]); ok && manifest && id < m.ID {
@@ -213,6 +216,9 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 		}
 		keep[s.ManifestName(old.ID)] = true
 		for _, f := range old.Files {
+			keep[f] = true
+		}
+		for _, f := range old.Keep {
 			keep[f] = true
 		}
 		kept++
