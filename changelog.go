@@ -18,8 +18,19 @@ import (
 // changelogConfig turns on the changelog state backend.
 type changelogConfig struct {
 	materialize time.Duration
+	logRatio    float64 // materialize early once the log since the base exceeds this share of it
 	log         dstl.Options
 	step        int // key groups materialized per step
+	uploads     int // materialization uploads in flight per subtask
+}
+
+// MaterializeAtLogRatio starts a materialization early, before the interval
+// has passed, once the log a checkpoint carries exceeds ratio times the
+// materialized state (default 0.25, at least 1 MiB of log). It keeps the
+// full size of a checkpoint near the state size when most writes update
+// existing keys (windows); 0 turns it off.
+func MaterializeAtLogRatio(ratio float64) ChangelogOption {
+	return func(c *changelogConfig) { c.logRatio = ratio }
 }
 
 // ChangelogOption configures Changelog.
@@ -41,7 +52,7 @@ func LogOptions(o dstl.Options) ChangelogOption {
 // records so processing never stalls for long.
 func Changelog(materializeEvery time.Duration, opts ...ChangelogOption) Option {
 	return func(c *config) {
-		cc := &changelogConfig{materialize: materializeEvery, step: 4}
+		cc := &changelogConfig{materialize: materializeEvery, step: 4, logRatio: 0.25, uploads: 2}
 		if cc.materialize <= 0 {
 			cc.materialize = 10 * time.Minute
 		}
@@ -145,12 +156,15 @@ func (sc *subtaskCtx) materialize() error {
 		now := time.Now()
 		start, end := rt.backend.KeyGroups()
 		if !cl.running {
-			if now.Before(cl.nextAt) {
+			if now.Before(cl.nextAt) && !cl.logHeavy() {
 				continue
 			}
 			cl.running, cl.next, cl.seq, cl.parts, cl.started = true, start, cl.w.Seq(), nil, now
 		}
 		if cl.next < end {
+			if int(cl.inFlight.Load()) >= cl.cfg.uploads {
+				continue // pace uploads: leave bandwidth to the log
+			}
 			to := min(cl.next+cl.cfg.step, end)
 			if rt.watermark != noTimestamp {
 				rt.backend.SetWatermark(rt.watermark)
@@ -207,6 +221,22 @@ func (sc *subtaskCtx) materialize() error {
 		sc.job.env.stats.lastMaterialization.Store(int64(cl.lastDur))
 	}
 	return nil
+}
+
+// logHeavy reports whether the log since the base has grown past the
+// configured share of the materialized state.
+func (cl *changelogState) logHeavy() bool {
+	if cl.cfg.logRatio <= 0 {
+		return false
+	}
+	cl.mu.Lock()
+	logBytes := cl.lastSize
+	cl.mu.Unlock()
+	var base int64
+	for _, p := range cl.base {
+		base += p.Size
+	}
+	return logBytes >= 1<<20 && float64(logBytes) > cl.cfg.logRatio*float64(base)
 }
 
 // changelogCheckpoint is the changelog part of a checkpoint at a barrier:

@@ -656,6 +656,15 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 		}
 	}
 	var splits []*split
+	// Registered before opening, so readers opened before a failing
+	// OpenSplit are closed too.
+	defer func() {
+		for _, sp := range splits {
+			if sp.reader {
+				_ = sp.r.Close()
+			}
+		}
+	}()
 	for s := sc.subtask; s < entry.splits; s += sc.par {
 		sp := &split{id: s, clock: newSplitClock()}
 		if r, ok := restored[s]; ok {
@@ -670,13 +679,6 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 		}
 		splits = append(splits, sp)
 	}
-	defer func() {
-		for _, sp := range splits {
-			if sp.reader {
-				_ = sp.r.Close()
-			}
-		}
-	}()
 	triggers := sc.job.triggers[entry.index][sc.subtask]
 	positions := func() []checkpoint.SplitState {
 		out := make([]checkpoint.SplitState, len(splits))

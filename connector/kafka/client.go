@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -69,8 +70,25 @@ type topicInfo struct {
 func describeTopics(ctx context.Context, c *common, cl *kgo.Client, d *dialTracker, topics ...string) (map[string]topicInfo, error) {
 	tctx, cancel := context.WithTimeout(ctx, c.connectTimeout)
 	defer cancel()
-	md, err := kadm.NewClient(cl).Metadata(tctx, topics...)
+	var md kadm.Metadata
+	var err error
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		md, err = kadm.NewClient(cl).Metadata(tctx, topics...)
+		if err == nil || !isDialErr(err) {
+			break
+		}
+		// Brokers that are not up yet: retry within the connect timeout.
+		select {
+		case <-tctx.Done():
+		case <-time.After(wait):
+			continue
+		}
+		break
+	}
 	if err != nil {
+		if errors.Is(err, kerr.TopicAuthorizationFailed) {
+			return nil, resourceErr(err, "topic "+quoteAll(topics))
+		}
 		return nil, brokerErr(ctx, tctx, c, d, err)
 	}
 	out := make(map[string]topicInfo, len(topics))
@@ -87,17 +105,35 @@ func describeTopics(ctx context.Context, c *common, cl *kgo.Client, d *dialTrack
 	return out, nil
 }
 
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// isDialErr reports whether err is a failure to connect.
+func isDialErr(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.As(err, &ne) || strings.Contains(err.Error(), "unable to dial")
+}
+
 // brokerErr explains an error of a request made within the connect timeout.
 func brokerErr(parent, tctx context.Context, c *common, d *dialTracker, err error) error {
 	if parent.Err() != nil {
 		return parent.Err()
 	}
-	if tctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+	if tctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || isDialErr(err) {
 		msg := fmt.Sprintf("kafka: no answer from brokers %s within %v", strings.Join(c.brokers, ","), c.connectTimeout)
-		if last := d.lastErr(); last != nil {
+		if last := d.lastErr(); last != nil && !isDialErr(err) {
 			return fmt.Errorf("%s; last connection error: %w", msg, last)
 		}
 		return fmt.Errorf("%s: %w", msg, err)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("kafka: brokers %s closed the connection: %w (a broker that requires SASL or TLS does this when the handshake or the credentials are wrong: check kafka.ClientOpts)", strings.Join(c.brokers, ","), err)
 	}
 	return resourceErr(err, "brokers "+strings.Join(c.brokers, ","))
 }

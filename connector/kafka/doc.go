@@ -58,16 +58,31 @@
 //     Commit and Recover skip a handle whose marker is already there, so a
 //     handle committed before a crash is not written twice.
 //   - Each subtask's transactional producer is initialised when its writer
-//     opens and when Recover or Commit first needs it. Initialising fences
-//     every older producer with the same transactional id (a zombie's next
-//     produce or commit fails with ProducerFenced) and aborts any transaction
-//     a killed process left open, so no transaction lingers and read_committed
-//     readers are not held back.
+//     opens, and Recover initialises those of every subtask the restored
+//     handles name (up to their parallelism). Initialising fences every older
+//     producer with the same transactional id (a zombie's next produce or
+//     commit fails with ProducerFenced) and aborts any transaction a killed
+//     process left open, so no transaction lingers and read_committed readers
+//     are not held back. Only a subtask beyond both the current parallelism
+//     and that of the restored handles (a job restarted with fewer subtasks
+//     from an older checkpoint) is left to the broker, which aborts its
+//     transaction after TransactionTimeout.
+//
+// Markers are consumer-group offsets, so the brokers' offsets.retention.minutes
+// (7 days by default) applies: a job stopped for longer than that loses its
+// markers, and on restart commits its restored checkpoint's output again
+// (only that checkpoint's, once). Raise the retention for jobs that may stay
+// down longer.
 //
 // The lineage is a random id chosen when a job starts without a checkpoint
 // holding handles of this sink, and carried on in handles. It keeps a job
 // started afresh (new checkpoint storage, ids from 1 again) from mistaking
 // the markers of an earlier run for its own.
+//
+// Kafka transactions only ever exist inside Commit, which runs after the
+// checkpoint is complete: a crash leaves at most one transaction per subtask
+// open, that of the handle being committed, and the handle is in the
+// checkpoint that the next run restores.
 //
 // AtLeastOnce produces records as they come and flushes at every checkpoint
 // barrier; None produces without waiting for anything (Close still flushes).

@@ -104,9 +104,10 @@ func Topics(topics ...string) SourceOpt {
 }
 
 // MaxPartitions sets the number of splits per topic (default 64): the
-// highest partition count a topic may reach while the job runs. It must not
-// change between runs of a job with more than one topic; with one topic it
-// may grow.
+// highest partition count a topic may reach while the job runs. Split s reads
+// partition s / len(topics) of topic s % len(topics), so raising it between
+// runs keeps every existing partition's split (and checkpointed position);
+// the topic list must not change.
 func MaxPartitions(n int) SourceOpt {
 	return sourceOpt(func(c *sourceConfig) {
 		if n > 0 {
@@ -169,8 +170,9 @@ func MetadataInterval(d time.Duration) SourceOpt {
 	})
 }
 
-// BufferRecords sets how many fetched records a partition may buffer before
-// fetching pauses for it (default 4096).
+// BufferRecords sets how many fetched records a partition may buffer
+// (default 4096): while one buffer is that full, the source stops fetching
+// until its reader has taken half of them.
 func BufferRecords(n int) SourceOpt {
 	return sourceOpt(func(c *sourceConfig) {
 		if n > 0 {
