@@ -77,6 +77,7 @@ type changelogState struct {
 	baseLogs []checkpoint.LogPart
 	after    uint64
 	// The materialization in progress.
+	count    int // materializations started by this subtask
 	running  bool
 	next     int
 	seq      uint64
@@ -160,6 +161,7 @@ func (sc *subtaskCtx) materialize() error {
 				continue
 			}
 			cl.running, cl.next, cl.seq, cl.parts, cl.started = true, start, cl.w.Seq(), nil, now
+			cl.count++
 		}
 		if cl.next < end {
 			if int(cl.inFlight.Load()) >= cl.cfg.uploads {
@@ -173,7 +175,10 @@ func (sc *subtaskCtx) materialize() error {
 			if err != nil {
 				return fmt.Errorf("eddy: materializing %s: %w", rt.uid, err)
 			}
-			name := fmt.Sprintf("checkpoints/%020d/%s-%d-m%d-%s.state", sc.job.building.Load(), sanitizeName(rt.uid), sc.subtask, cl.next, sc.job.runID)
+			// Unique per materialization: two in one checkpoint interval
+			// must not overwrite parts an earlier checkpoint refers to.
+			name := fmt.Sprintf("checkpoints/%020d/%s-%d-m%d-%d-%s.state", sc.job.building.Load(), sanitizeName(rt.uid), sc.subtask,
+				cl.count, cl.next, sc.job.runID)
 			cl.parts = append(cl.parts, checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(cl.next),
 				KeyGroupEnd: uint32(to), Blob: name, Size: int64(len(data))})
 			cl.next = to
@@ -268,7 +273,7 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 		if upto <= after {
 			return nil
 		}
-		h, err := w.Persist(ctx, after)
+		h, err := w.PersistUpto(ctx, after, upto)
 		if err != nil {
 			return fmt.Errorf("persisting the changelog of %s: %w", rt.uid, err)
 		}
