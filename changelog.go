@@ -252,12 +252,23 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 	cl := rt.cl
 	upto := cl.w.Cut()
 	start, end := rt.backend.KeyGroups()
+	_ = end
+	// Carried parts and logs (restored, possibly written by a subtask of
+	// another parallelism) are listed for this subtask's key groups only,
+	// so no two entries of one checkpoint claim the same key group.
 	for _, p := range cl.base {
 		p.Subtask = uint32(sc.subtask)
-		a.parts = append(a.parts, opPart{uid: rt.uid, part: p})
+		p.KeyGroupStart, p.KeyGroupEnd = max(p.KeyGroupStart, uint32(start)), min(p.KeyGroupEnd, uint32(end))
+		if p.KeyGroupStart < p.KeyGroupEnd {
+			a.parts = append(a.parts, opPart{uid: rt.uid, part: p})
+		}
 	}
 	for _, l := range cl.baseLogs {
-		a.logs = append(a.logs, opLog{uid: rt.uid, part: l})
+		l.Subtask = uint32(sc.subtask)
+		l.KeyGroupStart, l.KeyGroupEnd = max(l.KeyGroupStart, uint32(start)), min(l.KeyGroupEnd, uint32(end))
+		if l.KeyGroupStart < l.KeyGroupEnd {
+			a.logs = append(a.logs, opLog{uid: rt.uid, part: l})
+		}
 	}
 	a.uploaded += cl.newBytes
 	cl.newBytes = 0
@@ -295,20 +306,37 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 }
 
 // replayChangelog applies the restored log parts overlapping b's key groups.
+// Each part counts only for the key groups it is listed for; parts listed
+// for the same range are replayed together, in manifest order, so changes
+// of a key apply in log order.
 func (sc *subtaskCtx) replayChangelog(uid string, b *state.Backend, logs []checkpoint.LogPart) error {
 	if len(logs) == 0 {
 		return nil
 	}
 	start, end := b.KeyGroups()
-	handles := make([]dstl.Handle, len(logs))
-	for i, l := range logs {
-		handles[i] = dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size}
-	}
 	var ro dstl.ReadOptions
 	if cfg := sc.job.env.cfg.changelog; cfg != nil {
 		ro.LocalDir = cfg.log.LocalDir
 	}
-	return dstl.Read(sc.ctx, sc.job.blobs, ro, handles, uint32(start), uint32(end), b.ApplyChange)
+	type span struct{ from, to uint32 }
+	var order []span
+	groups := map[span][]dstl.Handle{}
+	for _, l := range logs {
+		sp := span{max(l.KeyGroupStart, uint32(start)), min(l.KeyGroupEnd, uint32(end))}
+		if sp.from >= sp.to {
+			continue
+		}
+		if _, seen := groups[sp]; !seen {
+			order = append(order, sp)
+		}
+		groups[sp] = append(groups[sp], dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size})
+	}
+	for _, sp := range order {
+		if err := dstl.Read(sc.ctx, sc.job.blobs, ro, groups[sp], sp.from, sp.to, b.ApplyChange); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func sanitizeName(s string) string {

@@ -261,6 +261,7 @@ func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.S
 			return nil, nil, &permanentError{fmt.Errorf("eddy: operator %s: checkpoint %d has %d key groups, the job %d; the max parallelism of a job cannot change", uid, m.ID, op.MaxParallelism, b.MaxParallelism())}
 		}
 		var parts [][]byte
+		var ranges [][2]int
 		for _, p := range op.Parts {
 			if int(p.KeyGroupEnd) <= start || int(p.KeyGroupStart) >= end {
 				continue
@@ -274,8 +275,11 @@ func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.S
 				return nil, nil, restoreFailure(m.ID, fmt.Errorf("operator %s: state part %s: %w", uid, p.Blob, err))
 			}
 			parts = append(parts, data)
+			// A part counts only for the key groups it was listed for: a
+			// changelog subtask may carry a wider old part for its own range.
+			ranges = append(ranges, [2]int{int(p.KeyGroupStart), int(p.KeyGroupEnd)})
 		}
-		if err := b.Restore(parts); err != nil {
+		if err := b.RestoreRanged(parts, ranges); err != nil {
 			var re *state.RestoreError
 			if errors.As(err, &re) {
 				return nil, nil, &permanentError{fmt.Errorf("eddy: cannot restore operator %s from checkpoint %d (the checkpoint is left as it is): %w", uid, m.ID, err)}

@@ -250,7 +250,12 @@ func (e *RestoreError) Error() string {
 // checks the schemas of all states against the declared ones; only when
 // everything is compatible does it load entries. States in the snapshot that
 // are no longer declared are skipped.
-func (b *Backend) Restore(parts [][]byte) error {
+func (b *Backend) Restore(parts [][]byte) error { return b.RestoreRanged(parts, nil) }
+
+// RestoreRanged is Restore where part i is authoritative only for the key
+// groups ranges[i] = [start, end): entries of other key groups in it are
+// skipped. A nil ranges trusts every part for all its key groups.
+func (b *Backend) RestoreRanged(parts [][]byte, ranges [][2]int) error {
 	headers := make([]snapshotHeader, len(parts))
 	for i, p := range parts {
 		if len(p) < len(snapshotMagic) || string(p[:len(snapshotMagic)]) != snapshotMagic {
@@ -296,6 +301,9 @@ func (b *Backend) Restore(parts [][]byte) error {
 		for _, g := range h.Groups {
 			kg := int(g.KeyGroup)
 			if kg < b.kgStart || kg >= b.kgEnd {
+				continue
+			}
+			if ranges != nil && (kg < ranges[i][0] || kg >= ranges[i][1]) {
 				continue
 			}
 			if int(g.State) >= len(h.States) {

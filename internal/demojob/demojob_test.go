@@ -101,7 +101,27 @@ func committed(t testing.TB, dir string) []string {
 func sameLines(t testing.TB, got, want []string) {
 	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("%d committed lines, want %d", len(got), len(want))
+		// Say which lines are extra and which are missing.
+		count := map[string]int{}
+		for _, l := range want {
+			count[l]++
+		}
+		for _, l := range got {
+			count[l]--
+		}
+		var extra, missing []string
+		for l, n := range count {
+			for ; n < 0; n++ {
+				extra = append(extra, l)
+			}
+			for ; n > 0; n-- {
+				missing = append(missing, l)
+			}
+		}
+		sort.Strings(extra)
+		sort.Strings(missing)
+		t.Fatalf("%d committed lines, want %d: %d extra (first %v), %d missing (first %v)", len(got), len(want),
+			len(extra), head3(extra), len(missing), head3(missing))
 	}
 	for i := range got {
 		if got[i] != want[i] {
@@ -151,4 +171,11 @@ func onlyTotals(lines []string) []string {
 		}
 	}
 	return out
+}
+
+func head3(xs []string) []string {
+	if len(xs) > 3 {
+		return xs[:3]
+	}
+	return xs
 }
