@@ -283,14 +283,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	case "value":
 		build(env, keySource{name: "new-keys", from: keys, n: 1 << 40, rate: cfg.rate, splits: 8})
 	case "window":
-		pts := eddy.FromSource(env, datagen.GPS(datagen.Drivers(10_000), datagen.Rate(cfg.rate), datagen.Spacing(100*time.Microsecond)),
-			eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
-		ks := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
-		w := eddy.AggregateWindows(ks, eddy.Sliding(time.Minute, 10*time.Second), eddy.Aggregator[string, datagen.GPSPoint, int64, int64]{
-			Add:    func(n int64, _ *datagen.GPSPoint) int64 { return n + 1 },
-			Result: func(_ string, _ eddy.Window, n int64) int64 { return n },
-		}, eddy.WindowOp(eddy.Named("windows")))
-		eddy.ToSink(w.Results, discard.Sink[int64]())
+		buildWindows(env, cfg.rate)
 	}
 	if err := env.Run(ctx); err != nil && ctx.Err() == nil {
 		return res, fmt.Errorf("measuring: %w", err)
@@ -309,14 +302,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	case "value":
 		build(renv, keySource{name: "new-keys", from: keys, n: 1 << 40, rate: 1, splits: 8})
 	case "window":
-		pts := eddy.FromSource(renv, datagen.GPS(datagen.Drivers(10_000), datagen.Rate(1)),
-			eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
-		ks := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
-		w := eddy.AggregateWindows(ks, eddy.Sliding(time.Minute, 10*time.Second), eddy.Aggregator[string, datagen.GPSPoint, int64, int64]{
-			Add:    func(n int64, _ *datagen.GPSPoint) int64 { return n + 1 },
-			Result: func(_ string, _ eddy.Window, n int64) int64 { return n },
-		}, eddy.WindowOp(eddy.Named("windows")))
-		eddy.ToSink(w.Results, discard.Sink[int64]())
+		buildWindows(renv, 1)
 	}
 	go func() {
 		<-time.After(2 * time.Minute)
@@ -325,4 +311,17 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	_ = renv.Run(rctx)
 	res.recovery = renv.Stats().Recovery
 	return res, nil
+}
+
+// buildWindows adds job (b): GPS points from 10 000 drivers into 1-minute
+// sliding windows with a 10-second slide.
+func buildWindows(env *eddy.Env, rate float64) {
+	pts := eddy.FromSource(env, datagen.GPS(datagen.Drivers(10_000), datagen.Rate(rate), datagen.Spacing(100*time.Microsecond)),
+		eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
+	ks := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
+	w := eddy.AggregateWindows(ks, eddy.Sliding(time.Minute, 10*time.Second), eddy.Aggregator[string, datagen.GPSPoint, int64, int64]{
+		Add:    func(n int64, _ *datagen.GPSPoint) int64 { return n + 1 },
+		Result: func(_ string, _ eddy.Window, n int64) int64 { return n },
+	}, eddy.WindowOp(eddy.Named("windows")))
+	eddy.ToSink(w.Results, discard.Sink[int64]())
 }
