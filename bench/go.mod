@@ -1,6 +1,6 @@
 module github.com/eddyflow/eddy/bench
 
-go 1.26
+go 1.26.0
 
 replace github.com/eddyflow/eddy => ../
 
@@ -9,3 +9,5 @@ require (
 	github.com/planetscale/vtprotobuf v0.6.0
 	google.golang.org/protobuf v1.36.12
 )
+
+require github.com/klauspost/compress v1.20.3 // indirect
