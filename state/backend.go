@@ -25,6 +25,7 @@ type Backend struct {
 	changes        ChangeLog // where writes also go, if set (the changelog backend)
 	gen            uint64    // bumped whenever cached entries may be stale; never 0
 	lastData       int       // bytes of entries in the last snapshot, to presize the next
+	deterministic  bool      // snapshots sort entries by key
 	scratch        []byte
 	err            error // the first change-log failure
 }
@@ -33,6 +34,10 @@ type Backend struct {
 // state's id (StateID of its name), the serialized key, and the full new
 // value or a deletion.
 type ChangeLog func(kg, state uint32, key, value []byte, del bool) error
+
+// SetDeterministic makes snapshots of equal state equal bytes by sorting
+// entries by key, at a cost the runtime does not pay (tests and tools do).
+func (b *Backend) SetDeterministic(on bool) { b.deterministic = on }
 
 // SetChangeLog sends every later state write to log as well. The changelog
 // state backend uses it to write each change twice: to the state and to the

@@ -19,6 +19,7 @@ type change struct {
 // byte-identical snapshots: the log carries every write.
 func TestChangeLogReplaysToTheSameState(t *testing.T) {
 	b := state.NewBackend(128, 0, 128, keySchema(t))
+	b.SetDeterministic(true)
 	var log []change
 	b.SetChangeLog(func(kg, st uint32, key, value []byte, del bool) error {
 		log = append(log, change{kg, st, bytes.Clone(key), bytes.Clone(value), del})
@@ -52,6 +53,7 @@ func TestChangeLogReplaysToTheSameState(t *testing.T) {
 	want, _ := b.Snapshot()
 
 	replay := state.NewBackend(128, 0, 128, keySchema(t))
+	replay.SetDeterministic(true)
 	newFull(t, replay)
 	for _, c := range log {
 		if err := replay.ApplyChange(c.kg, c.state, c.key, c.value, c.del); err != nil {
@@ -74,6 +76,7 @@ func TestChangeLogReplaysToTheSameState(t *testing.T) {
 		parts = append(parts, p)
 	}
 	again := state.NewBackend(128, 0, 128, keySchema(t))
+	again.SetDeterministic(true)
 	newFull(t, again)
 	if err := again.Restore(parts); err != nil {
 		t.Fatal(err)

@@ -193,8 +193,10 @@ func countIn(n, s, e int) int {
 
 func TestSnapshotDeterministic(t *testing.T) {
 	a := state.NewBackend(128, 0, 128, keySchema(t))
+	a.SetDeterministic(true)
 	fill(t, a, 500)
 	b := state.NewBackend(128, 0, 128, keySchema(t))
+	b.SetDeterministic(true)
 	fill(t, b, 500)
 	sa, _ := a.Snapshot()
 	sb, _ := b.Snapshot()
