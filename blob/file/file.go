@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/eddyflow/eddy/blob"
@@ -42,7 +43,32 @@ func New(dir string) (*Store, error) {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("blob/file: create directory: %w", err)
 	}
+	sweepTemp(abs, time.Now().Add(-staleTemp))
 	return &Store{dir: abs}, nil
+}
+
+// staleTemp is the age past which a temporary file is taken for the
+// leftover of a writer that died mid-Put.
+const staleTemp = 10 * time.Minute
+
+// sweepTemp removes temporary files (".<name>.tmp-*") last modified before
+// cutoff: a killed process leaves them behind, and nothing lists or prunes
+// them. Younger ones may belong to a live writer and are left alone. Errors
+// are ignored: sweeping is housekeeping.
+func sweepTemp(dir string, cutoff time.Time) {
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		if !strings.HasPrefix(name, ".") || !strings.Contains(name, ".tmp-") {
+			return nil
+		}
+		if info, err := d.Info(); err == nil && info.ModTime().Before(cutoff) {
+			_ = os.Remove(path)
+		}
+		return nil
+	})
 }
 
 // Path returns the file that holds (or would hold) the object name, for

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/blob/file"
@@ -346,5 +347,36 @@ func TestConcurrentPutDelete(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+func TestNewSweepsStaleTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "checkpoints", "00000000000000000003")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(sub, ".MANIFEST.tmp-123")
+	fresh := filepath.Join(sub, ".x.state.tmp-456")
+	keep := filepath.Join(sub, ".hidden")
+	for _, p := range []string{stale, fresh, keep} {
+		if err := os.WriteFile(p, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.New(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("a temp file left by a killed writer an hour ago survived: %v", err)
+	}
+	for _, p := range []string{fresh, keep} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s was removed: a fresh temp file may belong to a live writer", p)
+		}
 	}
 }
