@@ -227,19 +227,9 @@ func FlatMap[A, B any](s *Stream[A], fn func(in *A, emit func(B)) error) *Stream
 
 // build makes, for one subtask, the function that feeds s's consumers.
 func (s *Stream[T]) build(sc *subtaskCtx) (push[T], error) {
-	if len(s.next) == 0 {
-		return nil, fmt.Errorf("eddy: %s has no consumer", s.desc)
-	}
-	pushes := make([]push[T], len(s.next))
-	for i, b := range s.next {
-		p, err := b(sc)
-		if err != nil {
-			return nil, err
-		}
-		pushes[i] = p
-	}
-	if len(pushes) == 1 {
-		return pushes[0], nil
+	pushes, err := buildAll(sc, s.desc, s.next)
+	if err != nil || len(pushes) == 1 {
+		return first(pushes), err
 	}
 	return func(ts int64, rec *T) error {
 		for _, p := range pushes {
@@ -249,6 +239,30 @@ func (s *Stream[T]) build(sc *subtaskCtx) (push[T], error) {
 		}
 		return nil
 	}, nil
+}
+
+// buildAll builds every consumer of a stream for one subtask.
+func buildAll[F any](sc *subtaskCtx, desc string, builders []func(*subtaskCtx) (F, error)) ([]F, error) {
+	if len(builders) == 0 {
+		return nil, fmt.Errorf("eddy: %s has no consumer", desc)
+	}
+	out := make([]F, len(builders))
+	for i, b := range builders {
+		f, err := b(sc)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = f
+	}
+	return out, nil
+}
+
+func first[F any](fs []F) F {
+	var zero F
+	if len(fs) == 0 {
+		return zero
+	}
+	return fs[0]
 }
 
 // ToSink writes the stream to sink.
@@ -343,19 +357,9 @@ func (ks *KeyedStream[K, T]) consume(op string, build func(sc *subtaskCtx) (keye
 }
 
 func (ks *KeyedStream[K, T]) build(sc *subtaskCtx) (keyedPush[K, T], error) {
-	if len(ks.next) == 0 {
-		return nil, fmt.Errorf("eddy: %s has no consumer", ks.desc)
-	}
-	pushes := make([]keyedPush[K, T], len(ks.next))
-	for i, b := range ks.next {
-		p, err := b(sc)
-		if err != nil {
-			return nil, err
-		}
-		pushes[i] = p
-	}
-	if len(pushes) == 1 {
-		return pushes[0], nil
+	pushes, err := buildAll(sc, ks.desc, ks.next)
+	if err != nil || len(pushes) == 1 {
+		return first(pushes), err
 	}
 	return func(key *K, kb []byte, kg int, ts int64, rec *T) error {
 		for _, p := range pushes {
