@@ -177,8 +177,8 @@ func (sc *subtaskCtx) materialize() error {
 			}
 			// Unique per materialization: two in one checkpoint interval
 			// must not overwrite parts an earlier checkpoint refers to.
-			name := fmt.Sprintf("checkpoints/%020d/%s-%d-m%d-%d-%s.state", sc.job.building.Load(), sanitizeName(rt.uid), sc.subtask,
-				cl.count, cl.next, sc.job.runID)
+			name := sc.job.storage.PartBlobName(sc.job.building.Load(), rt.uid, sc.subtask,
+				fmt.Sprintf("m%d-%d-%s", cl.count, cl.next, sc.job.runID))
 			cl.parts = append(cl.parts, checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(cl.next),
 				KeyGroupEnd: uint32(to), Blob: name, Size: int64(len(data))})
 			cl.next = to
@@ -337,14 +337,4 @@ func (sc *subtaskCtx) replayChangelog(uid string, b *state.Backend, logs []check
 		}
 	}
 	return nil
-}
-
-func sanitizeName(s string) string {
-	out := []byte(s)
-	for i, c := range out {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			out[i] = '_'
-		}
-	}
-	return string(out)
 }

@@ -391,11 +391,6 @@ func keyEncoder[K comparable]() (func(dst []byte, k *K) []byte, error) {
 	}, nil
 }
 
-// keySchema is the schema stored with keyed state.
-func keySchema[K comparable]() (serde.Schema, error) {
-	return serde.SchemaOf[K]()
-}
-
 // OpenContext is passed to a keyed function's Open: declare state on State.
 type OpenContext struct {
 	State       *state.Backend
@@ -523,7 +518,7 @@ func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, 
 // timers.
 func buildKeyed[K comparable, IN, OUT any](sc *subtaskCtx, uid string, fn KeyedFunc[K, IN, OUT], next push[OUT]) (keyedPush[K, IN], error) {
 	env := sc.job.env
-	ksch, err := keySchema[K]()
+	ksch, err := serde.SchemaOf[K]()
 	if err != nil {
 		return nil, &permanentError{fmt.Errorf("eddy: %s: key type: %w", uid, err)}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/eddyflow/eddy/state"
@@ -49,19 +50,6 @@ func (w Windows) validate() error {
 		return errors.New("eddy: a sliding window's slide must be positive and at most its size")
 	}
 	return nil
-}
-
-// assign calls fn with the [start, end) of every window that holds ts.
-func (w Windows) assign(ts int64, fn func(start, end int64)) {
-	switch w.kind {
-	case session:
-		fn(ts, ts+w.size)
-	default:
-		last := ts - floorMod(ts, w.slide)
-		for start := last; start > ts-w.size; start -= w.slide {
-			fn(start, start+w.size)
-		}
-	}
 }
 
 func floorMod(a, b int64) int64 {
@@ -278,7 +266,7 @@ func (f *windowFn[K, IN, ACC, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) 
 			drop = append(drop, s)
 		}
 	}
-	sortInt64(fire)
+	slices.Sort(fire)
 	for _, s := range fire {
 		ws, _ := f.st.Get(s)
 		if err := f.fire(ctx, s, ws); err != nil {
@@ -289,14 +277,6 @@ func (f *windowFn[K, IN, ACC, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) 
 		f.st.Delete(s)
 	}
 	return nil
-}
-
-func sortInt64(xs []int64) {
-	for i := 1; i < len(xs); i++ {
-		for j := i; j > 0 && xs[j] < xs[j-1]; j-- {
-			xs[j], xs[j-1] = xs[j-1], xs[j]
-		}
-	}
 }
 
 // windowOperator wires a windowFn into a keyed stream with its two outputs.

@@ -46,6 +46,14 @@ func (s *Storage) StateBlobName(id uint64, operator string, subtask int) string 
 	return fmt.Sprintf("%s%s-%d.state", checkpointDir(id), sanitize(operator), subtask)
 }
 
+// PartBlobName is StateBlobName for a further blob of the same subtask in
+// checkpoint id, told apart by tag (letters, digits, '-' and '_'), such as
+// the parts of a changelog materialization:
+// "checkpoints/<id>/<operator>-<subtask>-<tag>.state".
+func (s *Storage) PartBlobName(id uint64, operator string, subtask int, tag string) string {
+	return fmt.Sprintf("%s%s-%d-%s.state", checkpointDir(id), sanitize(operator), subtask, tag)
+}
+
 // ManifestName returns the blob name of checkpoint id's manifest,
 // "checkpoints/<id, 20 digits>/MANIFEST".
 func (s *Storage) ManifestName(id uint64) string {

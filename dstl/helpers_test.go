@@ -2,7 +2,6 @@ package dstl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -190,14 +189,4 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-}
-
-// exists reports whether store holds name.
-func exists(t testing.TB, store blob.Store, name string) bool {
-	t.Helper()
-	_, err := store.Get(context.Background(), name)
-	if err != nil && !errors.Is(err, blob.ErrNotFound) {
-		t.Fatalf("get %q: %v", name, err)
-	}
-	return err == nil
 }

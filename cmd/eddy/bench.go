@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -56,7 +58,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tuploaded/ckpt (avg)\tfull size\trecovery\t")
 	for _, job := range []string{"value", "window"} {
-		if !contains(*which, job) {
+		if !slices.Contains(strings.Split(*which, ","), job) {
 			continue
 		}
 		for _, cl := range []bool{false, true} {
@@ -73,27 +75,6 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
-}
-
-func contains(list, s string) bool {
-	for _, x := range filepathSplit(list) {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func filepathSplit(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return out
 }
 
 type benchConfig struct {
