@@ -171,8 +171,11 @@ func Map[A, B any](s *Stream[A], fn func(*A) B) *Stream[B] {
 		if err != nil {
 			return nil, err
 		}
+		// One slot per subtask: the next operator gets a pointer into
+		// it, valid during the call, so a record costs no allocation.
+		var b B
 		return func(ts int64, a *A) error {
-			b := fn(a)
+			b = fn(a)
 			return next(ts, &b)
 		}, nil
 	})
@@ -207,9 +210,11 @@ func FlatMap[A, B any](s *Stream[A], fn func(in *A, emit func(B)) error) *Stream
 		}
 		var emitErr error
 		var cur int64
+		var slot B // reused per emitted record, as in Map
 		emit := func(b B) {
 			if emitErr == nil {
-				emitErr = next(cur, &b)
+				slot = b
+				emitErr = next(cur, &slot)
 			}
 		}
 		return func(ts int64, a *A) error {
@@ -413,6 +418,7 @@ type Context[K comparable, OUT any] struct {
 	// Key is the key of the current record or timer.
 	Key    K
 	emit   push[OUT]
+	out    OUT // the emitted record, handed on by pointer without an allocation
 	err    error
 	ts     int64
 	domain TimeDomain
@@ -425,7 +431,8 @@ type Context[K comparable, OUT any] struct {
 // timer's, in OnTimer).
 func (c *Context[K, OUT]) Emit(out OUT) {
 	if c.err == nil {
-		c.err = c.emit(c.ts, &out)
+		c.out = out
+		c.err = c.emit(c.ts, &c.out)
 	}
 }
 

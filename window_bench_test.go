@@ -67,6 +67,17 @@ func BenchmarkSlidingWindows(b *testing.B) {
 			eddy.ToSink(eddy.Process[string, datagen.GPSPoint, int64](keyed, &slideCountFn{}), discard.Sink[int64]())
 		})
 	})
+	b.Run("map-reduce", func(b *testing.B) {
+		// Every record goes through Map and comes out of Reduce: the
+		// per-record path of operators that emit.
+		run(b, func(env *eddy.Env) {
+			pts := eddy.FromSource(env, gps())
+			ones := eddy.Map(pts, func(p *datagen.GPSPoint) slideOut { return slideOut{Driver: p.DriverID, Points: 1} })
+			keyed := eddy.KeyBy(ones, func(s *slideOut) string { return s.Driver })
+			sums := eddy.Reduce(keyed, func(a, x slideOut) slideOut { a.Points += x.Points; return a })
+			eddy.ToSink(sums, discard.Sink[slideOut]())
+		})
+	})
 	b.Run("sliding-1m-10s", func(b *testing.B) {
 		run(b, func(env *eddy.Env) {
 			pts := eddy.FromSource(env, gps(), eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
