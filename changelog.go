@@ -15,6 +15,15 @@ import (
 	"github.com/eddyflow/eddy/state"
 )
 
+// state.ChangeOp and dstl.Op number the operations alike (a compile error
+// here says they drifted apart).
+var (
+	_ = [1]struct{}{}[dstl.OpPut-dstl.Op(state.ChangePut)]
+	_ = [1]struct{}{}[dstl.OpDelete-dstl.Op(state.ChangeDelete)]
+	_ = [1]struct{}{}[dstl.OpPutElem-dstl.Op(state.ChangePutElem)]
+	_ = [1]struct{}{}[dstl.OpDeleteElem-dstl.Op(state.ChangeDeleteElem)]
+)
+
 // changelogConfig turns on the changelog state backend.
 type changelogConfig struct {
 	materialize time.Duration
@@ -43,7 +52,8 @@ func LogOptions(o dstl.Options) ChangelogOption {
 }
 
 // Changelog turns on the changelog state backend: every keyed state write
-// goes to the state and, as a full new value, to a durable short-term log
+// goes to the state and, as the new value (of the changed element only for
+// Map and List state), to a durable short-term log
 // shared by the process and uploaded continuously. A checkpoint is then the
 // last materialized snapshot plus the log since it, so it uploads only the
 // last few milliseconds of changes whatever the state size. State is
@@ -138,8 +148,8 @@ func (sc *subtaskCtx) attachChangelog(rt *keyedRuntime, restoredParts []checkpoi
 		cl.nextAt = now.Add(time.Duration(uint64(h.Sum32()) % uint64(cfg.materialize)))
 	}
 	w := cl.w
-	rt.backend.SetChangeLog(func(kg, st uint32, key, value []byte, del bool) error {
-		return w.Append(kg, st, key, value, del)
+	rt.backend.SetChangeLog(func(kg, st uint32, op state.ChangeOp, key, sub, value []byte) error {
+		return w.AppendOp(kg, st, dstl.Op(op), key, sub, value)
 	})
 	rt.cl = cl
 }
@@ -332,7 +342,10 @@ func (sc *subtaskCtx) replayChangelog(uid string, b *state.Backend, logs []check
 		groups[sp] = append(groups[sp], dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size})
 	}
 	for _, sp := range order {
-		if err := dstl.Read(sc.ctx, sc.job.blobs, ro, groups[sp], sp.from, sp.to, b.ApplyChange); err != nil {
+		apply := func(c *dstl.Change) error {
+			return b.ApplyChange(c.KeyGroup, c.State, state.ChangeOp(c.Op), c.Key, c.Sub, c.Value)
+		}
+		if err := dstl.Read(sc.ctx, sc.job.blobs, ro, groups[sp], sp.from, sp.to, apply); err != nil {
 			return err
 		}
 	}

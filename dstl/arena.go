@@ -20,8 +20,11 @@ type entry struct {
 	off, end   uint32 // the change's bytes in the chunk (after its sequence delta)
 	keyOff     uint32 // its key in the chunk
 	keyLen     uint32
+	subOff     uint32 // its sub key in the chunk (element operations)
+	subLen     uint32
 	kg, state  uint32
-	superseded bool // a later change of the part has the same kg, state and key
+	class      uint8 // what it replaces (dedupClass)
+	superseded bool  // a later change of the part replaces it
 }
 
 // part is one writer's share of a batch: its changes, pre-encoded.

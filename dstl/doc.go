@@ -8,8 +8,12 @@
 //
 // A process has one Log, shared by all its stateful subtasks. Each subtask
 // has a Writer (named stably, e.g. "distance-3") that appends changes —
-// key group, state id, key, and a value or a delete — each with the
-// writer's next sequence number. The Log batches the changes of all
+// key group, state id, key, an operation (put or delete the key's value,
+// or put or delete one element of it: a map entry, a list slot) with the
+// element's key and the value — each with the writer's next sequence
+// number. Element operations keep a write to a large collection as small
+// as the element; every operation sets or removes, so applying a change
+// twice is harmless. The Log batches the changes of all
 // writers and uploads each batch as ONE object to the blob store, when
 // FlushInterval has passed since the batch's first change, when FlushBytes
 // are queued, or early when one writer holds WriterFlushBytes. A Persist
@@ -71,7 +75,8 @@
 // # Beyond Flink: last change per key within a batch
 //
 // Within one batch the log uploads only the last change per (writer,
-// state, key); earlier ones are dropped (Metrics.DroppedChanges). This is
+// state, key) — per (writer, state, key, element) for element operations;
+// earlier ones are dropped (Metrics.DroppedChanges). This is
 // safe because a checkpoint boundary always ends a batch: no checkpoint
 // can reference a state between two changes of one batch. Replaying a
 // batch thus gives the state at its end, which is all recovery needs. It

@@ -28,16 +28,22 @@ import (
 //
 //	body    = nwriters section*
 //	section = len(name) name nchanges change*
-//	change  = seqdelta keygroup state (len(key)<<1 | delete) key [len(value) value]
+//	change  = seqdelta keygroup state (len(key)<<3 | op) key [len(sub) sub] [len(value) value]
 //
 // seqdelta is the change's sequence number minus that of the previous
 // change of the section (the first change's delta is its sequence number),
 // so sequence numbers are at least 1 and strictly increase within a
-// section; gaps are changes superseded within the batch. A delete carries
-// no value. The object must end exactly where its last section does.
+// section; gaps are changes superseded within the batch. op is an Op: the
+// element operations (OpPutElem, OpDeleteElem) carry the element's sub
+// key, and the deletes carry no value. The object must end exactly where
+// its last section does.
+//
+// Version 1 objects (written before element operations existed) had
+// (len(key)<<1 | delete) in place of (len(key)<<3 | op) and no sub keys;
+// DecodeObject reads both.
 const (
 	objectMagic   = "DSTL"
-	formatVersion = 1
+	formatVersion = 2
 	headerSize    = 20
 	flagZstd      = 1
 
@@ -58,14 +64,56 @@ func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
 }
 
+// Op is what a change does to its key's value.
+type Op uint8
+
+// The operations. OpPut and OpDelete replace or remove a key's whole value;
+// the element operations change one element of it (a map entry, a list
+// slot), so a collection state logs what changed rather than its whole
+// value on every write. Every operation sets or removes something, so
+// applying a change twice, or on top of a snapshot that already holds it,
+// gives the same state — which materializing a few key groups at a time
+// relies on. Within a batch the log keeps only the last OpPut/OpDelete per
+// (state, key) and the last OpPutElem/OpDeleteElem per (state, key, sub);
+// replaying the kept changes in order gives the batch's final state.
+const (
+	OpPut        Op = 0 // Value is the key's new value
+	OpDelete     Op = 1 // the key is removed
+	OpPutElem    Op = 2 // the element Sub of the key's value is set to Value
+	OpDeleteElem Op = 3 // the element Sub of the key's value is removed
+	opCount         = 4
+)
+
+// hasSub reports whether changes of op carry a sub key.
+func (op Op) hasSub() bool { return op == OpPutElem || op == OpDeleteElem }
+
+// hasValue reports whether changes of op carry a value.
+func (op Op) hasValue() bool { return op == OpPut || op == OpPutElem }
+
+// String names the operation.
+func (op Op) String() string {
+	switch op {
+	case OpPut:
+		return "put"
+	case OpDelete:
+		return "delete"
+	case OpPutElem:
+		return "put-elem"
+	case OpDeleteElem:
+		return "delete-elem"
+	}
+	return fmt.Sprintf("op(%d)", uint8(op))
+}
+
 // Change is one decoded state change.
 type Change struct {
 	Seq      uint64 // the writer's sequence number of the change, from 1
 	KeyGroup uint32
 	State    uint32 // the state id
+	Op       Op
 	Key      []byte
-	Value    []byte // nil for a delete
-	Delete   bool
+	Sub      []byte // the element's key, for OpPutElem and OpDeleteElem
+	Value    []byte // nil for the deletes
 }
 
 // Section holds one writer's changes in an object, in sequence order.
@@ -100,16 +148,16 @@ var (
 
 // appendChangeTail appends the part of a change's encoding that follows its
 // sequence delta.
-func appendChangeTail(b []byte, kg, state uint32, key, value []byte, del bool) []byte {
+func appendChangeTail(b []byte, kg, state uint32, op Op, key, sub, value []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(kg))
 	b = binary.AppendUvarint(b, uint64(state))
-	kl := uint64(len(key)) << 1
-	if del {
-		kl |= 1
-	}
-	b = binary.AppendUvarint(b, kl)
+	b = binary.AppendUvarint(b, uint64(len(key))<<3|uint64(op))
 	b = append(b, key...)
-	if !del {
+	if op.hasSub() {
+		b = binary.AppendUvarint(b, uint64(len(sub)))
+		b = append(b, sub...)
+	}
+	if op.hasValue() {
 		b = binary.AppendUvarint(b, uint64(len(value)))
 		b = append(b, value...)
 	}
@@ -168,12 +216,15 @@ func EncodeObject(o *Object, compress bool) ([]byte, error) {
 			if c.Seq <= prev {
 				return nil, fmt.Errorf("dstl: encode: writer %q: sequence number %d after %d", s.Writer, c.Seq, prev)
 			}
-			if len(c.Key)+len(c.Value) > maxChange {
+			if c.Op >= opCount {
+				return nil, fmt.Errorf("dstl: encode: writer %q: change %d has unknown operation %v", s.Writer, c.Seq, c.Op)
+			}
+			if len(c.Key)+len(c.Sub)+len(c.Value) > maxChange {
 				return nil, fmt.Errorf("dstl: encode: writer %q: change %d is larger than %d bytes", s.Writer, c.Seq, maxChange)
 			}
 			raw = binary.AppendUvarint(raw, c.Seq-prev)
 			prev = c.Seq
-			raw = appendChangeTail(raw, c.KeyGroup, c.State, c.Key, c.Value, c.Delete)
+			raw = appendChangeTail(raw, c.KeyGroup, c.State, c.Op, c.Key, c.Sub, c.Value)
 		}
 	}
 	return sealObject(raw, compress, nil)
@@ -184,11 +235,11 @@ func EncodeObject(o *Object, compress bool) ([]byte, error) {
 // Any malformed, truncated or damaged input gives an error matching
 // ErrCorrupt; DecodeObject never panics.
 func DecodeObject(data []byte) (*Object, error) {
-	body, compressed, err := checkObject(data)
+	body, version, compressed, err := checkObject(data)
 	if err != nil {
 		return nil, err
 	}
-	o, err := decodeBody(body)
+	o, err := decodeBody(body, version)
 	if err != nil {
 		return nil, err
 	}
@@ -197,47 +248,47 @@ func DecodeObject(data []byte) (*Object, error) {
 }
 
 // checkObject verifies the header and checksum of an object and returns its
-// raw (decompressed) body.
-func checkObject(data []byte) (body []byte, compressed bool, err error) {
+// raw (decompressed) body and format version.
+func checkObject(data []byte) (body []byte, version byte, compressed bool, err error) {
 	if len(data) < headerSize {
-		return nil, false, corrupt("%d bytes, shorter than the %d-byte header", len(data), headerSize)
+		return nil, 0, false, corrupt("%d bytes, shorter than the %d-byte header", len(data), headerSize)
 	}
 	h := data[:headerSize]
 	if string(h[:4]) != objectMagic {
-		return nil, false, corrupt("bad magic %q, want %q", h[:4], objectMagic)
+		return nil, 0, false, corrupt("bad magic %q, want %q", h[:4], objectMagic)
 	}
-	if h[4] != formatVersion {
-		return nil, false, corrupt("unsupported format version %d (this reader knows %d)", h[4], formatVersion)
+	if h[4] != 1 && h[4] != formatVersion {
+		return nil, 0, false, corrupt("unsupported format version %d (this reader knows %d)", h[4], formatVersion)
 	}
 	if h[5]&^flagZstd != 0 || h[6] != 0 || h[7] != 0 {
-		return nil, false, corrupt("unknown flags %#02x %#02x %#02x", h[5], h[6], h[7])
+		return nil, 0, false, corrupt("unknown flags %#02x %#02x %#02x", h[5], h[6], h[7])
 	}
 	storedLen := binary.LittleEndian.Uint32(h[8:])
 	rawLen := binary.LittleEndian.Uint32(h[12:])
 	if uint64(len(data)-headerSize) != uint64(storedLen) {
-		return nil, false, corrupt("header records a %d-byte body, object has %d (truncated or padded)", storedLen, len(data)-headerSize)
+		return nil, 0, false, corrupt("header records a %d-byte body, object has %d (truncated or padded)", storedLen, len(data)-headerSize)
 	}
 	stored := data[headerSize:]
 	if want, got := binary.LittleEndian.Uint32(h[16:]), crc32.Update(crc32.Checksum(h[:16], castagnoli), castagnoli, stored); want != got {
-		return nil, false, corrupt("checksum mismatch: header records crc32c %08x, object has %08x", want, got)
+		return nil, 0, false, corrupt("checksum mismatch: header records crc32c %08x, object has %08x", want, got)
 	}
 	if rawLen > maxBody {
-		return nil, false, corrupt("raw body of %d bytes exceeds the %d-byte limit", rawLen, maxBody)
+		return nil, 0, false, corrupt("raw body of %d bytes exceeds the %d-byte limit", rawLen, maxBody)
 	}
 	if h[5]&flagZstd == 0 {
 		if rawLen != storedLen {
-			return nil, false, corrupt("uncompressed object with raw length %d != stored length %d", rawLen, storedLen)
+			return nil, 0, false, corrupt("uncompressed object with raw length %d != stored length %d", rawLen, storedLen)
 		}
-		return stored, false, nil
+		return stored, h[4], false, nil
 	}
 	out, err := zstdDecoder().DecodeAll(stored, make([]byte, 0, rawLen))
 	if err != nil {
-		return nil, true, corrupt("zstd: %v", err)
+		return nil, 0, true, corrupt("zstd: %v", err)
 	}
 	if uint64(len(out)) != uint64(rawLen) {
-		return nil, true, corrupt("decompressed body is %d bytes, header records %d", len(out), rawLen)
+		return nil, 0, true, corrupt("decompressed body is %d bytes, header records %d", len(out), rawLen)
 	}
-	return out, true, nil
+	return out, h[4], true, nil
 }
 
 // reader decodes varints and byte strings from a body, remembering the
@@ -285,8 +336,8 @@ func (r *reader) bytes(n uint64, what string) []byte {
 // left returns the number of undecoded bytes.
 func (r *reader) left() uint64 { return uint64(len(r.b) - r.off) }
 
-// decodeBody decodes a raw body.
-func decodeBody(body []byte) (*Object, error) {
+// decodeBody decodes a raw body of the given format version.
+func decodeBody(body []byte, version byte) (*Object, error) {
 	r := &reader{b: body}
 	n := r.uvarint("writer count")
 	if r.err == nil && n > r.left()/2 { // a section takes at least 2 bytes
@@ -316,9 +367,22 @@ func decodeBody(body []byte) (*Object, error) {
 			c.KeyGroup = r.u32("key group")
 			c.State = r.u32("state id")
 			kl := r.uvarint("key length")
-			c.Delete = kl&1 == 1
-			c.Key = r.bytes(kl>>1, "key")
-			if !c.Delete {
+			if version == 1 {
+				c.Op, kl = Op(kl&1), kl>>1 // OpPut or OpDelete
+			} else {
+				c.Op, kl = Op(kl&7), kl>>3
+				if c.Op >= opCount && r.err == nil {
+					return nil, corrupt("writer %q: change %d has unknown operation %d", name, seq, c.Op)
+				}
+			}
+			c.Key = r.bytes(kl, "key")
+			if c.Op.hasSub() {
+				c.Sub = r.bytes(r.uvarint("sub key length"), "sub key")
+				if c.Sub == nil && r.err == nil {
+					c.Sub = []byte{}
+				}
+			}
+			if c.Op.hasValue() {
 				c.Value = r.bytes(r.uvarint("value length"), "value")
 				if c.Value == nil && r.err == nil {
 					c.Value = []byte{}

@@ -13,7 +13,9 @@ func sampleObject() *Object {
 	return &Object{Sections: []Section{
 		{Writer: "distance-0", Changes: []Change{
 			{Seq: 1, KeyGroup: 3, State: 1, Key: []byte("car-1"), Value: []byte("12.5")},
-			{Seq: 2, KeyGroup: 3, State: 2, Key: []byte("car-1"), Delete: true},
+			{Seq: 2, KeyGroup: 3, State: 2, Key: []byte("car-1"), Op: OpDelete},
+			{Seq: 4, KeyGroup: 3, State: 4, Key: []byte("car-1"), Op: OpPutElem, Sub: []byte("w1"), Value: []byte("8")},
+			{Seq: 5, KeyGroup: 3, State: 4, Key: []byte("car-1"), Op: OpDeleteElem, Sub: []byte{}},
 			{Seq: 7, KeyGroup: 127, State: 1, Key: []byte{}, Value: []byte{}},
 		}},
 		{Writer: "distance-1", Changes: []Change{
@@ -30,10 +32,15 @@ func normalize(o *Object) *Object {
 		ns := Section{Writer: s.Writer}
 		for _, ch := range s.Changes {
 			ch.Key = append([]byte{}, ch.Key...)
-			if ch.Delete {
-				ch.Value = nil
+			if ch.Op.hasSub() {
+				ch.Sub = append([]byte{}, ch.Sub...)
 			} else {
+				ch.Sub = nil
+			}
+			if ch.Op.hasValue() {
 				ch.Value = append([]byte{}, ch.Value...)
+			} else {
+				ch.Value = nil
 			}
 			ns.Changes = append(ns.Changes, ch)
 		}
@@ -102,7 +109,8 @@ func TestDecodeDetectsDamage(t *testing.T) {
 	for _, compress := range []bool{false, true} {
 		data, err := EncodeObject(&Object{Sections: []Section{{Writer: "w", Changes: []Change{
 			{Seq: 1, KeyGroup: 1, State: 1, Key: []byte("a"), Value: []byte("b")},
-			{Seq: 2, KeyGroup: 1, State: 1, Key: []byte("c"), Delete: true},
+			{Seq: 2, KeyGroup: 1, State: 1, Key: []byte("c"), Op: OpDelete},
+			{Seq: 3, KeyGroup: 1, State: 1, Key: []byte("c"), Op: OpPutElem, Sub: []byte("s"), Value: []byte("d")},
 		}}}}, compress)
 		if err != nil {
 			t.Fatal(err)
@@ -182,8 +190,10 @@ func FuzzDecodeObject(f *testing.F) {
 		} else if !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("error does not match ErrCorrupt: %v", err)
 		}
-		if o, err := decodeBody(data); err == nil {
-			check(o)
+		for _, version := range []byte{1, formatVersion} {
+			if o, err := decodeBody(data, version); err == nil {
+				check(o)
+			}
 		}
 		// data as a zstd frame behind a valid header: exercises the
 		// decompressor on garbage.
@@ -213,4 +223,39 @@ func frame(stored []byte, rawLen uint32) []byte {
 	binary.LittleEndian.PutUint32(h[12:], rawLen)
 	binary.LittleEndian.PutUint32(h[16:], crc32.Update(crc32.Checksum(h[:16], castagnoli), castagnoli, stored))
 	return append(h, stored...)
+}
+
+// TestDecodeVersion1 reads an object in the first format version, whose
+// changes had (len(key)<<1 | delete) in place of the operation.
+func TestDecodeVersion1(t *testing.T) {
+	raw := make([]byte, headerSize)
+	raw = binary.AppendUvarint(raw, 1) // one writer
+	raw = binary.AppendUvarint(raw, 1)
+	raw = append(raw, 'w')
+	raw = binary.AppendUvarint(raw, 2) // two changes
+	raw = append(raw, 1, 5, 9, 2<<1, 'k', '1', 2, 'v', '1')
+	raw = append(raw, 1, 5, 9, 2<<1|1, 'k', '2')
+	obj, err := sealObject(raw, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj[4] = 1
+	crc := crc32.Update(crc32.Checksum(obj[:16], castagnoli), castagnoli, obj[headerSize:])
+	binary.LittleEndian.PutUint32(obj[16:], crc)
+	o, err := DecodeObject(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Change{
+		{Seq: 1, KeyGroup: 5, State: 9, Op: OpPut, Key: []byte("k1"), Value: []byte("v1")},
+		{Seq: 2, KeyGroup: 5, State: 9, Op: OpDelete, Key: []byte("k2")},
+	}
+	if got := o.Sections[0].Changes; !reflect.DeepEqual(got, want) {
+		t.Errorf("changes %+v, want %+v", got, want)
+	}
+	obj[4] = 3
+	binary.LittleEndian.PutUint32(obj[16:], crc32.Update(crc32.Checksum(obj[:16], castagnoli), castagnoli, obj[headerSize:]))
+	if _, err := DecodeObject(obj); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("version 3: err = %v, want ErrCorrupt", err)
+	}
 }

@@ -113,15 +113,49 @@ type skey struct {
 	key       string
 }
 
-// model is a state map: the result of applying changes.
-type model map[skey]string
+// mval is a model entry: a whole value and elements set by element
+// operations.
+type mval struct {
+	whole string
+	elems map[string]string
+}
 
-func (m model) apply(kg, state uint32, key, value []byte, del bool) {
-	k := skey{kg, state, string(key)}
-	if del {
+func (v *mval) String() string {
+	keys := make([]string, 0, len(v.elems))
+	for k := range v.elems {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q{", v.whole)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%q:%q,", k, v.elems[k])
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// model is a state map: the result of applying changes.
+type model map[skey]*mval
+
+func (m model) apply(c *Change) {
+	k := skey{c.KeyGroup, c.State, string(c.Key)}
+	if c.Op == OpDelete {
 		delete(m, k)
-	} else {
-		m[k] = string(value)
+		return
+	}
+	v := m[k]
+	if v == nil || c.Op == OpPut {
+		v = &mval{elems: map[string]string{}}
+		m[k] = v
+	}
+	switch c.Op {
+	case OpPut:
+		v.whole = string(c.Value)
+	case OpPutElem:
+		v.elems[string(c.Sub)] = string(c.Value)
+	case OpDeleteElem:
+		delete(v.elems, string(c.Sub))
 	}
 }
 
@@ -133,24 +167,28 @@ type syncModel struct {
 
 func newSyncModel() *syncModel { return &syncModel{m: model{}} }
 
-func (s *syncModel) apply(kg, state uint32, key, value []byte, del bool) error {
+func (s *syncModel) apply(c *Change) error {
 	s.mu.Lock()
-	s.m.apply(kg, state, key, value, del)
+	s.m.apply(c)
 	s.mu.Unlock()
 	return nil
 }
 
 // change is a change as a test recorded it.
 type change struct {
-	kg, state  uint32
-	key, value string
-	del        bool
+	kg, state       uint32
+	op              Op
+	key, sub, value string
+}
+
+func (c change) append(w *Writer) error {
+	return w.AppendOp(c.kg, c.state, c.op, []byte(c.key), []byte(c.sub), []byte(c.value))
 }
 
 // replay applies changes[from:to] (sequence numbers from+1..to) to m.
 func replay(m model, changes []change, from, to uint64) model {
 	for _, c := range changes[from:to] {
-		m.apply(c.kg, c.state, []byte(c.key), []byte(c.value), c.del)
+		m.apply(&Change{KeyGroup: c.kg, State: c.state, Op: c.op, Key: []byte(c.key), Sub: []byte(c.sub), Value: []byte(c.value)})
 	}
 	return m
 }
@@ -160,16 +198,16 @@ func diff(got, want model) string {
 	var b strings.Builder
 	n := 0
 	for k, w := range want {
-		if g, ok := got[k]; !ok || g != w {
+		if g, ok := got[k]; !ok || g.String() != w.String() {
 			if n++; n <= 5 {
-				fmt.Fprintf(&b, "  %v: got %q (present %v), want %q\n", k, g, ok, w)
+				fmt.Fprintf(&b, "  %v: got %v (present %v), want %v\n", k, g, ok, w)
 			}
 		}
 	}
 	for k, g := range got {
 		if _, ok := want[k]; !ok {
 			if n++; n <= 5 {
-				fmt.Fprintf(&b, "  %v: got %q, want absent\n", k, g)
+				fmt.Fprintf(&b, "  %v: got %v, want absent\n", k, g)
 			}
 		}
 	}

@@ -59,12 +59,20 @@ func (wl workload) run(t *testing.T, l *Log, seed uint64) []*writerRun {
 					state: uint32(1 + rng.IntN(2)),
 					key:   fmt.Sprintf("k%d", rng.IntN(wl.keys)),
 					value: fmt.Sprintf("v%d-%d", i, n),
-					del:   rng.IntN(10) == 0,
 				}
-				if c.del {
+				// Mostly puts, and every other operation.
+				switch r := rng.IntN(20); {
+				case r < 2:
+					c.op = OpDelete
+				case r < 9:
+					c.op, c.sub = OpPutElem, fmt.Sprint(rng.IntN(4))
+				case r < 11:
+					c.op, c.sub = OpDeleteElem, fmt.Sprint(rng.IntN(4))
+				}
+				if !c.op.hasValue() {
 					c.value = ""
 				}
-				if err := w.Append(c.kg, c.state, []byte(c.key), []byte(c.value), c.del); err != nil {
+				if err := c.append(w); err != nil {
 					errs <- fmt.Errorf("%s: append %d: %w", r.name, n, err)
 					return
 				}
@@ -139,11 +147,11 @@ func verify(t *testing.T, store blob.Store, ropts ReadOptions, runs []*writerRun
 			}
 			return nil
 		}
-		err := Read(ctx, store, ropts, last, rg[0], rg[1], func(kg, state uint32, key, value []byte, del bool) error {
-			if err := inRange(kg); err != nil {
+		err := Read(ctx, store, ropts, last, rg[0], rg[1], func(c *Change) error {
+			if err := inRange(c.KeyGroup); err != nil {
 				return err
 			}
-			return got.apply(kg, state, key, value, del)
+			return got.apply(c)
 		})
 		if err != nil {
 			t.Fatalf("read range %v: %v", rg, err)
@@ -244,11 +252,11 @@ func TestDedupWithinBatch(t *testing.T) {
 		{kg: 1, state: 1, key: "a", value: "2"},
 		{kg: 1, state: 2, key: "a", value: "x"}, // other state: kept
 		{kg: 2, state: 1, key: "b", value: "3"},
-		{kg: 1, state: 1, key: "a", del: true},
+		{kg: 1, state: 1, key: "a", op: OpDelete},
 		{kg: 2, state: 1, key: "b", value: "4"},
 	}
 	for _, c := range steps {
-		if err := w.Append(c.kg, c.state, []byte(c.key), []byte(c.value), c.del); err != nil {
+		if err := c.append(w); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -291,6 +299,68 @@ func TestDedupWithinBatch(t *testing.T) {
 	}
 	if d := diff(got.m, replay(model{}, steps, 0, 6)); d != "" {
 		t.Error(d)
+	}
+}
+
+// TestDedupElements: element changes replace earlier changes of the same
+// element only, and whole-value changes do not
+// replace element changes (or the other way round); replaying the kept
+// changes, also from a materialization point inside the batch, gives the
+// batch's final state.
+func TestDedupElements(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Hour})
+	w := l.Writer("w")
+	steps := []change{
+		{kg: 1, state: 1, key: "a", op: OpPutElem, sub: "x", value: "1"}, // replaced by 4
+		{kg: 1, state: 1, key: "a", op: OpPutElem, sub: "y", value: "2"}, // replaced by 7
+		{kg: 1, state: 1, key: "a", op: OpPut, value: "whole"},           // replaced by 8
+		{kg: 1, state: 1, key: "a", op: OpPutElem, sub: "x", value: "3"},
+		{kg: 1, state: 1, key: "a", op: OpPutElem, sub: "p", value: "5"},
+		{kg: 1, state: 2, key: "a", op: OpPutElem, sub: "x", value: "6"}, // other state
+		{kg: 1, state: 1, key: "a", op: OpDeleteElem, sub: "y"},
+		{kg: 1, state: 1, key: "a", op: OpPut, value: "again"},
+		{kg: 1, state: 1, key: "a", op: OpPutElem, sub: "z", value: "4"},
+		{kg: 1, state: 1, key: "a", op: OpPutElem, sub: "p", value: "7"}, // replaces 5 across the put
+		{kg: 1, state: 1, key: "ax", op: OpPutElem, sub: "", value: "5"}, // key/sub split differs from "a"+"x"
+		{kg: 1, state: 1, key: "b", op: OpPutElem, sub: "r", value: "8"},
+		{kg: 1, state: 1, key: "b", op: OpDelete},
+	}
+	for _, c := range steps {
+		if err := c.append(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.AppendOp(1, 1, Op(9), []byte("k"), nil, nil); err == nil {
+		t.Error("AppendOp with an unknown operation: no error")
+	}
+	h, err := w.Persist(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := store.Get(context.Background(), h.Objects[0])
+	o, err := DecodeObject(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for _, c := range o.Sections[0].Changes {
+		seqs = append(seqs, c.Seq)
+	}
+	if want := []uint64{4, 6, 7, 8, 9, 10, 11, 12, 13}; !reflect.DeepEqual(seqs, want) {
+		t.Errorf("uploaded changes %v, want %v", seqs, want)
+	}
+	for after := uint64(0); after <= uint64(len(steps)); after++ {
+		ha := h
+		ha.After = after
+		got := newSyncModel()
+		got.m = replay(model{}, steps, 0, after)
+		if err := Read(context.Background(), store, ReadOptions{}, []Handle{ha}, 0, 10, got.apply); err != nil {
+			t.Fatal(err)
+		}
+		if d := diff(got.m, replay(model{}, steps, 0, uint64(len(steps)))); d != "" {
+			t.Errorf("from %d:\n%s", after, d)
+		}
 	}
 }
 
@@ -362,7 +432,7 @@ func TestPersistRanges(t *testing.T) {
 	if err := Read(ctx, store, ReadOptions{}, []Handle{h5, h2}, 0, 1, got.apply); err != nil {
 		t.Fatal(err)
 	}
-	if v := got.m[skey{0, 1, "k1"}]; v != "new" {
+	if v := got.m[skey{0, 1, "k1"}]; v == nil || v.whole != "new" {
 		t.Errorf("k1 = %q after replaying both runs, want \"new\"", v)
 	}
 }
@@ -583,7 +653,7 @@ func TestHedgedUpload(t *testing.T) {
 			if err := Read(context.Background(), inner, ReadOptions{}, hs[2:], 0, 1, got.apply); err != nil {
 				t.Fatal(err)
 			}
-			if len(got.m) != 10 || got.m[skey{0, 1, "3"}] != "2" {
+			if v := got.m[skey{0, 1, "3"}]; len(got.m) != 10 || v == nil || v.whole != "2" {
 				t.Errorf("replayed %v", got.m)
 			}
 		})

@@ -48,18 +48,19 @@ type ReadStats struct {
 // appear in handles. Key groups are applied in parallel
 // (ReadOptions.Parallelism): apply is called concurrently for different
 // key groups, never for the same one, so it must be safe for concurrent
-// calls with different kg. key and value alias Read's buffers: apply must
-// copy them to keep them. Within a batch only the last change per
-// (writer, state, key) was uploaded, so apply sees the final value of a
-// key per batch rather than every intermediate one; the state after
-// replaying is the same.
+// calls with different kg. The change and its key, sub key and value alias
+// Read's buffers: apply must copy them to keep them. Within a batch only
+// the last change per (writer, state, key) — or per element, for element
+// operations — was uploaded, so apply sees the final value of a key per
+// batch rather than every intermediate one; the state after replaying is
+// the same.
 //
 // Read verifies every object and checks that each handle's last change
 // (its Upto) is present, so a missing, damaged or replaced object is an
 // error, not a silent gap. The first error from apply stops Read and is
 // returned.
 func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Handle, kgStart, kgEnd uint32,
-	apply func(kg, state uint32, key, value []byte, del bool) error) error {
+	apply func(c *Change) error) error {
 	if kgStart > kgEnd {
 		return fmt.Errorf("dstl: read: key-group range [%d,%d) is inverted", kgStart, kgEnd)
 	}
@@ -233,7 +234,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 					if j > 0 && refs[j-1].ord == r.ord && refs[j-1].c.Seq == r.c.Seq {
 						continue // the same change twice: overlapping objects
 					}
-					if err := apply(kg, r.c.State, r.c.Key, r.c.Value, r.c.Delete); err != nil {
+					if err := apply(r.c); err != nil {
 						setErr(err)
 						return
 					}

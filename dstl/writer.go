@@ -80,28 +80,48 @@ func (w *Writer) Seq() uint64 {
 }
 
 // Append adds a change of the state with id state, in key group kg: key
-// now has value, or, if del is set, is deleted (value is ignored). It
-// copies key and value and gives the change the next sequence number. It
-// blocks while the log has more than MaxInFlight bytes queued or
-// uploading. It fails if the log failed (a *BatchError) or was closed,
-// the writer was closed, or len(key)+len(value) exceeds 64 MB.
+// now has value, or, if del is set, is deleted (value is ignored). It is
+// AppendOp with OpPut or OpDelete.
 func (w *Writer) Append(kg uint32, state uint32, key, value []byte, del bool) error {
+	if del {
+		return w.AppendOp(kg, state, OpDelete, key, nil, nil)
+	}
+	return w.AppendOp(kg, state, OpPut, key, nil, value)
+}
+
+// AppendOp adds a change of the state with id state, in key group kg, to
+// key: op with the element key sub (for OpPutElem and OpDeleteElem; nil
+// otherwise) and value (ignored by the deletes). It copies its arguments
+// and gives the change the next sequence number. It blocks while the log
+// has more than MaxInFlight bytes queued or uploading. It fails if the log
+// failed (a *BatchError) or was closed, the writer was closed, op is
+// unknown, or the change exceeds 64 MB.
+func (w *Writer) AppendOp(kg uint32, state uint32, op Op, key, sub, value []byte) error {
 	l := w.log
 	if err := l.usable(); err != nil {
 		return err
+	}
+	if op >= opCount {
+		return fmt.Errorf("dstl: writer %q: unknown operation %v", w.name, op)
 	}
 	if l.inflight.Load() > int64(l.opts.MaxInFlight) {
 		if err := l.waitRoom(); err != nil {
 			return err
 		}
 	}
-	if del {
+	if !op.hasValue() {
 		value = nil
 	}
-	if len(key)+len(value) > maxChange {
-		return fmt.Errorf("dstl: writer %q: change of %d bytes exceeds the %d-byte limit", w.name, len(key)+len(value), maxChange)
+	if !op.hasSub() {
+		sub = nil
 	}
-	h := hashChange(l.seed, kg, state, key)
+	if len(key)+len(sub)+len(value) > maxChange {
+		return fmt.Errorf("dstl: writer %q: change of %d bytes exceeds the %d-byte limit", w.name, len(key)+len(sub)+len(value), maxChange)
+	}
+	// What the change replaces: (kg, state, key) for the whole-value
+	// operations, (kg, state, key, sub) for the element ones.
+	class := dedupClass(op)
+	h := hashChange(l.seed, kg, state, class, key, sub)
 	for l.sealing.Load() {
 		// Let the seal take the writers' locks: appenders re-taking them
 		// in a tight loop would starve it when goroutines outnumber CPUs.
@@ -115,7 +135,7 @@ func (w *Writer) Append(kg uint32, state uint32, key, value []byte, del bool) er
 	}
 	p := w.cur
 	w.seq++
-	need := 3*binary.MaxVarintLen32 + 2*binary.MaxVarintLen64 + len(key) + len(value)
+	need := 4*binary.MaxVarintLen32 + 3*binary.MaxVarintLen64 + len(key) + len(sub) + len(value)
 	ci := len(p.chunks) - 1
 	if ci < 0 || cap(p.chunks[ci])-len(p.chunks[ci]) < need {
 		p.chunks = append(p.chunks, l.arena.chunk(need))
@@ -125,14 +145,16 @@ func (w *Writer) Append(kg uint32, state uint32, key, value []byte, del bool) er
 	off := len(c)
 	c = binary.AppendUvarint(c, uint64(kg))
 	c = binary.AppendUvarint(c, uint64(state))
-	kl := uint64(len(key)) << 1
-	if del {
-		kl |= 1
-	}
-	c = binary.AppendUvarint(c, kl)
+	c = binary.AppendUvarint(c, uint64(len(key))<<3|uint64(op))
 	keyOff := len(c)
 	c = append(c, key...)
-	if !del {
+	subOff := len(c)
+	if op.hasSub() {
+		c = binary.AppendUvarint(c, uint64(len(sub)))
+		subOff = len(c)
+		c = append(c, sub...)
+	}
+	if op.hasValue() {
 		c = binary.AppendUvarint(c, uint64(len(value)))
 		c = append(c, value...)
 	}
@@ -144,7 +166,11 @@ func (w *Writer) Append(kg uint32, state uint32, key, value []byte, del bool) er
 	}
 	same := func(i int32) bool {
 		e := p.entry(i)
-		return e.kg == kg && e.state == state && bytes.Equal(p.chunks[e.chunk][e.keyOff:e.keyOff+e.keyLen], key)
+		if e.kg != kg || e.state != state || e.class != class {
+			return false
+		}
+		ch := p.chunks[e.chunk]
+		return bytes.Equal(ch[e.keyOff:e.keyOff+e.keyLen], key) && bytes.Equal(ch[e.subOff:e.subOff+e.subLen], sub)
 	}
 	if j := w.dedup.upsert(h, int32(idx), same, w.rehash); j >= 0 {
 		e := p.entry(j)
@@ -154,7 +180,8 @@ func (w *Writer) Append(kg uint32, state uint32, key, value []byte, del bool) er
 	}
 	*p.entry(int32(idx)) = entry{
 		seq: w.seq, chunk: uint32(ci), off: uint32(off), end: uint32(len(c)),
-		keyOff: uint32(keyOff), keyLen: uint32(len(key)), kg: kg, state: state,
+		keyOff: uint32(keyOff), keyLen: uint32(len(key)), subOff: uint32(subOff), subLen: uint32(len(sub)),
+		kg: kg, state: state, class: class,
 	}
 	p.n++
 	if idx == 0 {
@@ -180,15 +207,34 @@ func (w *Writer) Append(kg uint32, state uint32, key, value []byte, del bool) er
 	return nil
 }
 
-// hashChange hashes what identifies the state entry a change is to.
-func hashChange(seed maphash.Seed, kg, state uint32, key []byte) uint64 {
-	return maphash.Bytes(seed, key) ^ (uint64(state)<<32|uint64(kg))*0x9e3779b97f4a7c15
+// The dedup classes: which earlier changes of a batch a change replaces.
+const (
+	classWhole uint8 = iota // the last put or delete of a key
+	classElem               // the last put or delete of an element of a key
+)
+
+func dedupClass(op Op) uint8 {
+	if op.hasSub() {
+		return classElem
+	}
+	return classWhole
+}
+
+// hashChange hashes what identifies the state entry (or element) a change
+// is to.
+func hashChange(seed maphash.Seed, kg, state uint32, class uint8, key, sub []byte) uint64 {
+	h := maphash.Bytes(seed, key) ^ (uint64(state)<<32|uint64(kg))*0x9e3779b97f4a7c15
+	if class == classElem {
+		h ^= maphash.Bytes(seed, sub) * 0xbf58476d1ce4e5b9
+	}
+	return h
 }
 
 // rehash returns the hash of the i-th change of w.cur; w.mu is held.
 func (w *Writer) rehash(i int32) uint64 {
 	e := w.cur.entry(i)
-	return hashChange(w.log.seed, e.kg, e.state, w.cur.chunks[e.chunk][e.keyOff:e.keyOff+e.keyLen])
+	ch := w.cur.chunks[e.chunk]
+	return hashChange(w.log.seed, e.kg, e.state, e.class, ch[e.keyOff:e.keyOff+e.keyLen], ch[e.subOff:e.subOff+e.subLen])
 }
 
 // nextPart returns the part to continue with after a seal; w.mu is held.

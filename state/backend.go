@@ -26,14 +26,30 @@ type Backend struct {
 	gen            uint64    // bumped whenever cached entries may be stale; never 0
 	lastData       int       // bytes of entries in the last snapshot, to presize the next
 	deterministic  bool      // snapshots sort entries by key
-	scratch        []byte
-	err            error // the first change-log failure
+	scratch        []byte    // encoded values for the change log
+	subScratch     []byte    // encoded element keys for the change log
+	err            error     // the first change-log failure
 }
 
 // ChangeLog receives every state write of a backend: the key group, the
-// state's id (StateID of its name), the serialized key, and the full new
-// value or a deletion.
-type ChangeLog func(kg, state uint32, key, value []byte, del bool) error
+// state's id (StateID of its name), what the write did, the serialized key,
+// and, for element changes, the serialized element key (a map key, or a
+// list index as an unsigned varint), and the serialized new value (the
+// whole value for ChangePut, the element's for ChangePutElem).
+type ChangeLog func(kg, state uint32, op ChangeOp, key, sub, value []byte) error
+
+// ChangeOp is what a logged change does. The values are those of dstl.Op.
+// Every operation sets or removes something, so re-applying a change that a
+// snapshot already holds leaves the state as it was.
+type ChangeOp uint8
+
+// The change operations.
+const (
+	ChangePut        ChangeOp = 0 // the key's whole value is replaced (Value, Reducing, List.Update)
+	ChangeDelete     ChangeOp = 1 // the key's value is removed (Clear, or a collection left empty)
+	ChangePutElem    ChangeOp = 2 // one element is set (Map.Put, List.Add)
+	ChangeDeleteElem ChangeOp = 3 // one element is removed (Map.Delete)
+)
 
 // SetDeterministic makes snapshots of equal state equal bytes by sorting
 // entries by key, at a cost the runtime does not pay (tests and tools do).
@@ -44,8 +60,8 @@ func (b *Backend) SetDeterministic(on bool) { b.deterministic = on }
 // durable short-term log.
 func (b *Backend) SetChangeLog(log ChangeLog) { b.changes = log }
 
-func (b *Backend) logChange(id uint32, value []byte, del bool) {
-	if err := b.changes(uint32(b.kg), id, b.key, value, del); err != nil {
+func (b *Backend) logChange(id uint32, op ChangeOp, sub, value []byte) {
+	if err := b.changes(uint32(b.kg), id, op, b.key, sub, value); err != nil {
 		b.fail(err)
 	}
 }
@@ -74,7 +90,7 @@ func StateID(name string) uint32 {
 // Changes of different key groups may be applied concurrently; changes of
 // one key group must come in log order. Changes of states that are no
 // longer declared are skipped.
-func (b *Backend) ApplyChange(kg, state uint32, key, value []byte, del bool) error {
+func (b *Backend) ApplyChange(kg, state uint32, op ChangeOp, key, sub, value []byte) error {
 	if int(kg) < b.kgStart || int(kg) >= b.kgEnd {
 		return nil
 	}
@@ -84,7 +100,7 @@ func (b *Backend) ApplyChange(kg, state uint32, key, value []byte, del bool) err
 	}
 	// No b.gen++ here: replay runs concurrently per key group before any
 	// record, when no entry is cached (Restore already invalidated them).
-	if err := s.apply(int(kg), key, value, del); err != nil {
+	if err := s.apply(int(kg), op, key, sub, value); err != nil {
 		return &RestoreError{State: s.stateName(), Reason: fmt.Sprintf("replaying a logged change of key group %d: %v", kg, err)}
 	}
 	return nil
@@ -109,7 +125,7 @@ type keyedState interface {
 	// load adds one entry of key group kg.
 	load(kg int, key, val []byte) error
 	// apply replays one logged change of key group kg.
-	apply(kg int, key, val []byte, del bool) error
+	apply(kg int, op ChangeOp, key, sub, val []byte) error
 	entries() int
 }
 

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -62,7 +64,7 @@ func (t *table[E]) clear() {
 	delete(t.groups[t.b.group()], string(t.b.key))
 	t.cgen, t.cp = t.b.gen, nil
 	if t.b.changes != nil {
-		t.b.logChange(t.id, nil, true)
+		t.b.logChange(t.id, ChangeDelete, nil, nil)
 	}
 }
 
@@ -77,16 +79,32 @@ func (t *table[E]) logged(p *E) {
 		t.b.fail(fmt.Errorf("state %q: %w", t.name, err))
 		return
 	}
-	t.b.logChange(t.id, t.b.scratch, false)
+	t.b.logChange(t.id, ChangePut, nil, t.b.scratch)
 }
 
-// apply loads or removes one logged change of key group kg.
-func (t *table[E]) apply(kg int, key, val []byte, del bool) error {
-	if del {
+// apply loads or removes one logged whole-value change of key group kg.
+// The state types with elements handle the element changes themselves.
+func (t *table[E]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
+	switch op {
+	case ChangeDelete:
 		delete(t.groups[kg-t.b.kgStart], string(key))
 		return nil
+	case ChangePut:
+		return t.loadWith(kg, key, val, t.codec.Decode)
 	}
-	return t.loadWith(kg, key, val, t.codec.Decode)
+	return fmt.Errorf("operation %d does not apply to a %s state", op, "whole-value")
+}
+
+// entryAt returns the entry of key in key group kg, creating it; for
+// replaying element changes.
+func (t *table[E]) entryAt(kg int, key []byte) *E {
+	m := t.groups[kg-t.b.kgStart]
+	p := m[string(key)]
+	if p == nil {
+		p = new(E)
+		m[string(key)] = p
+	}
+	return p
 }
 
 func (t *table[E]) stateName() string { return t.name }
@@ -222,9 +240,11 @@ func (r *Reducing[T]) Add(x T) {
 
 func (r *Reducing[T]) kind() string { return "reducing" }
 
-// List is a list of values per key.
+// List is a list of values per key. With a change log, Add logs only the
+// added element (at its index), not the whole list.
 type List[T any] struct {
 	table[[]T]
+	elem   serde.Codec[T]
 	schema serde.Schema
 }
 
@@ -234,7 +254,11 @@ func NewList[T any](b *Backend, name string) (*List[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &List[T]{table: newTable(b, name, codec), schema: schema}
+	elem, err := serde.For[T]()
+	if err != nil {
+		return nil, &DeclareError{State: name, Err: err}
+	}
+	l := &List[T]{table: newTable(b, name, codec), elem: elem, schema: schema}
 	return l, b.register(l)
 }
 
@@ -242,8 +266,44 @@ func NewList[T any](b *Backend, name string) (*List[T], error) {
 func (l *List[T]) Add(x T) {
 	p := l.getOrCreate()
 	*p = append(*p, x)
-	l.logged(p)
+	if l.b.changes != nil {
+		b := l.b
+		b.subScratch = binary.AppendUvarint(b.subScratch[:0], uint64(len(*p)-1))
+		var err error
+		if b.scratch, err = l.elem.Append(b.scratch[:0], &(*p)[len(*p)-1]); err != nil {
+			b.fail(fmt.Errorf("state %q: %w", l.name, err))
+			return
+		}
+		b.logChange(l.id, ChangePutElem, b.subScratch, b.scratch)
+	}
 }
+
+// apply replays a change; an element change sets the element at its index,
+// padding with zero values if the list is shorter (an element the batch's
+// deduplication dropped, which a later change of the same batch replaces).
+func (l *List[T]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
+	if op != ChangePutElem {
+		if op == ChangeDeleteElem {
+			return errors.New("a list has no element deletes")
+		}
+		return l.table.apply(kg, op, key, sub, val)
+	}
+	i, n := binary.Uvarint(sub)
+	if n <= 0 || n != len(sub) || i > maxListIndex {
+		return fmt.Errorf("bad list index %x", sub)
+	}
+	p := l.entryAt(kg, key)
+	for uint64(len(*p)) <= i {
+		var zero T
+		*p = append(*p, zero)
+	}
+	(*p)[i] = *new(T)
+	return l.elem.Decode(val, &(*p)[i])
+}
+
+// maxListIndex bounds the index of a replayed list element, so a damaged
+// change cannot make replay allocate without limit.
+const maxListIndex = 1 << 28
 
 // Get returns the current key's list. The slice belongs to the state: read
 // it before the next state call, do not keep it.
@@ -289,9 +349,12 @@ func (l *List[T]) load(kg int, key, val []byte) error {
 	return l.loadWith(kg, key, val, l.codec.Decode)
 }
 
-// Map is a map of user keys to values per key.
+// Map is a map of user keys to values per key. With a change log, Put and
+// Delete log only the changed entry, not the whole map.
 type Map[K comparable, V any] struct {
 	table[map[K]V]
+	kc     serde.Codec[K]
+	vc     serde.Codec[V]
 	schema serde.Schema
 }
 
@@ -302,8 +365,67 @@ func NewMap[K comparable, V any](b *Backend, name string) (*Map[K, V], error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Map[K, V]{table: newTable(b, name, codec), schema: schema}
+	kc, err := serde.For[K]()
+	if err != nil {
+		return nil, &DeclareError{State: name, Err: err}
+	}
+	vc, err := serde.For[V]()
+	if err != nil {
+		return nil, &DeclareError{State: name, Err: err}
+	}
+	m := &Map[K, V]{table: newTable(b, name, codec), kc: kc, vc: vc, schema: schema}
 	return m, b.register(m)
+}
+
+// logElem logs the change of entry k of the current key's map: its new
+// value v, or its removal if v is nil.
+func (m *Map[K, V]) logElem(k K, v *V) {
+	b := m.b
+	var err error
+	if b.subScratch, err = m.kc.Append(b.subScratch[:0], &k); err != nil {
+		b.fail(fmt.Errorf("state %q: %w", m.name, err))
+		return
+	}
+	if v == nil {
+		b.logChange(m.id, ChangeDeleteElem, b.subScratch, nil)
+		return
+	}
+	if b.scratch, err = m.vc.Append(b.scratch[:0], v); err != nil {
+		b.fail(fmt.Errorf("state %q: %w", m.name, err))
+		return
+	}
+	b.logChange(m.id, ChangePutElem, b.subScratch, b.scratch)
+}
+
+// apply replays a change, whole or of one entry.
+func (m *Map[K, V]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
+	if op != ChangePutElem && op != ChangeDeleteElem {
+		return m.table.apply(kg, op, key, sub, val)
+	}
+	var k K
+	if err := m.kc.Decode(sub, &k); err != nil {
+		return fmt.Errorf("map key: %w", err)
+	}
+	if op == ChangeDeleteElem {
+		g := m.groups[kg-m.b.kgStart]
+		if p := g[string(key)]; p != nil {
+			delete(*p, k)
+			if len(*p) == 0 {
+				delete(g, string(key)) // as Delete does: no empty maps
+			}
+		}
+		return nil
+	}
+	var v V
+	if err := m.vc.Decode(val, &v); err != nil {
+		return fmt.Errorf("map value: %w", err)
+	}
+	p := m.entryAt(kg, key)
+	if *p == nil {
+		*p = map[K]V{}
+	}
+	(*p)[k] = v
+	return nil
 }
 
 // Get returns the value of k in the current key's map.
@@ -323,17 +445,22 @@ func (m *Map[K, V]) Put(k K, v V) {
 		*p = map[K]V{}
 	}
 	(*p)[k] = v
-	m.logged(p)
+	if m.b.changes != nil {
+		m.logElem(k, &v)
+	}
 }
 
 // Delete removes k from the current key's map.
 func (m *Map[K, V]) Delete(k K) {
 	if p := m.get(); p != nil {
+		if _, ok := (*p)[k]; !ok {
+			return
+		}
 		delete(*p, k)
 		if len(*p) == 0 {
 			m.clear()
-		} else {
-			m.logged(p)
+		} else if m.b.changes != nil {
+			m.logElem(k, nil)
 		}
 	}
 }
