@@ -29,13 +29,14 @@ type changelogConfig struct {
 	materialize time.Duration
 	logRatio    float64 // materialize early once the log since the base exceeds this share of it
 	log         dstl.Options
-	step        int // key groups materialized per step
+	step        int   // key groups materialized per step while their size is unknown
+	stepBytes   int64 // otherwise as many key groups as hold about this many bytes
 	uploads     int // materialization uploads in flight per subtask
 }
 
 // MaterializeAtLogRatio starts a materialization early, before the interval
 // has passed, once the log a checkpoint carries exceeds ratio times the
-// materialized state (default 0.25, at least 1 MiB of log). It keeps the
+// materialized state (default 0.25, at least 256 KiB of log). It keeps the
 // full size of a checkpoint near the state size when most writes update
 // existing keys (windows); 0 turns it off.
 func MaterializeAtLogRatio(ratio float64) ChangelogOption {
@@ -62,7 +63,7 @@ func LogOptions(o dstl.Options) ChangelogOption {
 // records so processing never stalls for long.
 func Changelog(materializeEvery time.Duration, opts ...ChangelogOption) Option {
 	return func(c *config) {
-		cc := &changelogConfig{materialize: materializeEvery, step: 4, logRatio: 0.25, uploads: 2}
+		cc := &changelogConfig{materialize: materializeEvery, step: 4, stepBytes: 4 << 20, logRatio: 0.25, uploads: 2}
 		if cc.materialize <= 0 {
 			cc.materialize = 10 * time.Minute
 		}
@@ -100,6 +101,7 @@ type changelogState struct {
 	nextAt   time.Time
 	failures int
 	lastDur  time.Duration
+	perGroup float64 // bytes per key group in the last materialization (0: unknown)
 	// The last persisted log range, to report only new bytes per checkpoint.
 	lastAfter uint64
 	lastSize  int64
@@ -177,7 +179,7 @@ func (sc *subtaskCtx) materialize() error {
 			if int(cl.inFlight.Load()) >= cl.cfg.uploads {
 				continue // pace uploads: leave bandwidth to the log
 			}
-			to := min(cl.next+cl.cfg.step, end)
+			to := min(cl.next+cl.stepGroups(), end)
 			if rt.watermark != noTimestamp {
 				rt.backend.SetWatermark(rt.watermark)
 			}
@@ -225,9 +227,12 @@ func (sc *subtaskCtx) materialize() error {
 			continue
 		}
 		cl.failures = 0
+		var total int64
 		for _, p := range cl.parts {
-			cl.newBytes += p.Size
+			total += p.Size
 		}
+		cl.newBytes += total
+		cl.perGroup = float64(total) / float64(max(end-start, 1))
 		cl.base, cl.baseLogs, cl.after = cl.parts, nil, cl.seq
 		cl.parts = nil
 		cl.lastDur = now.Sub(cl.started)
@@ -236,6 +241,20 @@ func (sc *subtaskCtx) materialize() error {
 		sc.job.env.stats.lastMaterialization.Store(int64(cl.lastDur))
 	}
 	return nil
+}
+
+// minLogForRatio is the least log that starts a materialization early: a
+// tiny state is not rewritten for every few kilobytes of log.
+const minLogForRatio = 256 << 10
+
+// stepGroups returns how many key groups the next materialization step
+// snapshots: about stepBytes worth by the last materialization's sizes, so
+// a small state is one part and a step of a large one stays short.
+func (cl *changelogState) stepGroups() int {
+	if cl.perGroup <= 0 {
+		return cl.cfg.step
+	}
+	return max(1, int(float64(cl.cfg.stepBytes)/cl.perGroup))
 }
 
 // logHeavy reports whether the log since the base has grown past the
@@ -251,7 +270,7 @@ func (cl *changelogState) logHeavy() bool {
 	for _, p := range cl.base {
 		base += p.Size
 	}
-	return logBytes >= 1<<20 && float64(logBytes) > cl.cfg.logRatio*float64(base)
+	return logBytes >= minLogForRatio && float64(logBytes) > cl.cfg.logRatio*float64(base)
 }
 
 // changelogCheckpoint is the changelog part of a checkpoint at a barrier:

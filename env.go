@@ -110,6 +110,7 @@ type CheckpointStats struct {
 	SyncDuration time.Duration
 	Bytes        int64 // state bytes written for this checkpoint (snapshots, or log with the changelog)
 	FullSize     int64 // bytes of every state blob and log object the checkpoint refers to
+	StateEntries int64 // keyed state entries (state, key) at the checkpoint
 	Final        bool  // the checkpoint that ends a bounded job
 }
 

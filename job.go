@@ -501,7 +501,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			e.stats.lastUploaded.Store(bytes + uploaded)
 			e.stats.lastFull.Store(full)
 			if e.cfg.onCheckpoint != nil {
-				e.cfg.onCheckpoint(CheckpointStats{ID: c.id, Duration: dur, SyncDuration: c.syncDur, Bytes: bytes + uploaded, FullSize: full, Final: c.final})
+				e.cfg.onCheckpoint(CheckpointStats{ID: c.id, Duration: dur, SyncDuration: c.syncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.final})
 			}
 			if c.final {
 				return nil

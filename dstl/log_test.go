@@ -935,3 +935,51 @@ func TestCutPersistUpto(t *testing.T) {
 		t.Error("Persist for a released materialization point: no error")
 	}
 }
+
+// TestReadAppliesOnlyNeededChanges: across batches, Read applies only the
+// last change of each key or element, and nothing before a later
+// whole-value change of the key; the state is that of applying all.
+func TestReadAppliesOnlyNeededChanges(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Hour})
+	w := l.Writer("w")
+	ctx := context.Background()
+	var changes []change
+	add := func(c change) {
+		t.Helper()
+		changes = append(changes, c)
+		if err := c.append(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for batch := range 10 {
+		add(change{kg: 1, state: 1, key: "a", value: fmt.Sprint(batch)})
+		add(change{kg: 1, state: 1, key: "m", op: OpPutElem, sub: fmt.Sprint(batch % 3), value: fmt.Sprint(batch)})
+		if batch == 6 {
+			add(change{kg: 1, state: 1, key: "m", op: OpDelete})
+		}
+		if _, err := w.Persist(ctx, 0); err != nil { // ends the batch
+			t.Fatal(err)
+		}
+	}
+	h, err := w.Persist(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Objects) != 10 {
+		t.Fatalf("%d objects, want 10", len(h.Objects))
+	}
+	var st ReadStats
+	got := newSyncModel()
+	if err := Read(ctx, store, ReadOptions{Stats: &st}, []Handle{h}, 0, 2, got.apply); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got.m, replay(model{}, changes, 0, uint64(len(changes)))); d != "" {
+		t.Fatal(d)
+	}
+	// "a": its last put. "m": the delete in batch 6 (it erases what the
+	// base holds) and the elements of batches 7, 8, 9.
+	if st.Applied != 5 || st.Superseded != int64(len(changes))-5 {
+		t.Errorf("applied %d, superseded %d; want 5 and %d", st.Applied, st.Superseded, len(changes)-5)
+	}
+}

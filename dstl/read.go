@@ -3,6 +3,7 @@ package dstl
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -39,6 +40,78 @@ type ReadStats struct {
 	RemoteReads  int64 // objects read from the store
 	Applied      int64 // changes passed to apply
 	Skipped      int64 // changes outside the handles' ranges or the key-group range
+	Superseded   int64 // changes not applied because a later one replaces them
+}
+
+// changeRef is a change selected for replay and the order of its writer.
+type changeRef struct {
+	ord int
+	c   *Change
+}
+
+// replayIndex remembers, for one key group, what later changes of a replay
+// already decided: keys whose whole value a later change sets or removes,
+// and elements a later change sets or removes. Its maps are reused across
+// key groups.
+type replayIndex struct {
+	whole map[string]struct{} // state id + key
+	elems map[string]struct{} // state id + key + sub
+	buf   []byte
+}
+
+// needed marks which of refs (one key group's changes in apply order) a
+// replay must apply: walking backwards, a change is needed unless a later
+// change replaces it — a later whole-value change of its key, or a later
+// change of the same element. Applying only those, in order, gives the
+// same state as applying all: the last whole-value change of a key erases
+// everything before it, and an element's value is that of its last change.
+// It also drops the same change read twice from overlapping objects.
+func needed(refs []changeRef, keep []bool, x *replayIndex) []bool {
+	if x.whole == nil {
+		x.whole, x.elems = map[string]struct{}{}, map[string]struct{}{}
+	}
+	clear(x.whole)
+	clear(x.elems)
+	keep = slices.Grow(keep[:0], len(refs))[:len(refs)]
+	for j := len(refs) - 1; j >= 0; j-- {
+		c := refs[j].c
+		if j > 0 && refs[j-1].ord == refs[j].ord && refs[j-1].c.Seq == c.Seq {
+			keep[j] = false // the same change twice: overlapping objects
+			continue
+		}
+		b := binary.LittleEndian.AppendUint32(x.buf[:0], c.State)
+		b = binary.AppendUvarint(b, uint64(len(c.Key)))
+		b = append(b, c.Key...)
+		x.buf = b
+		if _, later := x.whole[string(b)]; later {
+			keep[j] = false
+			continue
+		}
+		if !c.Op.hasSub() {
+			x.whole[string(b)] = struct{}{}
+			keep[j] = true
+			continue
+		}
+		b = append(b, c.Sub...)
+		x.buf = b
+		if _, later := x.elems[string(b)]; later {
+			keep[j] = false
+			continue
+		}
+		x.elems[string(b)] = struct{}{}
+		keep[j] = true
+	}
+	return keep
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // Read replays the changes the handles describe whose key group is in
@@ -49,11 +122,12 @@ type ReadStats struct {
 // (ReadOptions.Parallelism): apply is called concurrently for different
 // key groups, never for the same one, so it must be safe for concurrent
 // calls with different kg. The change and its key, sub key and value alias
-// Read's buffers: apply must copy them to keep them. Within a batch only
-// the last change per (writer, state, key) — or per element, for element
-// operations — was uploaded, so apply sees the final value of a key per
-// batch rather than every intermediate one; the state after replaying is
-// the same.
+// Read's buffers: apply must copy them to keep them. Read applies only the
+// changes that no later change of the handles replaces (the last change
+// of each key's whole value or of each element, and none before a later
+// whole-value change of the key), so replay costs about what the state
+// the log touched costs, not the length of the log; the state after
+// replaying is the same as if every change were applied.
 //
 // Read verifies every object and checks that each handle's last change
 // (its Upto) is present, so a missing, damaged or replaced object is an
@@ -167,11 +241,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	}
 
 	// Select the changes and bucket them by key group.
-	type ref struct {
-		ord int
-		c   *Change
-	}
-	buckets := map[uint32][]ref{}
+	buckets := map[uint32][]changeRef{}
 	sawUpto := make([]bool, len(handles))
 	var skipped int64
 	for _, o := range objs {
@@ -197,7 +267,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 					skipped++
 					continue
 				}
-				buckets[c.KeyGroup] = append(buckets[c.KeyGroup], ref{w.ord, c})
+				buckets[c.KeyGroup] = append(buckets[c.KeyGroup], changeRef{w.ord, c})
 			}
 		}
 	}
@@ -214,12 +284,14 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 		kgs = append(kgs, kg)
 	}
 	slices.Sort(kgs)
-	var applied atomic.Int64
+	var applied, superseded atomic.Int64
 	next.Store(0)
 	for range min(par, len(kgs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var keep []bool
+			var idx replayIndex
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(kgs) || ctx.Err() != nil {
@@ -227,12 +299,13 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 				}
 				kg := kgs[i]
 				refs := buckets[kg]
-				slices.SortStableFunc(refs, func(a, b ref) int {
+				slices.SortStableFunc(refs, func(a, b changeRef) int {
 					return cmp.Or(cmp.Compare(a.ord, b.ord), cmp.Compare(a.c.Seq, b.c.Seq))
 				})
+				keep = needed(refs, keep, &idx)
 				for j, r := range refs {
-					if j > 0 && refs[j-1].ord == r.ord && refs[j-1].c.Seq == r.c.Seq {
-						continue // the same change twice: overlapping objects
+					if !keep[j] {
+						continue
 					}
 					if err := apply(r.c); err != nil {
 						setErr(err)
@@ -240,6 +313,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 					}
 					applied.Add(1)
 				}
+				superseded.Add(int64(len(refs)) - int64(countTrue(keep)))
 			}
 		}()
 	}
@@ -248,6 +322,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 		*opts.Stats = ReadStats{
 			Objects: int64(len(names)), LocalReads: st.local.Load(), LocalMissing: st.missing.Load(),
 			LocalCorrupt: st.corrupt.Load(), RemoteReads: st.remote.Load(), Applied: applied.Load(), Skipped: skipped,
+			Superseded: superseded.Load(),
 		}
 	}
 	if firstErr != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -41,8 +42,24 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	latency := fs.Bool("latency", true, "inject object-store latency (p50 20 ms, p99 200 ms, p99.9 3 s) on uploads")
 	dir := fs.String("dir", "", "working directory (default: a temporary one, removed after)")
 	which := fs.String("jobs", "value,window", "jobs to run: value, window")
+	modes := fs.String("changelog", "off,on", "configurations to run: off, on")
+	recoveries := fs.Int("recoveries", 3, "restores to time per configuration (the median is reported)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	work := *dir
 	if work == "" {
@@ -56,21 +73,37 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v\n",
 		*stateMB, *rate, *interval, *dur, *latency)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tuploaded/ckpt (avg)\tfull size\trecovery\t")
+	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\t")
 	for _, job := range []string{"value", "window"} {
 		if !slices.Contains(strings.Split(*which, ","), job) {
 			continue
 		}
+		// Bytes per state entry in a full snapshot, from the run without
+		// the changelog: the state of job (a) grows by a key per event, so
+		// the fair comparison for a checkpoint's full size is a snapshot of
+		// the state it holds, not the other run's last checkpoint.
+		var perEntry float64
 		for _, cl := range []bool{false, true} {
+			if !slices.Contains(strings.Split(*modes, ","), map[bool]string{false: "off", true: "on"}[cl]) {
+				continue
+			}
 			r, err := benchRun(benchConfig{job: job, changelog: cl, stateMB: *stateMB, valueBytes: *valueBytes, rate: *rate,
-				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency,
+				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency, recoveries: max(*recoveries, 1),
 				dir: filepath.Join(work, fmt.Sprintf("%s-%v", job, cl))}, stderr)
 			if err != nil {
 				fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cl, err)
 				return 1
 			}
-			fmt.Fprintf(tw, "%s\t%v\t%d\t%v\t%v\t%v\t%v\t%s\t%s\t%v\t\n", job, cl, len(r.durs), r.p(0.5), r.p(0.99), r.p(0.999), r.p(1),
-				bytesString(r.uploaded), bytesString(r.full), r.recovery.Round(time.Millisecond))
+			if !cl && r.entries > 0 {
+				perEntry = float64(r.full) / float64(r.entries)
+			}
+			ratio := "-"
+			if perEntry > 0 && r.entries > 0 {
+				ratio = fmt.Sprintf("%.2fx", float64(r.full)/(perEntry*float64(r.entries)))
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%v\t%v\t%v\t%v\t%v\t%s\t%s\t%s\t%v\t\n", job, cl, len(r.durs), r.p(0.5), r.p(0.99), r.p(0.999), r.p(1),
+				pct(r.syncs, 0.99),
+				bytesString(r.uploaded), bytesString(r.full), ratio, r.recovery.Round(time.Millisecond))
 			tw.Flush()
 		}
 	}
@@ -83,20 +116,24 @@ type benchConfig struct {
 	stateMB, valueBytes        int
 	rate                       float64
 	dur, interval, materialize time.Duration
+	recoveries                 int
 	dir                        string
 }
 
 type benchResult struct {
-	durs           []time.Duration
-	uploaded, full int64
-	recovery       time.Duration
+	durs, syncs             []time.Duration
+	uploaded, full, entries int64 // per measured checkpoint, averaged
+	recovery                time.Duration
 }
 
-func (r benchResult) p(q float64) time.Duration {
-	if len(r.durs) == 0 {
+func (r benchResult) p(q float64) time.Duration { return pct(r.durs, q) }
+
+// pct returns the q-quantile of ds.
+func pct(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
 		return 0
 	}
-	d := append([]time.Duration(nil), r.durs...)
+	d := append([]time.Duration(nil), ds...)
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	i := int(q*float64(len(d)-1) + 0.5)
 	return d[i].Round(time.Millisecond)
@@ -221,8 +258,10 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 				}
 				if measuring {
 					res.durs = append(res.durs, s.Duration)
+					res.syncs = append(res.syncs, s.SyncDuration)
 					res.uploaded += s.Bytes
-					res.full = s.FullSize
+					res.full += s.FullSize
+					res.entries += s.StateEntries
 				}
 			})}
 		if cfg.changelog {
@@ -275,22 +314,27 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	mu.Unlock()
 	if n > 0 {
 		res.uploaded /= int64(n)
+		res.full /= int64(n)
+		res.entries /= int64(n)
 	}
-	// Recovery: restore the last checkpoint and stop right after.
-	rctx, rcancel := context.WithCancel(context.Background())
-	renv := eddy.New(opts(eddy.OnCheckpoint(func(eddy.CheckpointStats) { rcancel() }))...)
-	switch cfg.job {
-	case "value":
-		build(renv, keySource{name: "new-keys", from: keys, n: 1 << 40, rate: 1, splits: 8})
-	case "window":
-		buildWindows(renv, 1)
+	// Recovery: restore the last checkpoint and stop right after; again
+	// from the checkpoint that run completed, cfg.recoveries times.
+	var recs []time.Duration
+	for range cfg.recoveries {
+		rctx, rcancel := context.WithCancel(context.Background())
+		renv := eddy.New(opts(eddy.OnCheckpoint(func(eddy.CheckpointStats) { rcancel() }))...)
+		switch cfg.job {
+		case "value":
+			build(renv, keySource{name: "new-keys", from: keys, n: 1 << 40, rate: 1, splits: 8})
+		case "window":
+			buildWindows(renv, 1)
+		}
+		stop := time.AfterFunc(2*time.Minute, rcancel)
+		_ = renv.Run(rctx)
+		stop.Stop()
+		recs = append(recs, renv.Stats().Recovery)
 	}
-	go func() {
-		<-time.After(2 * time.Minute)
-		rcancel()
-	}()
-	_ = renv.Run(rctx)
-	res.recovery = renv.Stats().Recovery
+	res.recovery = pct(recs, 0.5)
 	return res, nil
 }
 

@@ -183,3 +183,11 @@ func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(string(p))
 	return len(p), nil
 }
+
+// testCtx bounds a test's calls: a hang fails the test with its own
+// deadline instead of holding the package until go test's timeout.
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -69,7 +69,7 @@ func wantSeqs(t *testing.T, got map[int64]int, from, to int64) {
 func TestCommitIsIdempotentAcrossProcesses(t *testing.T) {
 	c := newCluster(t, 3, "out")
 	addrs := c.ListenAddrs()
-	ctx := context.Background()
+	ctx := testCtx(t)
 
 	a := countSink(addrs)
 	if err := a.Recover(ctx, nil); err != nil {
@@ -105,7 +105,7 @@ func TestCommitIsIdempotentAcrossProcesses(t *testing.T) {
 func TestFreshLineageIsNotSkipped(t *testing.T) {
 	c := newCluster(t, 1, "out")
 	addrs := c.ListenAddrs()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	for run := range 2 {
 		s := countSink(addrs)
 		if err := s.Recover(ctx, nil); err != nil {
@@ -124,7 +124,7 @@ func TestFreshLineageIsNotSkipped(t *testing.T) {
 func TestZombieFencing(t *testing.T) {
 	c := newCluster(t, 1, "out")
 	addrs := c.ListenAddrs()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	zombie := countSink(addrs)
 	if err := zombie.Recover(ctx, nil); err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestZombieFencing(t *testing.T) {
 func TestLingeringTransactionIsAborted(t *testing.T) {
 	c := newCluster(t, 1, "out")
 	addrs := c.ListenAddrs()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := countSink(addrs)
 	if err := s.Recover(ctx, nil); err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestLingeringTransactionIsAborted(t *testing.T) {
 func TestOpenWriterFencesLingeringTransaction(t *testing.T) {
 	c := newCluster(t, 1, "out")
 	addrs := c.ListenAddrs()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	killed, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.TransactionalID("eddy-out-1"),
 		kgo.TransactionTimeout(10*time.Minute), kgo.DefaultProduceTopic("out"))
 	if err != nil {
@@ -244,7 +244,7 @@ func TestOpenWriterFencesLingeringTransaction(t *testing.T) {
 func TestBufferLimit(t *testing.T) {
 	c := newCluster(t, 1, "out")
 	addrs := c.ListenAddrs()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := countSink(addrs, kafka.MaxBufferedBytes(1000))
 	if err := s.Recover(ctx, nil); err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestAtLeastOnceAndNone(t *testing.T) {
 		t.Run(g.String(), func(t *testing.T) {
 			c := newCluster(t, 2, "out")
 			addrs := c.ListenAddrs()
-			ctx := context.Background()
+			ctx := testCtx(t)
 			s := countSink(addrs, kafka.DeliveryGuarantee(g))
 			if err := s.Recover(ctx, nil); err != nil {
 				t.Fatal(err)

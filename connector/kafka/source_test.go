@@ -53,7 +53,7 @@ func TestSourcePositionsResume(t *testing.T) {
 	c := newCluster(t, 1, "in")
 	addrs := c.ListenAddrs()
 	produceEvents(t, addrs, "in", 0, 100, 3)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	src := kafka.Source[Event](kafka.Brokers(addrs...), kafka.Topics("in"), kafka.MaxPartitions(2))
 	if src.Splits() != 2 {
 		t.Fatalf("Splits = %d", src.Splits())
@@ -83,7 +83,7 @@ func TestSourcePositionsResume(t *testing.T) {
 func TestSourceReadCommitted(t *testing.T) {
 	c := newCluster(t, 1, "in")
 	addrs := c.ListenAddrs()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	codec := serde.MustFor[Event]()
 	txn := client(t, addrs, kgo.TransactionalID("writer"), kgo.DefaultProduceTopic("in"))
 	write := func(seq int64, commit bool) {
@@ -116,7 +116,7 @@ func TestSourceReadCommitted(t *testing.T) {
 func TestSourceStartOptions(t *testing.T) {
 	c := newCluster(t, 1, "in")
 	addrs := c.ListenAddrs()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	produceEvents(t, addrs, "in", 0, 10, 1)
 	time.Sleep(20 * time.Millisecond)
 	mid := time.Now()
@@ -236,7 +236,7 @@ func TestBadRecordFailsTheJob(t *testing.T) {
 	produceRaw(t, addrs, "in", &kgo.Record{Partition: 1, Value: []byte{0xff, 0xff, 0xff}})
 	produceEvents(t, addrs, "in", 0, 5, 1)
 	env, _ := badJob(t, addrs)
-	err := env.Run(context.Background())
+	err := env.Run(testCtx(t))
 	if err == nil {
 		t.Fatal("the job ran through an undecodable record")
 	}
@@ -261,7 +261,7 @@ func TestBadRecordDeadLetter(t *testing.T) {
 			dead = append(dead, fmt.Sprintf("%s/%d/%d", rec.Topic, rec.Partition, rec.Offset))
 			return nil
 		}))
-		if err := env.Run(context.Background()); err != nil {
+		if err := env.Run(testCtx(t)); err != nil {
 			t.Fatal(err)
 		}
 		if counter.Count() != 10 || !slices.Equal(dead, []string{"in/1/0"}) {
@@ -270,7 +270,7 @@ func TestBadRecordDeadLetter(t *testing.T) {
 	})
 	t.Run("topic", func(t *testing.T) {
 		env, counter := badJob(t, addrs, kafka.DeadLetterTopic("dlq"))
-		if err := env.Run(context.Background()); err != nil {
+		if err := env.Run(testCtx(t)); err != nil {
 			t.Fatal(err)
 		}
 		if counter.Count() != 10 {
@@ -306,7 +306,7 @@ type EventBad struct {
 func TestSchemaFingerprint(t *testing.T) {
 	c := newCluster(t, 1, "in")
 	addrs := c.ListenAddrs()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	// Write with the sink: the header carries EventV2's fingerprint.
 	s := kafka.Sink[EventV2]("in", kafka.Brokers(addrs...), kafka.SchemaHeader())
 	if err := s.Recover(ctx, nil); err != nil {
@@ -409,7 +409,7 @@ func TestUnreachableBroker(t *testing.T) {
 	// The whole job fails the same way.
 	env := eddy.New(eddy.Restarts(0, 0), eddy.Logger(testLog{t}))
 	eddy.ToSink(eddy.FromSource(env, src), discard.Sink[Event]())
-	if err := env.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "no answer from brokers 127.0.0.1:1") {
+	if err := env.Run(testCtx(t)); err == nil || !strings.Contains(err.Error(), "no answer from brokers 127.0.0.1:1") {
 		t.Fatalf("job: %v", err)
 	}
 }
@@ -448,7 +448,7 @@ func TestAuthorizationFailures(t *testing.T) {
 	as := func(user, pass string) kafka.Opt {
 		return kafka.ClientOpts(kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
 	}
-	ctx := context.Background()
+	ctx := testCtx(t)
 	src := kafka.Source[Event](kafka.Brokers(addrs...), kafka.Topics("secret"), as("app", "pw"), kafka.ConnectTimeout(3*time.Second))
 	_, err = src.OpenSplit(ctx, 0, nil)
 	if err == nil || !strings.Contains(err.Error(), `not authorized to use topic "secret"`) {
@@ -482,14 +482,14 @@ func TestCommitGroup(t *testing.T) {
 	addrs := c.ListenAddrs()
 	produceEvents(t, addrs, "in", 0, 100, 10)
 	env, counter := badJob(t, addrs, kafka.CommitGroup("mon"))
-	if err := env.Run(context.Background()); err != nil {
+	if err := env.Run(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if counter.Count() != 100 {
 		t.Fatalf("read %d", counter.Count())
 	}
 	adm := kadm.NewClient(client(t, addrs))
-	ctx := context.Background()
+	ctx := testCtx(t)
 	got, err := adm.FetchOffsets(ctx, "mon")
 	if err != nil {
 		t.Fatal(err)
@@ -506,7 +506,7 @@ func TestCommitGroup(t *testing.T) {
 	// A new job starting from the group reads only what came after.
 	produceEvents(t, addrs, "in", 100, 7, 10)
 	env, counter = badJob(t, addrs, kafka.StartCommitted("mon"))
-	if err := env.Run(context.Background()); err != nil {
+	if err := env.Run(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if counter.Count() != 7 {
