@@ -141,6 +141,15 @@ func (sc *subtaskCtx) attachChangelog(rt *keyedRuntime, restoredParts []checkpoi
 	cfg := j.env.cfg.changelog
 	name := fmt.Sprintf("%s/%d/%s", rt.uid, sc.subtask, j.runID)
 	cl := &changelogState{cfg: cfg, w: j.dlog.Writer(name), name: name, base: restoredParts, baseLogs: restoredLogs}
+	// Size the first materialization's steps from the restored parts.
+	var bytes, groups int64
+	for _, p := range restoredParts {
+		bytes += p.Size
+		groups += int64(p.KeyGroupEnd) - int64(p.KeyGroupStart)
+	}
+	if groups > 0 {
+		cl.perGroup = float64(bytes) / float64(groups)
+	}
 	now := time.Now()
 	if len(restoredParts) > 0 || len(restoredLogs) > 0 {
 		cl.nextAt = now // a restored base is replaced at once

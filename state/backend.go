@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/binary"
+
 	"errors"
 	"fmt"
 
@@ -24,7 +25,8 @@ type Backend struct {
 	hasWatermark   bool
 	changes        ChangeLog // where writes also go, if set (the changelog backend)
 	gen            uint64    // bumped whenever cached entries may be stale; never 0
-	lastData       int       // bytes of entries in the last snapshot, to presize the next
+	groupBytes     []int     // bytes of each key group in its last snapshot, to presize the next
+	snapScratch    []byte    // one group's entries while snapshotting
 	deterministic  bool      // snapshots sort entries by key
 	scratch        []byte    // encoded values for the change log
 	subScratch     []byte    // encoded element keys for the change log
@@ -232,25 +234,70 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 		}
 		h.States = append(h.States, stateMeta{Name: s.stateName(), Kind: s.kind(), ValueSchema: vs})
 	}
-	data := make([]byte, 0, b.lastData+b.lastData/8)
+	// The header's fields first, then each group as it is written: a
+	// group's entries go to a reused scratch buffer and are copied once
+	// into out, which is presized from the last snapshot of these groups.
+	// (Field order does not matter to protobuf readers.)
+	if b.groupBytes == nil {
+		b.groupBytes = make([]int, b.kgEnd-b.kgStart)
+	}
+	est := len(snapshotMagic) + 256
 	for kg := from; kg < to; kg++ {
+		est += b.groupBytes[kg-b.kgStart] + b.groupBytes[kg-b.kgStart]/16
+	}
+	out := make([]byte, 0, est)
+	out = append(out, snapshotMagic...)
+	if out, err = serde.MustFor[snapshotHeader]().Append(out, &h); err != nil {
+		return nil, err
+	}
+	gcodec := serde.MustFor[groupData]()
+	var gh []byte
+	for kg := from; kg < to; kg++ {
+		size := 0
 		for si, s := range b.states {
-			start := len(data)
 			var n int
-			if data, n, err = s.appendGroup(data, kg); err != nil {
+			if b.snapScratch, n, err = s.appendGroup(b.snapScratch[:0], kg); err != nil {
 				return nil, fmt.Errorf("state %q: %w", s.stateName(), err)
 			}
-			if n > 0 {
-				h.Groups = append(h.Groups, groupData{KeyGroup: uint32(kg), State: uint32(si), Count: uint32(n), Data: data[start:len(data):len(data)]})
+			if n == 0 {
+				continue
 			}
+			data := b.snapScratch
+			size += len(data)
+			// groupData{KeyGroup, State, Count} then its Data field.
+			if gh, err = gcodec.Append(gh[:0], &groupData{KeyGroup: uint32(kg), State: uint32(si), Count: uint32(n)}); err != nil {
+				return nil, err
+			}
+			msg := len(gh) + 1 + uvarintLen(len(data)) + len(data)
+			out = append(out, groupsTag)
+			out = binary.AppendUvarint(out, uint64(msg))
+			out = append(out, gh...)
+			out = append(out, dataTag)
+			out = binary.AppendUvarint(out, uint64(len(data)))
+			out = append(out, data...)
 		}
+		b.groupBytes[kg-b.kgStart] = size
 	}
-	if from == b.kgStart && to == b.kgEnd {
-		b.lastData = len(data)
+	if cap(b.snapScratch) > 64<<20 {
+		b.snapScratch = nil // do not hold a huge group's buffer for good
 	}
-	out := make([]byte, 0, len(snapshotMagic)+len(data)+len(ks)+len(h.Groups)*24+len(h.States)*64+64)
-	out = append(out, snapshotMagic...)
-	return serde.MustFor[snapshotHeader]().Append(out, &h)
+	return out, nil
+}
+
+// The protobuf keys of snapshotHeader.Groups and groupData.Data (field 4,
+// length-delimited, in both).
+const (
+	groupsTag = 4<<3 | 2
+	dataTag   = 4<<3 | 2
+)
+
+func uvarintLen(n int) int {
+	l := 1
+	for n >= 0x80 {
+		n >>= 7
+		l++
+	}
+	return l
 }
 
 // RestoreError reports a snapshot that cannot be restored.

@@ -117,23 +117,22 @@ func (t *table[E]) entries() int {
 	return n
 }
 
-// appendGroupWith writes the entries of key group kg in key order, so
-// snapshots of equal state are equal bytes.
-func (t *table[E]) appendGroupWith(dst []byte, kg int, enc func(dst []byte, e *E) ([]byte, error)) ([]byte, int, error) {
+// appendGroup writes the entries of key group kg, each value encoded in
+// place behind its size. In map order by default; in key order with
+// SetDeterministic, so snapshots of equal state are equal bytes.
+func (t *table[E]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
 	m := t.groups[kg-t.b.kgStart]
 	if len(m) == 0 {
 		return dst, 0, nil
 	}
-	var val []byte
 	var err error
 	if !t.b.deterministic {
 		// Map order: sorting a million keys per checkpoint costs more
 		// than everything else a snapshot does.
 		for k, e := range m {
-			if val, err = enc(val[:0], e); err != nil {
-				return dst, 0, fmt.Errorf("key %x: %w", k, err)
+			if dst, err = t.appendEntry(dst, k, e); err != nil {
+				return dst, 0, err
 			}
-			dst = appendEntry(dst, []byte(k), val)
 		}
 		return dst, len(m), nil
 	}
@@ -149,12 +148,29 @@ func (t *table[E]) appendGroupWith(dst []byte, kg int, enc func(dst []byte, e *E
 	}
 	slices.SortFunc(keys, func(a, b pair) int { return strings.Compare(a.k, b.k) })
 	for _, k := range keys {
-		if val, err = enc(val[:0], k.e); err != nil {
-			return dst, 0, fmt.Errorf("key %x: %w", k.k, err)
+		if dst, err = t.appendEntry(dst, k.k, k.e); err != nil {
+			return dst, 0, err
 		}
-		dst = appendEntry(dst, []byte(k.k), val)
 	}
 	return dst, len(keys), nil
+}
+
+// appendEntry appends uvarint(len key) key uvarint(len value) value,
+// encoding the value straight into dst.
+func (t *table[E]) appendEntry(dst []byte, k string, e *E) ([]byte, error) {
+	dst = binary.AppendUvarint(dst, uint64(len(k)))
+	dst = append(dst, k...)
+	size := t.codec.Size(e)
+	dst = binary.AppendUvarint(dst, uint64(size))
+	at := len(dst)
+	dst, err := t.codec.Append(dst, e)
+	if err != nil {
+		return dst, fmt.Errorf("key %x: %w", k, err)
+	}
+	if got := len(dst) - at; got != size {
+		return dst, fmt.Errorf("key %x: value encoded to %d bytes, its size said %d", k, got, size)
+	}
+	return dst, nil
 }
 
 func (t *table[E]) loadWith(kg int, key, val []byte, dec func(src []byte, e *E) error) error {
@@ -203,9 +219,6 @@ func (v *Value[T]) Clear() { v.clear() }
 
 func (v *Value[T]) kind() string              { return "value" }
 func (v *Value[T]) valueSchema() serde.Schema { return v.schema }
-func (v *Value[T]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
-	return v.appendGroupWith(dst, kg, func(d []byte, e *T) ([]byte, error) { return v.codec.Append(d, e) })
-}
 func (v *Value[T]) load(kg int, key, val []byte) error {
 	return v.loadWith(kg, key, val, v.codec.Decode)
 }
@@ -342,9 +355,6 @@ func (l *List[T]) Range(fn func(key []byte, kg int, xs []T) bool) {
 
 func (l *List[T]) kind() string              { return "list" }
 func (l *List[T]) valueSchema() serde.Schema { return l.schema }
-func (l *List[T]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
-	return l.appendGroupWith(dst, kg, func(d []byte, e *[]T) ([]byte, error) { return l.codec.Append(d, e) })
-}
 func (l *List[T]) load(kg int, key, val []byte) error {
 	return l.loadWith(kg, key, val, l.codec.Decode)
 }
@@ -491,9 +501,6 @@ func (m *Map[K, V]) Clear() { m.clear() }
 
 func (m *Map[K, V]) kind() string              { return "map" }
 func (m *Map[K, V]) valueSchema() serde.Schema { return m.schema }
-func (m *Map[K, V]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
-	return m.appendGroupWith(dst, kg, func(d []byte, e *map[K]V) ([]byte, error) { return m.codec.Append(d, e) })
-}
 func (m *Map[K, V]) load(kg int, key, val []byte) error {
 	return m.loadWith(kg, key, val, m.codec.Decode)
 }

@@ -1,0 +1,41 @@
+package state_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/eddyflow/eddy/state"
+)
+
+type benchPayload struct {
+	Payload []byte `proto:"1"`
+	Count   int64  `proto:"2"`
+}
+
+// BenchmarkSnapshotGroups snapshots 64 key groups holding 64 MiB of 1 KiB
+// values (what a changelog materialization step does), 8 groups per call.
+//
+//	go test ./state -run '^$' -bench SnapshotGroups -benchmem
+func BenchmarkSnapshotGroups(b *testing.B) {
+	be := state.NewBackend(128, 0, 64, keySchema(b))
+	v, err := state.NewValue[benchPayload](be, "values")
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 1024)
+	const keys = 64 << 10
+	for i := range keys {
+		k := []byte(fmt.Sprintf("key-%d", i))
+		be.SetCurrentKey(k, state.KeyGroupFor(k, 128)%64)
+		v.Update(benchPayload{Payload: buf, Count: int64(i)})
+	}
+	b.SetBytes(keys * 1024)
+	b.ResetTimer()
+	for range b.N {
+		for from := 0; from < 64; from += 8 {
+			if _, err := be.SnapshotGroups(from, from+8); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
