@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/eddyflow/eddy/blob"
 )
@@ -175,11 +176,19 @@ func (s *Storage) Write(ctx context.Context, m *Manifest) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: complete checkpoint %d: encode manifest: %w", m.ID, err)
 	}
-	if err := s.store.Put(ctx, s.ManifestName(m.ID), data); err != nil {
+	// Hedged like the changelog's uploads: an object store's long tail
+	// would otherwise stall every checkpoint that hits it.
+	if err := blob.PutHedged(ctx, s.store, s.ManifestName(m.ID), data, ManifestHedgeAfter, 3); err != nil {
 		return fmt.Errorf("checkpoint: complete checkpoint %d: write manifest: %w", m.ID, err)
 	}
 	return nil
 }
+
+// ManifestHedgeAfter is how long a manifest write may take before a second
+// attempt of it starts in parallel (blob.PutHedged, at most 3 attempts). A
+// losing attempt is cancelled; one that still lands writes the same bytes,
+// and if its checkpoint was pruned meanwhile, the next prune deletes it.
+const ManifestHedgeAfter = time.Second
 
 // Prune is the second half of Complete: keep the newest retained complete
 // checkpoints up to m and delete what none of them uses. Its error is a
