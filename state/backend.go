@@ -329,7 +329,7 @@ func (b *Backend) RestoreRanged(parts [][]byte, ranges [][2]int) error {
 		if len(p) < len(snapshotMagic) || string(p[:len(snapshotMagic)]) != snapshotMagic {
 			return &RestoreError{Reason: fmt.Sprintf("part %d is not a state snapshot (bad magic)", i)}
 		}
-		if err := serde.MustFor[snapshotHeader]().Decode(p[len(snapshotMagic):], &headers[i]); err != nil {
+		if err := decodeSnapshot(p[len(snapshotMagic):], &headers[i]); err != nil {
 			return &RestoreError{Reason: fmt.Sprintf("part %d: %v", i, err)}
 		}
 		h := &headers[i]
@@ -388,6 +388,112 @@ func (b *Backend) RestoreRanged(parts [][]byte, ranges [][2]int) error {
 		}
 	}
 	return nil
+}
+
+// decodeSnapshot decodes a snapshot body into h. The groups' Data alias
+// body instead of being copied (they are most of a snapshot's bytes): the
+// groups are parsed here, the small rest by serde.
+func decodeSnapshot(body []byte, h *snapshotHeader) error {
+	var rest []byte
+	var groups []groupData
+	for off := 0; off < len(body); {
+		start := off
+		tag, n := binary.Uvarint(body[off:])
+		if n <= 0 || tag>>3 == 0 || tag>>3 > 1<<29 {
+			return fmt.Errorf("bad field key at byte %d", off)
+		}
+		off += n
+		end, err := skipField(body, off, tag&7)
+		if err != nil {
+			return fmt.Errorf("field %d at byte %d: %w", tag>>3, start, err)
+		}
+		if tag == groupsTag {
+			l, n := binary.Uvarint(body[off:]) // valid: skipField read it
+			g, err := decodeGroup(body[off+n : off+n+int(l)])
+			if err != nil {
+				return fmt.Errorf("group at byte %d: %w", start, err)
+			}
+			groups = append(groups, g)
+		} else {
+			rest = append(rest, body[start:end]...)
+		}
+		off = end
+	}
+	if err := serde.MustFor[snapshotHeader]().Decode(rest, h); err != nil {
+		return err
+	}
+	h.Groups = groups
+	return nil
+}
+
+// decodeGroup decodes a groupData message, its Data aliasing b.
+func decodeGroup(b []byte) (groupData, error) {
+	var g groupData
+	for off := 0; off < len(b); {
+		tag, n := binary.Uvarint(b[off:])
+		if n <= 0 {
+			return g, fmt.Errorf("bad field key at byte %d", off)
+		}
+		off += n
+		end, err := skipField(b, off, tag&7)
+		if err != nil {
+			return g, fmt.Errorf("field %d: %w", tag>>3, err)
+		}
+		switch tag {
+		case 1<<3 | 0, 2<<3 | 0, 3<<3 | 0:
+			v, _ := binary.Uvarint(b[off:])
+			if v > 1<<32-1 {
+				return g, fmt.Errorf("field %d: %d does not fit 32 bits", tag>>3, v)
+			}
+			switch tag >> 3 {
+			case 1:
+				g.KeyGroup = uint32(v)
+			case 2:
+				g.State = uint32(v)
+			case 3:
+				g.Count = uint32(v)
+			}
+		case dataTag:
+			l, n := binary.Uvarint(b[off:])
+			g.Data = b[off+n : off+n+int(l) : off+n+int(l)]
+		default:
+			if tag>>3 <= 4 {
+				return g, fmt.Errorf("field %d has wire type %d", tag>>3, tag&7)
+			}
+		}
+		off = end
+	}
+	return g, nil
+}
+
+// skipField returns where the field whose value starts at b[off:] with
+// wire type wt ends.
+func skipField(b []byte, off int, wt uint64) (int, error) {
+	switch wt {
+	case 0:
+		_, n := binary.Uvarint(b[off:])
+		if n <= 0 {
+			return 0, errors.New("bad varint")
+		}
+		return off + n, nil
+	case 1:
+		if len(b)-off < 8 {
+			return 0, errors.New("truncated fixed64")
+		}
+		return off + 8, nil
+	case 5:
+		if len(b)-off < 4 {
+			return 0, errors.New("truncated fixed32")
+		}
+		return off + 4, nil
+	case 2:
+		l, n := binary.Uvarint(b[off:])
+		if n <= 0 || l > uint64(len(b)-off-n) {
+			return 0, errors.New("length runs past the end")
+		}
+		return off + n + int(l), nil
+	}
+	return 0, fmt.Errorf("unsupported wire type %d", wt)
 }
 
 func loadEntries(s keyedState, kg int, data []byte, count int) error {
