@@ -244,6 +244,11 @@ func (sc *subtaskCtx) materialize() error {
 		cl.perGroup = float64(total) / float64(max(end-start, 1))
 		cl.base, cl.baseLogs, cl.after = cl.parts, nil, cl.seq
 		cl.parts = nil
+		// The log the next checkpoints carry starts here: it is empty,
+		// whatever a checkpoint of the old base still reports.
+		cl.mu.Lock()
+		cl.lastAfter, cl.lastSize = cl.after, 0
+		cl.mu.Unlock()
 		cl.lastDur = now.Sub(cl.started)
 		cl.nextAt = now.Add(cl.cfg.materialize)
 		sc.job.env.stats.materializations.Add(1)
@@ -332,14 +337,51 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 		// Uploaded for this checkpoint: the log since the previous one, or
 		// all of it after a new materialization.
 		cl.mu.Lock()
-		if cl.lastAfter == after && h.Size >= cl.lastSize {
-			a.uploaded += h.Size - cl.lastSize
-		} else {
+		switch {
+		case after < cl.lastAfter:
+			// A checkpoint of an older base finishing late: its log is
+			// not what the next checkpoints carry.
 			a.uploaded += h.Size
+		case cl.lastAfter == after && h.Size >= cl.lastSize:
+			a.uploaded += h.Size - cl.lastSize
+			cl.lastSize = h.Size
+		default:
+			a.uploaded += h.Size
+			cl.lastAfter, cl.lastSize = after, h.Size
 		}
-		cl.lastAfter, cl.lastSize = after, h.Size
 		cl.mu.Unlock()
 		return nil
+	}
+}
+
+func (sc *subtaskCtx) logReadOptions() dstl.ReadOptions {
+	var ro dstl.ReadOptions
+	if cfg := sc.job.env.cfg.changelog; cfg != nil {
+		ro.LocalDir = cfg.log.LocalDir
+	}
+	return ro
+}
+
+// prefetchChangelog starts fetching the objects of logs in the background
+// and returns a function that waits for them.
+func (sc *subtaskCtx) prefetchChangelog(logs []checkpoint.LogPart) func() (map[string]*dstl.Object, error) {
+	if len(logs) == 0 {
+		return func() (map[string]*dstl.Object, error) { return nil, nil }
+	}
+	hs := make([]dstl.Handle, len(logs))
+	for i, l := range logs {
+		hs[i] = dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size}
+	}
+	var objs map[string]*dstl.Object
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		objs, err = dstl.Fetch(sc.ctx, sc.job.blobs, sc.logReadOptions(), hs)
+	}()
+	return func() (map[string]*dstl.Object, error) {
+		<-done
+		return objs, err
 	}
 }
 
@@ -347,15 +389,13 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 // Each part counts only for the key groups it is listed for; parts listed
 // for the same range are replayed together, in manifest order, so changes
 // of a key apply in log order.
-func (sc *subtaskCtx) replayChangelog(uid string, b *state.Backend, logs []checkpoint.LogPart) error {
+func (sc *subtaskCtx) replayChangelog(uid string, b *state.Backend, logs []checkpoint.LogPart, prefetched map[string]*dstl.Object) error {
 	if len(logs) == 0 {
 		return nil
 	}
 	start, end := b.KeyGroups()
-	var ro dstl.ReadOptions
-	if cfg := sc.job.env.cfg.changelog; cfg != nil {
-		ro.LocalDir = cfg.log.LocalDir
-	}
+	ro := sc.logReadOptions()
+	ro.Prefetched = prefetched
 	type span struct{ from, to uint32 }
 	var order []span
 	groups := map[span][]dstl.Handle{}

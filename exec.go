@@ -260,6 +260,15 @@ func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.S
 		if int(op.MaxParallelism) != b.MaxParallelism() {
 			return nil, nil, &permanentError{fmt.Errorf("eddy: operator %s: checkpoint %d has %d key groups, the job %d; the max parallelism of a job cannot change", uid, m.ID, op.MaxParallelism, b.MaxParallelism())}
 		}
+		// The log's objects are fetched while the snapshot parts load.
+		var opLogs []checkpoint.LogPart
+		for _, l := range op.Changelog {
+			if int(l.KeyGroupEnd) <= start || int(l.KeyGroupStart) >= end {
+				continue
+			}
+			opLogs = append(opLogs, l)
+		}
+		prefetch := sc.prefetchChangelog(opLogs)
 		var parts [][]byte
 		var ranges [][2]int
 		for _, p := range op.Parts {
@@ -286,13 +295,12 @@ func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.S
 			}
 			return nil, nil, err
 		}
-		for _, l := range op.Changelog {
-			if int(l.KeyGroupEnd) <= start || int(l.KeyGroupStart) >= end {
-				continue
-			}
-			usedLogs = append(usedLogs, l)
+		usedLogs = append(usedLogs, opLogs...)
+		objs, err := prefetch()
+		if err != nil {
+			return nil, nil, restoreFailure(m.ID, fmt.Errorf("operator %s: reading the changelog: %w", uid, err))
 		}
-		if err := sc.replayChangelog(uid, b, usedLogs); err != nil {
+		if err := sc.replayChangelog(uid, b, opLogs, objs); err != nil {
 			return nil, nil, restoreFailure(m.ID, fmt.Errorf("operator %s: replaying the changelog: %w", uid, err))
 		}
 	}

@@ -239,7 +239,22 @@ func DecodeObject(data []byte) (*Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	o, err := decodeBody(body, version)
+	o, err := decodeBody(body, version, nil)
+	if err != nil {
+		return nil, err
+	}
+	o.Compressed = compressed
+	return o, nil
+}
+
+// decodeObjectFor is DecodeObject keeping only the sections of the writers
+// keep accepts: the others are checked but not materialized.
+func decodeObjectFor(data []byte, keep func(writer string) bool) (*Object, error) {
+	body, version, compressed, err := checkObject(data)
+	if err != nil {
+		return nil, err
+	}
+	o, err := decodeBody(body, version, keep)
 	if err != nil {
 		return nil, err
 	}
@@ -336,8 +351,9 @@ func (r *reader) bytes(n uint64, what string) []byte {
 // left returns the number of undecoded bytes.
 func (r *reader) left() uint64 { return uint64(len(r.b) - r.off) }
 
-// decodeBody decodes a raw body of the given format version.
-func decodeBody(body []byte, version byte) (*Object, error) {
+// decodeBody decodes a raw body of the given format version, keeping the
+// sections of the writers keep accepts (all if keep is nil).
+func decodeBody(body []byte, version byte, keep func(writer string) bool) (*Object, error) {
 	r := &reader{b: body}
 	n := r.uvarint("writer count")
 	if r.err == nil && n > r.left()/2 { // a section takes at least 2 bytes
@@ -355,7 +371,11 @@ func decodeBody(body []byte, version byte) (*Object, error) {
 		if r.err == nil && nc > r.left()/4 { // a change takes at least 4 bytes
 			return nil, corrupt("writer %q: change count %d exceeds what %d bytes can hold", name, nc, r.left())
 		}
-		s := Section{Writer: name, Changes: make([]Change, 0, nc)}
+		wanted := keep == nil || keep(name)
+		s := Section{Writer: name}
+		if wanted {
+			s.Changes = make([]Change, 0, nc)
+		}
 		var seq uint64
 		for j := uint64(0); j < nc && r.err == nil; j++ {
 			d := r.uvarint("sequence delta")
@@ -388,9 +408,13 @@ func decodeBody(body []byte, version byte) (*Object, error) {
 					c.Value = []byte{}
 				}
 			}
-			s.Changes = append(s.Changes, c)
+			if wanted {
+				s.Changes = append(s.Changes, c)
+			}
 		}
-		o.Sections = append(o.Sections, s)
+		if wanted {
+			o.Sections = append(o.Sections, s)
+		}
 	}
 	if r.err != nil {
 		return nil, r.err

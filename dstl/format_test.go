@@ -191,7 +191,7 @@ func FuzzDecodeObject(f *testing.F) {
 			t.Fatalf("error does not match ErrCorrupt: %v", err)
 		}
 		for _, version := range []byte{1, formatVersion} {
-			if o, err := decodeBody(data, version); err == nil {
+			if o, err := decodeBody(data, version, nil); err == nil {
 				check(o)
 			}
 		}

@@ -983,3 +983,56 @@ func TestReadAppliesOnlyNeededChanges(t *testing.T) {
 		t.Errorf("applied %d, superseded %d; want 5 and %d", st.Applied, st.Superseded, len(changes)-5)
 	}
 }
+
+// TestFetchThenRead: Fetch keeps only the handles' writers' changes, and a
+// Read given its objects needs no store (the objects are gone from it).
+func TestFetchThenRead(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Hour})
+	wa, wb := l.Writer("a"), l.Writer("b")
+	ctx := context.Background()
+	var changes []change
+	for i := range 50 {
+		c := change{kg: uint32(i % 3), state: 1, key: fmt.Sprint(i % 7), value: fmt.Sprint(i)}
+		changes = append(changes, c)
+		if err := c.append(wa); err != nil {
+			t.Fatal(err)
+		}
+		if err := wb.Append(0, 1, []byte("other"), []byte("x"), false); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 9 {
+			if _, err := wb.Persist(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h, err := wa.Persist(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Fetch(ctx, store, ReadOptions{}, []Handle{h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != len(h.Objects) {
+		t.Fatalf("fetched %d objects, want %d", len(objs), len(h.Objects))
+	}
+	for name, o := range objs {
+		for _, s := range o.Sections {
+			if s.Writer != "a" {
+				t.Errorf("object %s: fetched the section of writer %q", name, s.Writer)
+			}
+		}
+	}
+	for _, name := range h.Objects {
+		store.Delete(ctx, name)
+	}
+	got := newSyncModel()
+	if err := Read(ctx, store, ReadOptions{Prefetched: objs}, []Handle{h}, 0, 3, got.apply); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got.m, replay(model{}, changes, 0, 50)); d != "" {
+		t.Fatal(d)
+	}
+}

@@ -29,6 +29,10 @@ type ReadOptions struct {
 	Parallelism int
 	// Stats, if not nil, receives counts of what Read did.
 	Stats *ReadStats
+	// Prefetched holds objects already fetched by Fetch for the same
+	// handles (Fetch keeps only their writers' changes); Read fetches only
+	// the others.
+	Prefetched map[string]*Object
 }
 
 // ReadStats counts what a Read did.
@@ -114,6 +118,147 @@ func countTrue(bs []bool) int {
 	return n
 }
 
+// span is the part (after, upto] of a writer's changes that handle i
+// describes.
+type span struct {
+	after, upto uint64
+	handle      int
+}
+
+// writerInfo is what a read needs of a writer: its order among the
+// handles' writers and its spans.
+type writerInfo struct {
+	ord   int
+	spans []span
+}
+
+// planRead checks handles and returns their writers and distinct objects.
+func planRead(handles []Handle) (map[string]*writerInfo, []string, error) {
+	writers := map[string]*writerInfo{}
+	var names []string
+	index := map[string]int{}
+	for i, h := range handles {
+		if h.After > h.Upto {
+			return nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: after %d > upto %d", i, h.Writer, h.After, h.Upto)
+		}
+		if len(h.Objects) == 0 {
+			if h.After < h.Upto {
+				return nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: changes (%d,%d] but no objects", i, h.Writer, h.After, h.Upto)
+			}
+			continue
+		}
+		w := writers[h.Writer]
+		if w == nil {
+			w = &writerInfo{ord: len(writers)}
+			writers[h.Writer] = w
+		}
+		w.spans = append(w.spans, span{h.After, h.Upto, i})
+		for _, o := range h.Objects {
+			if err := blob.ValidateName(o); err != nil {
+				return nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: %w", i, h.Writer, err)
+			}
+			if _, ok := index[o]; !ok {
+				index[o] = len(names)
+				names = append(names, o)
+			}
+		}
+	}
+	return writers, names, nil
+}
+
+// Fetch gets and verifies the objects of handles (the changes of their
+// writers only) without applying anything, so a restore can fetch the log
+// while it loads the snapshot; pass the result to Read as
+// ReadOptions.Prefetched.
+func Fetch(ctx context.Context, store blob.Store, opts ReadOptions, handles []Handle) (map[string]*Object, error) {
+	writers, names, err := planRead(handles)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := fetchAll(ctx, store, opts, names, func(w string) bool { return writers[w] != nil }, &fetchStats{})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*Object, len(names))
+	for i, n := range names {
+		out[n] = objs[i]
+	}
+	return out, nil
+}
+
+type fetchStats struct{ local, missing, corrupt, remote atomic.Int64 }
+
+// fetchAll fetches and decodes the named objects, par at a time, from
+// opts.Prefetched, the local copies, or the store.
+func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []string, wanted func(string) bool, st *fetchStats) ([]*Object, error) {
+	par := opts.Parallelism
+	if par <= 0 {
+		par = 4
+	}
+	objs := make([]*Object, len(names))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		errMu    sync.Mutex
+		firstErr error
+	)
+	setErr := func(err error) {
+		errMu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+		errMu.Unlock()
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(par, len(names)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(names) || ctx.Err() != nil {
+					return
+				}
+				name := names[i]
+				if o := opts.Prefetched[name]; o != nil {
+					objs[i] = o
+					continue
+				}
+				if opts.LocalDir != "" {
+					data, err := os.ReadFile(localPath(opts.LocalDir, name))
+					if err == nil {
+						if o, err := decodeObjectFor(data, wanted); err == nil {
+							objs[i] = o
+							st.local.Add(1)
+							continue
+						}
+						st.corrupt.Add(1)
+					} else {
+						st.missing.Add(1)
+					}
+				}
+				o, err := fetchRemote(ctx, store, name, wanted)
+				if err != nil {
+					setErr(err)
+					return
+				}
+				st.remote.Add(1)
+				objs[i] = o
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("dstl: read: %w", err)
+	}
+	return objs, nil
+}
+
 // Read replays the changes the handles describe whose key group is in
 // [kgStart, kgEnd), calling apply for each. Changes of one writer are
 // applied in sequence order (across its handles; handles of one writer
@@ -142,47 +287,19 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	if par <= 0 {
 		par = 4
 	}
-	type span struct {
-		after, upto uint64
-		handle      int
-	}
-	type writerInfo struct {
-		ord   int
-		spans []span
-	}
-	writers := map[string]*writerInfo{}
-	var names []string
-	index := map[string]int{}
-	for i, h := range handles {
-		if h.After > h.Upto {
-			return fmt.Errorf("dstl: read: handle %d of writer %q: after %d > upto %d", i, h.Writer, h.After, h.Upto)
-		}
-		if len(h.Objects) == 0 {
-			if h.After < h.Upto {
-				return fmt.Errorf("dstl: read: handle %d of writer %q: changes (%d,%d] but no objects", i, h.Writer, h.After, h.Upto)
-			}
-			continue
-		}
-		w := writers[h.Writer]
-		if w == nil {
-			w = &writerInfo{ord: len(writers)}
-			writers[h.Writer] = w
-		}
-		w.spans = append(w.spans, span{h.After, h.Upto, i})
-		for _, o := range h.Objects {
-			if err := blob.ValidateName(o); err != nil {
-				return fmt.Errorf("dstl: read: handle %d of writer %q: %w", i, h.Writer, err)
-			}
-			if _, ok := index[o]; !ok {
-				index[o] = len(names)
-				names = append(names, o)
-			}
-		}
+	writers, names, err := planRead(handles)
+	if err != nil {
+		return err
 	}
 
-	// Fetch and decode every object.
-	var st struct{ local, missing, corrupt, remote atomic.Int64 }
-	objs := make([]*Object, len(names))
+	// Fetch and decode every object, keeping the sections of the handles'
+	// writers only.
+	wanted := func(w string) bool { return writers[w] != nil }
+	var st fetchStats
+	objs, err := fetchAll(ctx, store, opts, names, wanted, &st)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -199,46 +316,6 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(par, len(names)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(names) || ctx.Err() != nil {
-					return
-				}
-				name := names[i]
-				if opts.LocalDir != "" {
-					data, err := os.ReadFile(localPath(opts.LocalDir, name))
-					if err == nil {
-						if o, err := DecodeObject(data); err == nil {
-							objs[i] = o
-							st.local.Add(1)
-							continue
-						}
-						st.corrupt.Add(1)
-					} else {
-						st.missing.Add(1)
-					}
-				}
-				o, err := fetchRemote(ctx, store, name)
-				if err != nil {
-					setErr(err)
-					return
-				}
-				st.remote.Add(1)
-				objs[i] = o
-			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("dstl: read: %w", err)
-	}
 
 	// Select the changes and bucket them by key group.
 	buckets := map[uint32][]changeRef{}
@@ -336,7 +413,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 
 // fetchRemote gets and decodes an object from the store, retrying
 // transient errors twice.
-func fetchRemote(ctx context.Context, store blob.Store, name string) (*Object, error) {
+func fetchRemote(ctx context.Context, store blob.Store, name string, keep func(string) bool) (*Object, error) {
 	var err error
 	for try := 0; try < 3; try++ {
 		if try > 0 {
@@ -349,7 +426,7 @@ func fetchRemote(ctx context.Context, store blob.Store, name string) (*Object, e
 		var data []byte
 		data, err = store.Get(ctx, name)
 		if err == nil {
-			o, derr := DecodeObject(data)
+			o, derr := decodeObjectFor(data, keep)
 			if derr != nil {
 				return nil, fmt.Errorf("dstl: read object %q: %w", name, derr)
 			}
