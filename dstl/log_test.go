@@ -1036,3 +1036,54 @@ func TestFetchThenRead(t *testing.T) {
 		t.Fatal(d)
 	}
 }
+
+// TestReplayHashCollisions: with every identity hashing alike, replay
+// still applies exactly the needed changes (the exact map decides).
+func TestReplayHashCollisions(t *testing.T) {
+	collideForTest = func(*Change, bool) uint64 { return 7 }
+	defer func() { collideForTest = nil }()
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Hour})
+	w := l.Writer("w")
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var changes []change
+	for i := range 2000 {
+		c := change{kg: uint32(rng.IntN(3)), state: uint32(1 + rng.IntN(2)), key: fmt.Sprint(rng.IntN(20)), value: fmt.Sprint(i)}
+		switch r := rng.IntN(10); {
+		case r < 1:
+			c.op = OpDelete
+		case r < 5:
+			c.op, c.sub = OpPutElem, fmt.Sprint(rng.IntN(5))
+		case r < 6:
+			c.op, c.sub = OpDeleteElem, fmt.Sprint(rng.IntN(5))
+		}
+		if !c.op.hasValue() {
+			c.value = ""
+		}
+		changes = append(changes, c)
+		if err := c.append(w); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 99 {
+			if _, err := w.Persist(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h, err := w.Persist(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st ReadStats
+	got := newSyncModel()
+	if err := Read(ctx, store, ReadOptions{Stats: &st}, []Handle{h}, 0, 3, got.apply); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got.m, replay(model{}, changes, 0, uint64(len(changes)))); d != "" {
+		t.Fatal(d)
+	}
+	if st.Superseded == 0 {
+		t.Error("nothing superseded")
+	}
+}

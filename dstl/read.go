@@ -1,11 +1,13 @@
 package dstl
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -55,12 +57,67 @@ type changeRef struct {
 
 // replayIndex remembers, for one key group, what later changes of a replay
 // already decided: keys whose whole value a later change sets or removes,
-// and elements a later change sets or removes. Its maps are reused across
-// key groups.
+// and elements a later change sets or removes. Entries are keyed by a hash
+// of (state, key[, sub]) and hold the change that set them, so a hit is
+// verified against it; hash collisions go to an exact map. Its maps are
+// reused across key groups.
 type replayIndex struct {
-	whole map[string]struct{} // state id + key
-	elems map[string]struct{} // state id + key + sub
+	seed  maphash.Seed
+	whole map[uint64]*Change
+	elems map[uint64]*Change
+	exact map[string]struct{} // identities whose hash another identity took
 	buf   []byte
+}
+
+// seen reports whether the identity of c (its key, with its sub key if
+// elem) is recorded, and records it.
+func (x *replayIndex) seen(c *Change, elem bool) bool {
+	m := x.whole
+	if elem {
+		m = x.elems
+	}
+	h := x.hash(c, elem)
+	prev, ok := m[h]
+	if !ok {
+		m[h] = c
+		return false
+	}
+	if prev.State == c.State && bytes.Equal(prev.Key, c.Key) && (!elem || bytes.Equal(prev.Sub, c.Sub)) {
+		return true
+	}
+	// A collision: decide by the exact identity.
+	b := binary.LittleEndian.AppendUint32(x.buf[:0], c.State)
+	if elem {
+		b = append(b, 1)
+		b = binary.AppendUvarint(b, uint64(len(c.Key)))
+	} else {
+		b = append(b, 0)
+	}
+	b = append(b, c.Key...)
+	if elem {
+		b = append(b, c.Sub...)
+	}
+	x.buf = b
+	if _, ok := x.exact[string(b)]; ok {
+		return true
+	}
+	x.exact[string(b)] = struct{}{}
+	return false
+}
+
+// collideForTest, if set, replaces the identity hash (tests force
+// collisions with it).
+var collideForTest func(c *Change, elem bool) uint64
+
+func (x *replayIndex) hash(c *Change, elem bool) uint64 {
+	if collideForTest != nil {
+		return collideForTest(c, elem)
+	}
+	h := maphash.Bytes(x.seed, c.Key) ^ uint64(c.State)*0x9e3779b97f4a7c15
+	if elem {
+		h ^= maphash.Bytes(x.seed, c.Sub) * 0xbf58476d1ce4e5b9
+	}
+	return h
 }
 
 // needed marks which of refs (one key group's changes in apply order) a
@@ -72,10 +129,12 @@ type replayIndex struct {
 // It also drops the same change read twice from overlapping objects.
 func needed(refs []changeRef, keep []bool, x *replayIndex) []bool {
 	if x.whole == nil {
-		x.whole, x.elems = map[string]struct{}{}, map[string]struct{}{}
+		x.seed = maphash.MakeSeed()
+		x.whole, x.elems, x.exact = map[uint64]*Change{}, map[uint64]*Change{}, map[string]struct{}{}
 	}
 	clear(x.whole)
 	clear(x.elems)
+	clear(x.exact)
 	keep = slices.Grow(keep[:0], len(refs))[:len(refs)]
 	for j := len(refs) - 1; j >= 0; j-- {
 		c := refs[j].c
@@ -83,29 +142,36 @@ func needed(refs []changeRef, keep []bool, x *replayIndex) []bool {
 			keep[j] = false // the same change twice: overlapping objects
 			continue
 		}
-		b := binary.LittleEndian.AppendUint32(x.buf[:0], c.State)
-		b = binary.AppendUvarint(b, uint64(len(c.Key)))
-		b = append(b, c.Key...)
-		x.buf = b
-		if _, later := x.whole[string(b)]; later {
-			keep[j] = false
-			continue
-		}
 		if !c.Op.hasSub() {
-			x.whole[string(b)] = struct{}{}
-			keep[j] = true
+			// Needed unless a later change set or removed the whole value.
+			keep[j] = !x.seen(c, false)
 			continue
 		}
-		b = append(b, c.Sub...)
-		x.buf = b
-		if _, later := x.elems[string(b)]; later {
+		if x.laterWhole(c) {
 			keep[j] = false
 			continue
 		}
-		x.elems[string(b)] = struct{}{}
-		keep[j] = true
+		keep[j] = !x.seen(c, true)
 	}
 	return keep
+}
+
+// laterWhole reports whether a later whole-value change of c's key was
+// recorded (without recording c).
+func (x *replayIndex) laterWhole(c *Change) bool {
+	prev, ok := x.whole[x.hash(c, false)]
+	if !ok {
+		return false
+	}
+	if prev.State == c.State && bytes.Equal(prev.Key, c.Key) {
+		return true
+	}
+	b := binary.LittleEndian.AppendUint32(x.buf[:0], c.State)
+	b = append(b, 0)
+	b = append(b, c.Key...)
+	x.buf = b
+	_, ok = x.exact[string(b)]
+	return ok
 }
 
 func countTrue(bs []bool) int {
