@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/eddyflow/eddy/serde"
 )
@@ -24,7 +25,7 @@ type Backend struct {
 	hasWatermark   bool
 	changes        ChangeLog // where writes also go, if set (the changelog backend)
 	gen            uint64    // bumped whenever cached entries may be stale; never 0
-	lastData       int       // bytes of entries in the last snapshot, to presize the next
+	snapBuf        []byte    // where the last snapshot's entries were gathered, reused
 	deterministic  bool      // snapshots sort entries by key
 	scratch        []byte
 	err            error // the first change-log failure
@@ -106,6 +107,8 @@ type keyedState interface {
 	// appendGroup appends the entries of key group kg as (key, value) pairs
 	// and returns how many it wrote.
 	appendGroup(dst []byte, kg int) ([]byte, int, error)
+	// groupEntries returns the number of entries of key group kg.
+	groupEntries(kg int) int
 	// load adds one entry of key group kg.
 	load(kg int, key, val []byte) error
 	// apply replays one logged change of key group kg.
@@ -216,7 +219,17 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 		}
 		h.States = append(h.States, stateMeta{Name: s.stateName(), Kind: s.kind(), ValueSchema: vs})
 	}
-	data := make([]byte, 0, b.lastData+b.lastData/8)
+	total := 0
+	for kg := from; kg < to; kg++ {
+		for _, s := range b.states {
+			total += s.groupEntries(kg)
+		}
+	}
+	// The entries are gathered in a buffer kept from the last snapshot and
+	// grown to the size the entries so far predict, not doubled by append:
+	// with a million keys, copying megabytes into fresh pages cost about as
+	// much as encoding the entries.
+	data, written := b.snapBuf[:0], 0
 	for kg := from; kg < to; kg++ {
 		for si, s := range b.states {
 			start := len(data)
@@ -224,14 +237,17 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 			if data, n, err = s.appendGroup(data, kg); err != nil {
 				return nil, fmt.Errorf("state %q: %w", s.stateName(), err)
 			}
-			if n > 0 {
-				h.Groups = append(h.Groups, groupData{KeyGroup: uint32(kg), State: uint32(si), Count: uint32(n), Data: data[start:len(data):len(data)]})
+			if n == 0 {
+				continue
+			}
+			h.Groups = append(h.Groups, groupData{KeyGroup: uint32(kg), State: uint32(si), Count: uint32(n), Data: data[start:len(data):len(data)]})
+			written += n
+			if rest := len(data) * (total - written) / written; len(data)+rest > cap(data) {
+				data = slices.Grow(data, rest+rest/8)
 			}
 		}
 	}
-	if from == b.kgStart && to == b.kgEnd {
-		b.lastData = len(data)
-	}
+	b.snapBuf = data
 	out := make([]byte, 0, len(snapshotMagic)+len(data)+len(ks)+len(h.Groups)*24+len(h.States)*64+64)
 	out = append(out, snapshotMagic...)
 	return serde.MustFor[snapshotHeader]().Append(out, &h)

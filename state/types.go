@@ -16,13 +16,15 @@ type table[E any] struct {
 	name   string
 	id     uint32
 	groups []map[string]*E
+	mem    []groupMem[E] // where the keys and entries of groups[i] live
 	codec  serde.Codec[E]
 	cgen   uint64 // b.gen when cp was looked up
 	cp     *E     // the current key's entry (nil: absent) as of cgen
 }
 
 func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
-	t := table[E]{b: b, name: name, id: StateID(name), codec: codec, groups: make([]map[string]*E, b.kgEnd-b.kgStart)}
+	t := table[E]{b: b, name: name, id: StateID(name), codec: codec, groups: make([]map[string]*E, b.kgEnd-b.kgStart),
+		mem: make([]groupMem[E], b.kgEnd-b.kgStart)}
 	for i := range t.groups {
 		t.groups[i] = map[string]*E{}
 	}
@@ -42,8 +44,8 @@ func (t *table[E]) get() *E {
 	return p
 }
 
-// getOrCreate returns the current key's entry, creating it (the only
-// allocation, once per new key).
+// getOrCreate returns the current key's entry, creating it (allocating only
+// once per chunk of new entries or block of new keys, and when the map grows).
 func (t *table[E]) getOrCreate() *E {
 	if t.cgen == t.b.gen && t.cp != nil {
 		return t.cp
@@ -51,15 +53,38 @@ func (t *table[E]) getOrCreate() *E {
 	m := t.groups[t.b.group()]
 	p := m[string(t.b.key)]
 	if p == nil {
-		p = new(E)
-		m[string(t.b.key)] = p
+		p = t.create(m)
 	}
 	t.cgen, t.cp = t.b.gen, p
 	return p
 }
 
+// create adds the current key to m, the map of its key group, and returns its
+// zero entry. It is apart from getOrCreate so that one stays inlined.
+func (t *table[E]) create(m map[string]*E) *E {
+	g := &t.mem[t.b.group()]
+	p := g.entries.alloc()
+	m[arenaString(&g.keys, t.b.key)] = p
+	return p
+}
+
+// remove deletes key from the map of key group index g and releases its entry.
+func (t *table[E]) remove(g int, key []byte) {
+	m := t.groups[g]
+	p := m[string(key)]
+	if p == nil {
+		return
+	}
+	delete(m, string(key))
+	mem := &t.mem[g]
+	mem.entries.release(p)
+	if mem.keys.drop(len(key)) {
+		t.groups[g] = compactKeys(&mem.keys, m)
+	}
+}
+
 func (t *table[E]) clear() {
-	delete(t.groups[t.b.group()], string(t.b.key))
+	t.remove(t.b.group(), t.b.key)
 	t.cgen, t.cp = t.b.gen, nil
 	if t.b.changes != nil {
 		t.b.logChange(t.id, nil, true)
@@ -83,13 +108,15 @@ func (t *table[E]) logged(p *E) {
 // apply loads or removes one logged change of key group kg.
 func (t *table[E]) apply(kg int, key, val []byte, del bool) error {
 	if del {
-		delete(t.groups[kg-t.b.kgStart], string(key))
+		t.remove(kg-t.b.kgStart, key)
 		return nil
 	}
 	return t.loadWith(kg, key, val, t.codec.Decode)
 }
 
 func (t *table[E]) stateName() string { return t.name }
+
+func (t *table[E]) groupEntries(kg int) int { return len(t.groups[kg-t.b.kgStart]) }
 
 func (t *table[E]) entries() int {
 	n := 0
@@ -139,12 +166,26 @@ func (t *table[E]) appendGroupWith(dst []byte, kg int, enc func(dst []byte, e *E
 	return dst, len(keys), nil
 }
 
+// loadWith sets key's entry in key group kg to val decoded by dec. It decodes
+// into a fresh entry, so a value that fails to decode leaves the old one, and
+// decoding never merges into what was there.
 func (t *table[E]) loadWith(kg int, key, val []byte, dec func(src []byte, e *E) error) error {
-	e := new(E)
+	g := kg - t.b.kgStart
+	mem := &t.mem[g]
+	e := mem.entries.alloc()
 	if err := dec(val, e); err != nil {
+		mem.entries.release(e)
 		return err
 	}
-	t.groups[kg-t.b.kgStart][string(key)] = e
+	m := t.groups[g]
+	if p := m[string(key)]; p != nil {
+		// Replaying a change log rewrites the same keys over and over:
+		// keeping the map's key and entry costs no allocation.
+		*p = *e
+		mem.entries.release(e)
+		return nil
+	}
+	m[arenaString(&mem.keys, key)] = e
 	return nil
 }
 
