@@ -45,31 +45,15 @@ func TestChurnKeepsValues(t *testing.T) {
 		k := key(op/20 + rng.IntN(window)) // the window slides by one key every 20 ops
 		used[k] = true
 		setKey(b, k)
-		switch rng.IntN(8) {
-		case 0, 1:
-			x := rng.Int64()
-			v.Update(x)
-			want.values[k] = x
-		case 2:
-			v.Clear()
-			delete(want.values, k)
-		case 3:
-			s := fmt.Sprint(op)
-			l.Add(s)
-			want.lists[k] = append(want.lists[k], s)
-		case 4:
-			l.Clear()
-			delete(want.lists, k)
-		case 5:
-			mk, x := fmt.Sprint(op%3), int32(op)
-			m.Put(mk, x)
-			if want.maps[k] == nil {
-				want.maps[k] = map[string]int32{}
-			}
-			want.maps[k][mk] = x
-		case 6, 7:
-			m.Clear()
-			delete(want.maps, k)
+		// Reads first, sometimes, and several writes to one key, so that
+		// writes also start from cached (present or absent) entries.
+		if rng.IntN(2) == 0 {
+			v.Get()
+			l.Get()
+			m.Len()
+		}
+		for range 1 + rng.IntN(3) {
+			churnOp(rng, op, k, v, l, m, &want)
 		}
 	}
 	checkChurn(t, "after the churn", b, v, l, m, used, want)
@@ -91,6 +75,44 @@ func TestChurnKeepsValues(t *testing.T) {
 	}
 	if !bytes.Equal(snap, again) {
 		t.Fatalf("snapshot of the restored state differs: %d bytes, was %d", len(again), len(snap))
+	}
+}
+
+// churnOp does one random write or delete of the current key k to the states
+// and to the model.
+func churnOp(rng *rand.Rand, op int, k string, v *state.Value[int64], l *state.List[string], m *state.Map[string, int32], want *churnModel) {
+	switch rng.IntN(8) {
+	case 0, 1:
+		x := rng.Int64()
+		v.Update(x)
+		want.values[k] = x
+	case 2:
+		v.Clear()
+		delete(want.values, k)
+	case 3:
+		s := fmt.Sprint(op)
+		l.Add(s)
+		want.lists[k] = append(want.lists[k], s)
+	case 4:
+		l.Clear()
+		delete(want.lists, k)
+	case 5:
+		mk, x := fmt.Sprint(op%3), int32(op)
+		m.Put(mk, x)
+		if want.maps[k] == nil {
+			want.maps[k] = map[string]int32{}
+		}
+		want.maps[k][mk] = x
+	case 6:
+		m.Clear()
+		delete(want.maps, k)
+	case 7:
+		mk := fmt.Sprint(op % 3)
+		m.Delete(mk) // clears the key with its last map entry
+		delete(want.maps[k], mk)
+		if len(want.maps[k]) == 0 {
+			delete(want.maps, k)
+		}
 	}
 }
 

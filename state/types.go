@@ -50,21 +50,25 @@ func (t *table[E]) getOrCreate() *E {
 	if t.cgen == t.b.gen && t.cp != nil {
 		return t.cp
 	}
-	m := t.groups[t.b.group()]
-	p := m[string(t.b.key)]
-	if p == nil {
-		p = t.create(m)
-	}
-	t.cgen, t.cp = t.b.gen, p
-	return p
+	return t.lookupOrCreate()
 }
 
-// create adds the current key to m, the map of its key group, and returns its
-// zero entry. It is apart from getOrCreate so that one stays inlined.
-func (t *table[E]) create(m map[string]*E) *E {
-	g := &t.mem[t.b.group()]
-	p := g.entries.alloc()
-	m[arenaString(&g.keys, t.b.key)] = p
+// lookupOrCreate is getOrCreate past the cached entry, apart so that
+// getOrCreate is inlined. A key that get just found absent is created
+// without a second lookup: Get then Update of a new key costs one lookup and
+// one insert, like m[k]++.
+func (t *table[E]) lookupOrCreate() *E {
+	m := t.groups[t.b.group()]
+	var p *E
+	if t.cgen != t.b.gen {
+		p = m[string(t.b.key)]
+	}
+	if p == nil {
+		g := &t.mem[t.b.group()]
+		p = g.entries.alloc()
+		m[arenaString(&g.keys, t.b.key)] = p
+	}
+	t.cgen, t.cp = t.b.gen, p
 	return p
 }
 
