@@ -6,8 +6,8 @@ import "unsafe"
 // per key: with a million keys, an allocation per new key was, with the key
 // string, most of the allocation and GC marking work of a keyed count, which a
 // Go map of values does not do. The map keeps *E, so a lookup costs what it
-// did (storing chunk indices instead, one more indirection per access,
-// measured 0.70x of the old rate).
+// did (storing chunk indices instead, one more indirection per access, took
+// the 1M-key count from 0.95x of the map loop to 0.70x).
 //
 // A chunk stays alive while any of its entries is in the map, so deleted
 // entries are zeroed and reused before the chunk is extended: the entries
@@ -63,7 +63,8 @@ func (s *entrySlab[E]) release(p *E) {
 // while any key in it is in the map, so deleting keys can pin dead bytes; a
 // key group whose dead key bytes outgrow its live ones (and minCompact) gets
 // its keys copied into fresh blocks and its map rebuilt, which bounds what a
-// key group holds to about twice its live key bytes plus minCompact.
+// key group holds to about twice its live key bytes plus minCompact and one
+// block.
 
 const (
 	minKeyBlock = 256      // bytes of a key group's first key block
