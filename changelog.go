@@ -31,7 +31,7 @@ type changelogConfig struct {
 	log         dstl.Options
 	step        int   // key groups materialized per step while their size is unknown
 	stepBytes   int64 // otherwise as many key groups as hold about this many bytes
-	uploads     int // materialization uploads in flight per subtask
+	uploads     int   // materialization uploads in flight per subtask
 }
 
 // MaterializeAtLogRatio starts a materialization early, before the interval

@@ -2,7 +2,6 @@ package state
 
 import (
 	"encoding/binary"
-
 	"errors"
 	"fmt"
 
@@ -124,6 +123,8 @@ type keyedState interface {
 	// appendGroup appends the entries of key group kg as (key, value) pairs
 	// and returns how many it wrote.
 	appendGroup(dst []byte, kg int) ([]byte, int, error)
+	// groupEntries returns the number of entries of key group kg.
+	groupEntries(kg int) int
 	// load adds one entry of key group kg.
 	load(kg int, key, val []byte) error
 	// apply replays one logged change of key group kg.

@@ -18,13 +18,15 @@ type table[E any] struct {
 	name   string
 	id     uint32
 	groups []map[string]*E
+	mem    []groupMem[E] // where the keys and entries of groups[i] live
 	codec  serde.Codec[E]
 	cgen   uint64 // b.gen when cp was looked up
 	cp     *E     // the current key's entry (nil: absent) as of cgen
 }
 
 func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
-	t := table[E]{b: b, name: name, id: StateID(name), codec: codec, groups: make([]map[string]*E, b.kgEnd-b.kgStart)}
+	t := table[E]{b: b, name: name, id: StateID(name), codec: codec, groups: make([]map[string]*E, b.kgEnd-b.kgStart),
+		mem: make([]groupMem[E], b.kgEnd-b.kgStart)}
 	for i := range t.groups {
 		t.groups[i] = map[string]*E{}
 	}
@@ -44,24 +46,51 @@ func (t *table[E]) get() *E {
 	return p
 }
 
-// getOrCreate returns the current key's entry, creating it (the only
-// allocation, once per new key).
+// getOrCreate returns the current key's entry, creating it (allocating only
+// once per chunk of new entries or block of new keys, and when the map grows).
 func (t *table[E]) getOrCreate() *E {
 	if t.cgen == t.b.gen && t.cp != nil {
 		return t.cp
 	}
+	return t.lookupOrCreate()
+}
+
+// lookupOrCreate is getOrCreate past the cached entry, apart so that
+// getOrCreate is inlined. A key that get just found absent is created
+// without a second lookup: Get then Update of a new key costs one lookup and
+// one insert, like m[k]++.
+func (t *table[E]) lookupOrCreate() *E {
 	m := t.groups[t.b.group()]
-	p := m[string(t.b.key)]
+	var p *E
+	if t.cgen != t.b.gen {
+		p = m[string(t.b.key)]
+	}
 	if p == nil {
-		p = new(E)
-		m[string(t.b.key)] = p
+		g := &t.mem[t.b.group()]
+		p = g.entries.alloc()
+		m[arenaString(&g.keys, t.b.key)] = p
 	}
 	t.cgen, t.cp = t.b.gen, p
 	return p
 }
 
+// remove deletes key from the map of key group index g and releases its entry.
+func (t *table[E]) remove(g int, key []byte) {
+	m := t.groups[g]
+	p := m[string(key)]
+	if p == nil {
+		return
+	}
+	delete(m, string(key))
+	mem := &t.mem[g]
+	mem.entries.release(p)
+	if mem.keys.drop(len(key)) {
+		t.groups[g] = compactKeys(&mem.keys, m)
+	}
+}
+
 func (t *table[E]) clear() {
-	delete(t.groups[t.b.group()], string(t.b.key))
+	t.remove(t.b.group(), t.b.key)
 	t.cgen, t.cp = t.b.gen, nil
 	if t.b.changes != nil {
 		t.b.logChange(t.id, ChangeDelete, nil, nil)
@@ -87,7 +116,7 @@ func (t *table[E]) logged(p *E) {
 func (t *table[E]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
 	switch op {
 	case ChangeDelete:
-		delete(t.groups[kg-t.b.kgStart], string(key))
+		t.remove(kg-t.b.kgStart, key)
 		return nil
 	case ChangePut:
 		return t.loadWith(kg, key, val, t.codec.Decode)
@@ -98,16 +127,20 @@ func (t *table[E]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
 // entryAt returns the entry of key in key group kg, creating it; for
 // replaying element changes.
 func (t *table[E]) entryAt(kg int, key []byte) *E {
-	m := t.groups[kg-t.b.kgStart]
+	g := kg - t.b.kgStart
+	m := t.groups[g]
 	p := m[string(key)]
 	if p == nil {
-		p = new(E)
-		m[string(key)] = p
+		mem := &t.mem[g]
+		p = mem.entries.alloc()
+		m[arenaString(&mem.keys, key)] = p
 	}
 	return p
 }
 
 func (t *table[E]) stateName() string { return t.name }
+
+func (t *table[E]) groupEntries(kg int) int { return len(t.groups[kg-t.b.kgStart]) }
 
 func (t *table[E]) entries() int {
 	n := 0
@@ -173,12 +206,26 @@ func (t *table[E]) appendEntry(dst []byte, k string, e *E) ([]byte, error) {
 	return dst, nil
 }
 
+// loadWith sets key's entry in key group kg to val decoded by dec. It decodes
+// into a fresh entry, so a value that fails to decode leaves the old one, and
+// decoding never merges into what was there.
 func (t *table[E]) loadWith(kg int, key, val []byte, dec func(src []byte, e *E) error) error {
-	e := new(E)
+	g := kg - t.b.kgStart
+	mem := &t.mem[g]
+	e := mem.entries.alloc()
 	if err := dec(val, e); err != nil {
+		mem.entries.release(e)
 		return err
 	}
-	t.groups[kg-t.b.kgStart][string(key)] = e
+	m := t.groups[g]
+	if p := m[string(key)]; p != nil {
+		// Replaying a change log rewrites the same keys over and over:
+		// keeping the map's key and entry costs no allocation.
+		*p = *e
+		mem.entries.release(e)
+		return nil
+	}
+	m[arenaString(&mem.keys, key)] = e
 	return nil
 }
 
@@ -417,11 +464,10 @@ func (m *Map[K, V]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
 		return fmt.Errorf("map key: %w", err)
 	}
 	if op == ChangeDeleteElem {
-		g := m.groups[kg-m.b.kgStart]
-		if p := g[string(key)]; p != nil {
+		if p := m.groups[kg-m.b.kgStart][string(key)]; p != nil {
 			delete(*p, k)
 			if len(*p) == 0 {
-				delete(g, string(key)) // as Delete does: no empty maps
+				m.remove(kg-m.b.kgStart, key) // as Delete does: no empty maps
 			}
 		}
 		return nil
