@@ -43,6 +43,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "working directory (default: a temporary one, removed after)")
 	which := fs.String("jobs", "value,window", "jobs to run: value, window")
 	modes := fs.String("changelog", "off,on", "configurations to run: off, on")
+	logRatio := fs.Float64("log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
 	recoveries := fs.Int("recoveries", 3, "restores to time per configuration (the median is reported)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -73,7 +74,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v\n",
 		*stateMB, *rate, *interval, *dur, *latency)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\t")
+	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\trecovery/state\t")
 	for _, job := range []string{"value", "window"} {
 		if !slices.Contains(strings.Split(*which, ","), job) {
 			continue
@@ -83,12 +84,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		// the fair comparison for a checkpoint's full size is a snapshot of
 		// the state it holds, not the other run's last checkpoint.
 		var perEntry float64
+		var recPerEntry float64 // recovery time per restored state entry, without the changelog
 		for _, cl := range []bool{false, true} {
 			if !slices.Contains(strings.Split(*modes, ","), map[bool]string{false: "off", true: "on"}[cl]) {
 				continue
 			}
 			r, err := benchRun(benchConfig{job: job, changelog: cl, stateMB: *stateMB, valueBytes: *valueBytes, rate: *rate,
-				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency, recoveries: max(*recoveries, 1),
+				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency, recoveries: max(*recoveries, 1), logRatio: *logRatio,
 				dir: filepath.Join(work, fmt.Sprintf("%s-%v", job, cl))}, stderr)
 			if err != nil {
 				fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cl, err)
@@ -97,13 +99,19 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			if !cl && r.entries > 0 {
 				perEntry = float64(r.full) / float64(r.entries)
 			}
-			ratio := "-"
+			if !cl && r.restored > 0 {
+				recPerEntry = float64(r.recovery) / float64(r.restored)
+			}
+			ratio, recRatio := "-", "-"
 			if perEntry > 0 && r.entries > 0 {
 				ratio = fmt.Sprintf("%.2fx", float64(r.full)/(perEntry*float64(r.entries)))
 			}
-			fmt.Fprintf(tw, "%s\t%v\t%d\t%v\t%v\t%v\t%v\t%v\t%s\t%s\t%s\t%v\t\n", job, cl, len(r.durs), r.p(0.5), r.p(0.99), r.p(0.999), r.p(1),
+			if recPerEntry > 0 && r.restored > 0 {
+				recRatio = fmt.Sprintf("%.2fx", float64(r.recovery)/(recPerEntry*float64(r.restored)))
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%v\t%v\t%v\t%v\t%v\t%s\t%s\t%s\t%v\t%s\t\n", job, cl, len(r.durs), r.p(0.5), r.p(0.99), r.p(0.999), r.p(1),
 				pct(r.syncs, 0.99),
-				bytesString(r.uploaded), bytesString(r.full), ratio, r.recovery.Round(time.Millisecond))
+				bytesString(r.uploaded), bytesString(r.full), ratio, r.recovery.Round(time.Millisecond), recRatio)
 			tw.Flush()
 		}
 	}
@@ -117,6 +125,7 @@ type benchConfig struct {
 	rate                       float64
 	dur, interval, materialize time.Duration
 	recoveries                 int
+	logRatio                   float64
 	dir                        string
 }
 
@@ -124,6 +133,7 @@ type benchResult struct {
 	durs, syncs             []time.Duration
 	uploaded, full, entries int64 // per measured checkpoint, averaged
 	recovery                time.Duration
+	restored                int64 // state entries of the checkpoint the recoveries restored
 }
 
 func (r benchResult) p(q float64) time.Duration { return pct(r.durs, q) }
@@ -241,6 +251,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	}
 	var mu sync.Mutex
 	measuring := false
+	var restoredEntries int64
 	var current *eddy.Env // the environment whose checkpoints count
 	started := make(chan struct{})
 	opts := func(extra ...eddy.Option) []eddy.Option {
@@ -263,9 +274,12 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 					res.full += s.FullSize
 					res.entries += s.StateEntries
 				}
+				if !s.Final {
+					restoredEntries = s.StateEntries // the last checkpoint: what a recovery restores
+				}
 			})}
 		if cfg.changelog {
-			o = append(o, eddy.Changelog(cfg.materialize))
+			o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio)))
 		}
 		return append(o, extra...)
 	}
@@ -333,6 +347,9 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 		_ = renv.Run(rctx)
 		stop.Stop()
 		recs = append(recs, renv.Stats().Recovery)
+		if res.restored == 0 {
+			res.restored = restoredEntries
+		}
 	}
 	res.recovery = pct(recs, 0.5)
 	return res, nil
