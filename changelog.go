@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/state"
@@ -208,7 +209,10 @@ func (sc *subtaskCtx) materialize() error {
 			go func() {
 				defer cl.pending.Done()
 				defer cl.inFlight.Add(-1)
-				if err := sc.job.blobs.Put(sc.ctx, name, data); err != nil {
+				// Hedged like the log's uploads: a part stuck in the
+				// store's latency tail would hold the whole materialization
+				// back while the log keeps growing.
+				if err := blob.PutHedged(sc.ctx, sc.job.blobs, name, data, hedgeAfter(cl.cfg.log), 3); err != nil {
 					cl.mu.Lock()
 					if cl.putErr == nil {
 						cl.putErr = err
@@ -260,6 +264,15 @@ func (sc *subtaskCtx) materialize() error {
 // minLogForRatio is the least log that starts a materialization early: a
 // tiny state is not rewritten for every few kilobytes of log.
 const minLogForRatio = 256 << 10
+
+// hedgeAfter is when a materialization upload gets a parallel second
+// attempt: the log's upload timeout.
+func hedgeAfter(o dstl.Options) time.Duration {
+	if o.UploadTimeout > 0 {
+		return o.UploadTimeout
+	}
+	return dstl.DefaultUploadTimeout
+}
 
 // stepGroups returns how many key groups the next materialization step
 // snapshots: about stepBytes worth by the last materialization's sizes, so
