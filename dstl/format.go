@@ -27,10 +27,12 @@ import (
 // sequence order (all integers unsigned varints):
 //
 //	body    = nwriters section*
-//	section = len(name) name nchanges change*
+//	section = len(name) name nchanges size change*
 //	change  = seqdelta keygroup state (len(key)<<3 | op) key [len(sub) sub] [len(value) value]
 //
-// seqdelta is the change's sequence number minus that of the previous
+// size is the byte length of the section's changes, 4 bytes little-endian,
+// so a reader skips the sections of writers it does not restore without
+// parsing them. seqdelta is the change's sequence number minus that of the previous
 // change of the section (the first change's delta is its sequence number),
 // so sequence numbers are at least 1 and strictly increase within a
 // section; gaps are changes superseded within the batch. op is an Op: the
@@ -39,8 +41,8 @@ import (
 // its last section does.
 //
 // Version 1 objects (written before element operations existed) had
-// (len(key)<<1 | delete) in place of (len(key)<<3 | op) and no sub keys;
-// DecodeObject reads both.
+// (len(key)<<1 | delete) in place of (len(key)<<3 | op), no sub keys and no
+// section size; DecodeObject reads both.
 const (
 	objectMagic   = "DSTL"
 	formatVersion = 2
@@ -211,6 +213,8 @@ func EncodeObject(o *Object, compress bool) ([]byte, error) {
 		raw = binary.AppendUvarint(raw, uint64(len(s.Writer)))
 		raw = append(raw, s.Writer...)
 		raw = binary.AppendUvarint(raw, uint64(len(s.Changes)))
+		lenAt := len(raw)
+		raw = append(raw, 0, 0, 0, 0)
 		var prev uint64
 		for _, c := range s.Changes {
 			if c.Seq <= prev {
@@ -226,6 +230,7 @@ func EncodeObject(o *Object, compress bool) ([]byte, error) {
 			prev = c.Seq
 			raw = appendChangeTail(raw, c.KeyGroup, c.State, c.Op, c.Key, c.Sub, c.Value)
 		}
+		binary.LittleEndian.PutUint32(raw[lenAt:], uint32(len(raw)-lenAt-4))
 	}
 	return sealObject(raw, compress, nil)
 }
@@ -372,6 +377,22 @@ func decodeBody(body []byte, version byte, keep func(writer string) bool) (*Obje
 			return nil, corrupt("writer %q: change count %d exceeds what %d bytes can hold", name, nc, r.left())
 		}
 		wanted := keep == nil || keep(name)
+		end := -1 // where the section's changes end, if the format says
+		if version >= 2 {
+			size := r.bytes(4, "section size")
+			if r.err != nil {
+				break
+			}
+			n := uint64(binary.LittleEndian.Uint32(size))
+			if n > r.left() {
+				return nil, corrupt("writer %q: section of %d bytes runs past the end (%d bytes left)", name, n, r.left())
+			}
+			end = r.off + int(n)
+			if !wanted {
+				r.off = end // skipped unparsed: the checksum covered it
+				continue
+			}
+		}
 		s := Section{Writer: name}
 		if wanted {
 			s.Changes = make([]Change, 0, nc)
@@ -411,6 +432,9 @@ func decodeBody(body []byte, version byte, keep func(writer string) bool) (*Obje
 			if wanted {
 				s.Changes = append(s.Changes, c)
 			}
+		}
+		if end >= 0 && r.err == nil && r.off != end {
+			return nil, corrupt("writer %q: changes end at body offset %d, the section size says %d", name, r.off, end)
 		}
 		if wanted {
 			o.Sections = append(o.Sections, s)

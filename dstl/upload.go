@@ -72,7 +72,7 @@ func (l *Log) unrefData(b *batch, data []byte) {
 func (l *Log) encode(b *batch) []byte {
 	n := headerSize + binary.MaxVarintLen64
 	for _, p := range b.parts {
-		n += 2*binary.MaxVarintLen64 + len(p.owner.name) + p.kept + 3*(p.n-p.dropped)
+		n += 2*binary.MaxVarintLen64 + 4 + len(p.owner.name) + p.kept + 3*(p.n-p.dropped)
 	}
 	raw := l.arena.object(n)
 	raw = binary.AppendUvarint(raw, uint64(len(b.parts)))
@@ -80,6 +80,8 @@ func (l *Log) encode(b *batch) []byte {
 		raw = binary.AppendUvarint(raw, uint64(len(p.owner.name)))
 		raw = append(raw, p.owner.name...)
 		raw = binary.AppendUvarint(raw, uint64(p.n-p.dropped))
+		lenAt := len(raw)
+		raw = append(raw, 0, 0, 0, 0) // the changes' length, below
 		var prev uint64
 		for bi, blk := range p.blocks {
 			cnt := min(entryBlock, p.n-bi*entryBlock)
@@ -93,6 +95,7 @@ func (l *Log) encode(b *batch) []byte {
 				raw = append(raw, p.chunks[e.chunk][e.off:e.end]...)
 			}
 		}
+		binary.LittleEndian.PutUint32(raw[lenAt:], uint32(len(raw)-lenAt-4))
 	}
 	return raw
 }
