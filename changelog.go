@@ -103,6 +103,12 @@ type changelogState struct {
 	failures int
 	lastDur  time.Duration
 	perGroup float64 // bytes per key group in the last materialization (0: unknown)
+	// Bytes appended to the log (before deduplication), by the subtask's
+	// goroutine: in all, when the running materialization started, and
+	// when the base's materialization started. Their difference is the
+	// log a checkpoint would carry now, known at once rather than when a
+	// checkpoint has persisted it.
+	appended, appendedAtStart, appendedAtBase int64
 	// The last persisted log range, to report only new bytes per checkpoint.
 	lastAfter uint64
 	lastSize  int64
@@ -161,6 +167,7 @@ func (sc *subtaskCtx) attachChangelog(rt *keyedRuntime, restoredParts []checkpoi
 	}
 	w := cl.w
 	rt.backend.SetChangeLog(func(kg, st uint32, op state.ChangeOp, key, sub, value []byte) error {
+		cl.appended += int64(len(key)+len(sub)+len(value)) + 8
 		return w.AppendOp(kg, st, dstl.Op(op), key, sub, value)
 	})
 	rt.cl = cl
@@ -183,6 +190,7 @@ func (sc *subtaskCtx) materialize() error {
 				continue
 			}
 			cl.running, cl.next, cl.seq, cl.parts, cl.started = true, start, cl.w.Seq(), nil, now
+			cl.appendedAtStart = cl.appended
 			cl.count++
 		}
 		if cl.next < end {
@@ -247,6 +255,7 @@ func (sc *subtaskCtx) materialize() error {
 		cl.newBytes += total
 		cl.perGroup = float64(total) / float64(max(end-start, 1))
 		cl.base, cl.baseLogs, cl.after = cl.parts, nil, cl.seq
+		cl.appendedAtBase = cl.appendedAtStart
 		cl.parts = nil
 		// The log the next checkpoints carry starts here: it is empty,
 		// whatever a checkpoint of the old base still reports.
@@ -290,9 +299,7 @@ func (cl *changelogState) logHeavy() bool {
 	if cl.cfg.logRatio <= 0 {
 		return false
 	}
-	cl.mu.Lock()
-	logBytes := cl.lastSize
-	cl.mu.Unlock()
+	logBytes := cl.appended - cl.appendedAtBase
 	var base int64
 	for _, p := range cl.base {
 		base += p.Size
