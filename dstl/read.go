@@ -262,65 +262,35 @@ func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []s
 		par = 4
 	}
 	objs := make([]*Object, len(names))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		errMu    sync.Mutex
-		firstErr error
-	)
-	setErr := func(err error) {
-		errMu.Lock()
-		if firstErr == nil {
-			firstErr = err
-			cancel()
+	err := parallel(ctx, par, len(names), func(ctx context.Context, _, i int) error {
+		name := names[i]
+		if o := opts.Prefetched[name]; o != nil {
+			objs[i] = o
+			return nil
 		}
-		errMu.Unlock()
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(par, len(names)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(names) || ctx.Err() != nil {
-					return
-				}
-				name := names[i]
-				if o := opts.Prefetched[name]; o != nil {
+		if opts.LocalDir != "" {
+			data, err := os.ReadFile(localPath(opts.LocalDir, name))
+			if err == nil {
+				if o, err := decodeObjectFor(data, wanted); err == nil {
 					objs[i] = o
-					continue
+					st.local.Add(1)
+					return nil
 				}
-				if opts.LocalDir != "" {
-					data, err := os.ReadFile(localPath(opts.LocalDir, name))
-					if err == nil {
-						if o, err := decodeObjectFor(data, wanted); err == nil {
-							objs[i] = o
-							st.local.Add(1)
-							continue
-						}
-						st.corrupt.Add(1)
-					} else {
-						st.missing.Add(1)
-					}
-				}
-				o, err := fetchRemote(ctx, store, name, wanted)
-				if err != nil {
-					setErr(err)
-					return
-				}
-				st.remote.Add(1)
-				objs[i] = o
+				st.corrupt.Add(1)
+			} else {
+				st.missing.Add(1)
 			}
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("dstl: read: %w", err)
+		}
+		o, err := fetchRemote(ctx, store, name, wanted)
+		if err != nil {
+			return err
+		}
+		st.remote.Add(1)
+		objs[i] = o
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return objs, nil
 }
@@ -366,22 +336,6 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		errMu    sync.Mutex
-		firstErr error
-	)
-	setErr := func(err error) {
-		errMu.Lock()
-		if firstErr == nil {
-			firstErr = err
-			cancel()
-		}
-		errMu.Unlock()
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
 
 	// Select the changes and bucket them by key group.
 	buckets := map[uint32][]changeRef{}
@@ -428,39 +382,27 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	}
 	slices.Sort(kgs)
 	var applied, superseded atomic.Int64
-	next.Store(0)
-	for range min(par, len(kgs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var keep []bool
-			var idx replayIndex
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(kgs) || ctx.Err() != nil {
-					return
-				}
-				kg := kgs[i]
-				refs := buckets[kg]
-				slices.SortStableFunc(refs, func(a, b changeRef) int {
-					return cmp.Or(cmp.Compare(a.ord, b.ord), cmp.Compare(a.c.Seq, b.c.Seq))
-				})
-				keep = needed(refs, keep, &idx)
-				for j, r := range refs {
-					if !keep[j] {
-						continue
-					}
-					if err := apply(r.c); err != nil {
-						setErr(err)
-						return
-					}
-					applied.Add(1)
-				}
-				superseded.Add(int64(len(refs)) - int64(countTrue(keep)))
+	workers := min(par, len(kgs))
+	keeps := make([][]bool, workers)
+	idxs := make([]replayIndex, workers)
+	err = parallel(ctx, par, len(kgs), func(_ context.Context, w, i int) error {
+		refs := buckets[kgs[i]]
+		slices.SortStableFunc(refs, func(a, b changeRef) int {
+			return cmp.Or(cmp.Compare(a.ord, b.ord), cmp.Compare(a.c.Seq, b.c.Seq))
+		})
+		keeps[w] = needed(refs, keeps[w], &idxs[w])
+		for j, r := range refs {
+			if !keeps[w][j] {
+				continue
 			}
-		}()
-	}
-	wg.Wait()
+			if err := apply(r.c); err != nil {
+				return err
+			}
+			applied.Add(1)
+		}
+		superseded.Add(int64(len(refs)) - int64(countTrue(keeps[w])))
+		return nil
+	})
 	if opts.Stats != nil {
 		*opts.Stats = ReadStats{
 			Objects: int64(len(names)), LocalReads: st.local.Load(), LocalMissing: st.missing.Load(),
@@ -468,6 +410,43 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 			Superseded: superseded.Load(),
 		}
 	}
+	return err
+}
+
+// parallel calls fn for every i in [0, n) on up to par goroutines (worker
+// w in [0, par) runs one call at a time), until a call fails or ctx ends.
+// It returns the first error, or the context's.
+func parallel(ctx context.Context, par, n int, fn func(ctx context.Context, w, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		errMu    sync.Mutex
+		firstErr error
+		next     atomic.Int64
+		wg       sync.WaitGroup
+	)
+	for w := range min(par, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ctx, w, i); err != nil {
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+						cancel()
+					}
+					errMu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 	if firstErr != nil {
 		return firstErr
 	}
