@@ -7,6 +7,7 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/eddyflow/eddy/serde"
 )
@@ -413,6 +414,19 @@ type Map[K comparable, V any] struct {
 	kc     serde.Codec[K]
 	vc     serde.Codec[V]
 	schema serde.Schema
+	// Scratch for encoding a logged entry (the subtask's goroutine), and
+	// for decoding replayed entries (one per key group: replay applies
+	// key groups concurrently). Passing pointers to locals through the
+	// codec interfaces would move them to the heap on every call.
+	logK       K
+	logV       V
+	replay     []mapScratch[K, V]
+	replayOnce sync.Once
+}
+
+type mapScratch[K comparable, V any] struct {
+	k K
+	v V
 }
 
 // NewMap declares a map state named name on b. K must be an integer, bool or
@@ -439,7 +453,8 @@ func NewMap[K comparable, V any](b *Backend, name string) (*Map[K, V], error) {
 func (m *Map[K, V]) logElem(k K, v *V) {
 	b := m.b
 	var err error
-	if b.subScratch, err = m.kc.Append(b.subScratch[:0], &k); err != nil {
+	m.logK = k
+	if b.subScratch, err = m.kc.Append(b.subScratch[:0], &m.logK); err != nil {
 		b.fail(fmt.Errorf("state %q: %w", m.name, err))
 		return
 	}
@@ -459,10 +474,12 @@ func (m *Map[K, V]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
 	if op != ChangePutElem && op != ChangeDeleteElem {
 		return m.table.apply(kg, op, key, sub, val)
 	}
-	var k K
-	if err := m.kc.Decode(sub, &k); err != nil {
+	m.replayOnce.Do(func() { m.replay = make([]mapScratch[K, V], m.b.kgEnd-m.b.kgStart) })
+	sc := &m.replay[kg-m.b.kgStart]
+	if err := m.kc.Decode(sub, &sc.k); err != nil {
 		return fmt.Errorf("map key: %w", err)
 	}
+	k := sc.k
 	if op == ChangeDeleteElem {
 		if p := m.groups[kg-m.b.kgStart][string(key)]; p != nil {
 			delete(*p, k)
@@ -472,15 +489,14 @@ func (m *Map[K, V]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
 		}
 		return nil
 	}
-	var v V
-	if err := m.vc.Decode(val, &v); err != nil {
+	if err := m.vc.Decode(val, &sc.v); err != nil {
 		return fmt.Errorf("map value: %w", err)
 	}
 	p := m.entryAt(kg, key)
 	if *p == nil {
 		*p = map[K]V{}
 	}
-	(*p)[k] = v
+	(*p)[k] = sc.v
 	return nil
 }
 
@@ -502,7 +518,8 @@ func (m *Map[K, V]) Put(k K, v V) {
 	}
 	(*p)[k] = v
 	if m.b.changes != nil {
-		m.logElem(k, &v)
+		m.logV = v
+		m.logElem(k, &m.logV)
 	}
 }
 
