@@ -27,6 +27,28 @@ func recordLog(b *state.Backend, log *[]change) {
 	})
 }
 
+// restoreAndReplay restores parts into a fresh backend with the states of
+// newFull, applies log, and returns its snapshot.
+func restoreAndReplay(t *testing.T, parts [][]byte, log []change) []byte {
+	t.Helper()
+	b := state.NewBackend(128, 0, 128, keySchema(t))
+	b.SetDeterministic(true)
+	newFull(t, b)
+	if err := b.Restore(parts); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range log {
+		if err := c.apply(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := b.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
 // writeMix makes writes of every kind through the states of newFull.
 func writeMix(b *state.Backend, v *state.Value[int64], l *state.List[string], m *state.Map[string, int32], r *state.Reducing[int64], i int) {
 	setKey(b, fmt.Sprintf("k%d", i%200))
@@ -96,18 +118,7 @@ func TestChangeLogReplaysToTheSameState(t *testing.T) {
 		}
 		parts = append(parts, p)
 	}
-	again := state.NewBackend(128, 0, 128, keySchema(t))
-	again.SetDeterministic(true)
-	newFull(t, again)
-	if err := again.Restore(parts); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range log[len(log)/2:] {
-		if err := c.apply(again); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got, _ := again.Snapshot(); !bytes.Equal(got, want) {
+	if got := restoreAndReplay(t, parts, log[len(log)/2:]); !bytes.Equal(got, want) {
 		t.Fatal("materialized parts plus a replayed log suffix gave different state")
 	}
 }
@@ -145,18 +156,7 @@ func TestChangeLogReplayOverSteppedMaterialization(t *testing.T) {
 		i++
 	}
 	want, _ := b.Snapshot()
-	again := state.NewBackend(128, 0, 128, keySchema(t))
-	again.SetDeterministic(true)
-	newFull(t, again)
-	if err := again.Restore(parts); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range log[start:] {
-		if err := c.apply(again); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got, _ := again.Snapshot(); !bytes.Equal(got, want) {
+	if got := restoreAndReplay(t, parts, log[start:]); !bytes.Equal(got, want) {
 		t.Fatal("stepped materialization plus the log since its start gave different state")
 	}
 }
