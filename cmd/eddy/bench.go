@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"sort"
@@ -44,7 +45,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	which := fs.String("jobs", "value,window", "jobs to run: value, window")
 	modes := fs.String("changelog", "off,on", "configurations to run: off, on")
 	logRatio := fs.Float64("log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
-	recoveries := fs.Int("recoveries", 3, "restores to time per configuration (the median is reported)")
+	recoveries := fs.Int("recoveries", 3, "restores to time per configuration, alternating between the configurations (medians are reported)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -74,7 +75,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v\n",
 		*stateMB, *rate, *interval, *dur, *latency)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\trecovery/state\t")
+	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\trecovery/state (median of rounds)\t")
 	for _, job := range []string{"value", "window"} {
 		if !slices.Contains(strings.Split(*which, ","), job) {
 			continue
@@ -83,35 +84,64 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		// the changelog: the state of job (a) grows by a key per event, so
 		// the fair comparison for a checkpoint's full size is a snapshot of
 		// the state it holds, not the other run's last checkpoint.
-		var perEntry float64
-		var recPerEntry float64 // recovery time per restored state entry, without the changelog
+		var runs []benchResult
+		var cls []bool
 		for _, cl := range []bool{false, true} {
 			if !slices.Contains(strings.Split(*modes, ","), map[bool]string{false: "off", true: "on"}[cl]) {
 				continue
 			}
 			r, err := benchRun(benchConfig{job: job, changelog: cl, stateMB: *stateMB, valueBytes: *valueBytes, rate: *rate,
-				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency, recoveries: max(*recoveries, 1), logRatio: *logRatio,
+				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency, logRatio: *logRatio,
 				dir: filepath.Join(work, fmt.Sprintf("%s-%v", job, cl))}, stderr)
 			if err != nil {
 				fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cl, err)
 				return 1
 			}
+			runs, cls = append(runs, r), append(cls, cl)
+		}
+		// Recoveries alternate between the configurations.
+		for range max(*recoveries, 1) {
+			for i := range runs {
+				runs[i].recs = append(runs[i].recs, runs[i].restore())
+			}
+		}
+		// Bytes per state entry in a full snapshot, and recovery time per
+		// restored entry, from the run without the changelog: the state of
+		// job (a) grows by a key per event, so the fair comparison for a
+		// checkpoint's full size is a snapshot of the state it holds, and
+		// for a recovery, restoring a snapshot of the same state.
+		var perEntry, recPerEntry float64
+		var offRecs []time.Duration
+		var offRestored int64
+		for i, r := range runs {
+			cl := cls[i]
 			if !cl && r.entries > 0 {
 				perEntry = float64(r.full) / float64(r.entries)
 			}
 			if !cl && r.restored > 0 {
-				recPerEntry = float64(r.recovery) / float64(r.restored)
+				recPerEntry = float64(pct(r.recs, 0.5)) / float64(r.restored)
+				offRecs, offRestored = r.recs, r.restored
 			}
 			ratio, recRatio := "-", "-"
 			if perEntry > 0 && r.entries > 0 {
 				ratio = fmt.Sprintf("%.2fx", float64(r.full)/(perEntry*float64(r.entries)))
 			}
-			if recPerEntry > 0 && r.restored > 0 {
-				recRatio = fmt.Sprintf("%.2fx", float64(r.recovery)/(recPerEntry*float64(r.restored)))
+			if cl && offRecs != nil && r.restored > 0 {
+				// The median of the per-round ratios: each round's two
+				// restores ran back to back.
+				var paired []float64
+				for k, d := range r.recs {
+					off := float64(offRecs[k]) / float64(offRestored)
+					paired = append(paired, float64(d)/float64(r.restored)/off)
+				}
+				slices.Sort(paired)
+				recRatio = fmt.Sprintf("%.2fx", paired[len(paired)/2])
+			} else if recPerEntry > 0 && !cl {
+				recRatio = "1.00x"
 			}
 			fmt.Fprintf(tw, "%s\t%v\t%d\t%v\t%v\t%v\t%v\t%v\t%s\t%s\t%s\t%v\t%s\t\n", job, cl, len(r.durs), r.p(0.5), r.p(0.99), r.p(0.999), r.p(1),
 				pct(r.syncs, 0.99),
-				bytesString(r.uploaded), bytesString(r.full), ratio, r.recovery.Round(time.Millisecond), recRatio)
+				bytesString(r.uploaded), bytesString(r.full), ratio, pct(r.recs, 0.5).Round(time.Millisecond), recRatio)
 			tw.Flush()
 		}
 	}
@@ -124,7 +154,6 @@ type benchConfig struct {
 	stateMB, valueBytes        int
 	rate                       float64
 	dur, interval, materialize time.Duration
-	recoveries                 int
 	logRatio                   float64
 	dir                        string
 }
@@ -133,7 +162,9 @@ type benchResult struct {
 	durs, syncs             []time.Duration
 	uploaded, full, entries int64 // per measured checkpoint, averaged
 	recovery                time.Duration
-	restored                int64 // state entries of the checkpoint the recoveries restored
+	restored                int64 // state entries of the checkpoint the recoveries restore
+	restore                 func() time.Duration
+	recs                    []time.Duration
 }
 
 func (r benchResult) p(q float64) time.Duration { return pct(r.durs, q) }
@@ -331,10 +362,13 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 		res.full /= int64(n)
 		res.entries /= int64(n)
 	}
-	// Recovery: restore the last checkpoint and stop right after; again
-	// from the checkpoint that run completed, cfg.recoveries times.
-	var recs []time.Duration
-	for range cfg.recoveries {
+	// Recovery: restore the last checkpoint and stop right after. The
+	// caller calls restore several times, alternating with the other
+	// configuration's, so both see the same machine; each restores the
+	// checkpoint the previous one completed.
+	res.restored = restoredEntries
+	res.restore = func() time.Duration {
+		runtime.GC() // the previous run's or restore's garbage is not this restore's cost
 		rctx, rcancel := context.WithCancel(context.Background())
 		renv := eddy.New(opts(eddy.OnCheckpoint(func(eddy.CheckpointStats) { rcancel() }))...)
 		switch cfg.job {
@@ -346,12 +380,8 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 		stop := time.AfterFunc(2*time.Minute, rcancel)
 		_ = renv.Run(rctx)
 		stop.Stop()
-		recs = append(recs, renv.Stats().Recovery)
-		if res.restored == 0 {
-			res.restored = restoredEntries
-		}
+		return renv.Stats().Recovery
 	}
-	res.recovery = pct(recs, 0.5)
 	return res, nil
 }
 
