@@ -378,7 +378,9 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 			buildWindows(renv, 1)
 		}
 		stop := time.AfterFunc(2*time.Minute, rcancel)
-		_ = renv.Run(rctx)
+		if err := renv.Run(rctx); err != nil && rctx.Err() == nil {
+			fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: recovery run: %v\n", cfg.job, cfg.changelog, err)
+		}
 		stop.Stop()
 		return renv.Stats().Recovery
 	}
