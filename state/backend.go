@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/eddyflow/eddy/serde"
 )
 
@@ -269,13 +271,12 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 			if gh, err = gcodec.Append(gh[:0], &groupData{KeyGroup: uint32(kg), State: uint32(si), Count: uint32(n)}); err != nil {
 				return nil, err
 			}
-			msg := len(gh) + 1 + uvarintLen(len(data)) + len(data)
-			out = append(out, groupsTag)
-			out = binary.AppendUvarint(out, uint64(msg))
+			msg := len(gh) + protowire.SizeTag(groupDataField) + protowire.SizeBytes(len(data))
+			out = protowire.AppendTag(out, groupsField, protowire.BytesType)
+			out = protowire.AppendVarint(out, uint64(msg))
 			out = append(out, gh...)
-			out = append(out, dataTag)
-			out = binary.AppendUvarint(out, uint64(len(data)))
-			out = append(out, data...)
+			out = protowire.AppendTag(out, groupDataField, protowire.BytesType)
+			out = protowire.AppendBytes(out, data)
 		}
 		b.groupBytes[kg-b.kgStart] = size
 	}
@@ -285,21 +286,12 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 	return out, nil
 }
 
-// The protobuf keys of snapshotHeader.Groups and groupData.Data (field 4,
-// length-delimited, in both).
+// The field numbers of snapshotHeader.Groups and groupData.Data, which
+// snapshots write and read by hand.
 const (
-	groupsTag = 4<<3 | 2
-	dataTag   = 4<<3 | 2
+	groupsField    protowire.Number = 4
+	groupDataField protowire.Number = 4
 )
-
-func uvarintLen(n int) int {
-	l := 1
-	for n >= 0x80 {
-		n >>= 7
-		l++
-	}
-	return l
-}
 
 // RestoreError reports a snapshot that cannot be restored.
 type RestoreError struct {
@@ -398,27 +390,25 @@ func decodeSnapshot(body []byte, h *snapshotHeader) error {
 	var rest []byte
 	var groups []groupData
 	for off := 0; off < len(body); {
-		start := off
-		tag, n := binary.Uvarint(body[off:])
-		if n <= 0 || tag>>3 == 0 || tag>>3 > 1<<29 {
-			return fmt.Errorf("bad field key at byte %d", off)
+		num, typ, n := protowire.ConsumeTag(body[off:])
+		if n < 0 {
+			return fmt.Errorf("field key at byte %d: %v", off, protowire.ParseError(n))
 		}
-		off += n
-		end, err := skipField(body, off, tag&7)
-		if err != nil {
-			return fmt.Errorf("field %d at byte %d: %w", tag>>3, start, err)
+		m := protowire.ConsumeFieldValue(num, typ, body[off+n:])
+		if m < 0 {
+			return fmt.Errorf("field %d at byte %d: %v", num, off, protowire.ParseError(m))
 		}
-		if tag == groupsTag {
-			l, n := binary.Uvarint(body[off:]) // valid: skipField read it
-			g, err := decodeGroup(body[off+n : off+n+int(l)])
+		if num == groupsField && typ == protowire.BytesType {
+			msg, _ := protowire.ConsumeBytes(body[off+n:]) // valid: ConsumeFieldValue read it
+			g, err := decodeGroup(msg)
 			if err != nil {
-				return fmt.Errorf("group at byte %d: %w", start, err)
+				return fmt.Errorf("group at byte %d: %w", off, err)
 			}
 			groups = append(groups, g)
 		} else {
-			rest = append(rest, body[start:end]...)
+			rest = append(rest, body[off:off+n+m]...)
 		}
-		off = end
+		off += n + m
 	}
 	if err := serde.MustFor[snapshotHeader]().Decode(rest, h); err != nil {
 		return err
@@ -430,23 +420,22 @@ func decodeSnapshot(body []byte, h *snapshotHeader) error {
 // decodeGroup decodes a groupData message, its Data aliasing b.
 func decodeGroup(b []byte) (groupData, error) {
 	var g groupData
-	for off := 0; off < len(b); {
-		tag, n := binary.Uvarint(b[off:])
-		if n <= 0 {
-			return g, fmt.Errorf("bad field key at byte %d", off)
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return g, protowire.ParseError(n)
 		}
-		off += n
-		end, err := skipField(b, off, tag&7)
-		if err != nil {
-			return g, fmt.Errorf("field %d: %w", tag>>3, err)
-		}
-		switch tag {
-		case 1<<3 | 0, 2<<3 | 0, 3<<3 | 0:
-			v, _ := binary.Uvarint(b[off:])
-			if v > 1<<32-1 {
-				return g, fmt.Errorf("field %d: %d does not fit 32 bits", tag>>3, v)
+		b = b[n:]
+		switch {
+		case num >= 1 && num <= 3 && typ == protowire.VarintType:
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return g, fmt.Errorf("field %d: %v", num, protowire.ParseError(m))
 			}
-			switch tag >> 3 {
+			if v > 1<<32-1 {
+				return g, fmt.Errorf("field %d: %d does not fit 32 bits", num, v)
+			}
+			switch num {
 			case 1:
 				g.KeyGroup = uint32(v)
 			case 2:
@@ -454,47 +443,25 @@ func decodeGroup(b []byte) (groupData, error) {
 			case 3:
 				g.Count = uint32(v)
 			}
-		case dataTag:
-			l, n := binary.Uvarint(b[off:])
-			g.Data = b[off+n : off+n+int(l) : off+n+int(l)]
-		default:
-			if tag>>3 <= 4 {
-				return g, fmt.Errorf("field %d has wire type %d", tag>>3, tag&7)
+			b = b[m:]
+		case num == groupDataField && typ == protowire.BytesType:
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return g, fmt.Errorf("field %d: %v", num, protowire.ParseError(m))
 			}
+			g.Data = v[:len(v):len(v)]
+			b = b[m:]
+		case num <= groupDataField:
+			return g, fmt.Errorf("field %d has wire type %d", num, typ)
+		default:
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				return g, fmt.Errorf("field %d: %v", num, protowire.ParseError(m))
+			}
+			b = b[m:]
 		}
-		off = end
 	}
 	return g, nil
-}
-
-// skipField returns where the field whose value starts at b[off:] with
-// wire type wt ends.
-func skipField(b []byte, off int, wt uint64) (int, error) {
-	switch wt {
-	case 0:
-		_, n := binary.Uvarint(b[off:])
-		if n <= 0 {
-			return 0, errors.New("bad varint")
-		}
-		return off + n, nil
-	case 1:
-		if len(b)-off < 8 {
-			return 0, errors.New("truncated fixed64")
-		}
-		return off + 8, nil
-	case 5:
-		if len(b)-off < 4 {
-			return 0, errors.New("truncated fixed32")
-		}
-		return off + 4, nil
-	case 2:
-		l, n := binary.Uvarint(b[off:])
-		if n <= 0 || l > uint64(len(b)-off-n) {
-			return 0, errors.New("length runs past the end")
-		}
-		return off + n + int(l), nil
-	}
-	return 0, fmt.Errorf("unsupported wire type %d", wt)
 }
 
 func loadEntries(s keyedState, kg int, data []byte, count int) error {
