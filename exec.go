@@ -478,6 +478,14 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 	barriers, eods, live := 0, 0, n
 	armed := int64(0)
 	hasTimers := false
+	// onTimer fires due processing-time timers and forces re-arming.
+	onTimer := func() error {
+		armed = -1
+		if err := sc.fireTimers(); err != nil {
+			return err
+		}
+		return sc.flushOut()
+	}
 	for live > 0 {
 		next := sc.nextTimer()
 		hasTimers = next != 0
@@ -515,11 +523,7 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 			case <-sc.ctx.Done():
 				return sc.ctx.Err()
 			case <-timer.C:
-				armed = -1
-				if err := sc.fireTimers(); err != nil {
-					return err
-				}
-				if err := sc.flushOut(); err != nil {
+				if err := onTimer(); err != nil {
 					return err
 				}
 				continue
@@ -537,11 +541,7 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 			case n:
 				return sc.ctx.Err()
 			case n + 1:
-				armed = -1
-				if err := sc.fireTimers(); err != nil {
-					return err
-				}
-				if err := sc.flushOut(); err != nil {
+				if err := onTimer(); err != nil {
 					return err
 				}
 				continue

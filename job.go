@@ -391,13 +391,19 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 					}
 					ss.Splits = append(ss.Splits, a.splits...)
 				}
-				for _, p := range a.parts {
-					op := ops[p.uid]
+				// opState is the manifest entry of operator uid, created
+				// on first use.
+				opState := func(uid string) *checkpoint.OperatorState {
+					op := ops[uid]
 					if op == nil {
-						op = &checkpoint.OperatorState{Name: p.uid, MaxParallelism: uint32(e.cfg.maxParallelism),
+						op = &checkpoint.OperatorState{Name: uid, MaxParallelism: uint32(e.cfg.maxParallelism),
 							Parallelism: uint32(e.stages[a.stage].parallelism)}
-						ops[p.uid] = op
+						ops[uid] = op
 					}
+					return op
+				}
+				for _, p := range a.parts {
+					op := opState(p.uid)
 					op.Parts = append(op.Parts, p.part)
 					if p.part.Blob != "" {
 						files[p.part.Blob] = true
@@ -405,12 +411,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 					full += p.part.Size
 				}
 				for _, l := range a.logs {
-					op := ops[l.uid]
-					if op == nil {
-						op = &checkpoint.OperatorState{Name: l.uid, MaxParallelism: uint32(e.cfg.maxParallelism),
-							Parallelism: uint32(e.stages[a.stage].parallelism)}
-						ops[l.uid] = op
-					}
+					op := opState(l.uid)
 					op.Changelog = append(op.Changelog, l.part)
 					for _, o := range l.part.Objects {
 						files[o] = true
