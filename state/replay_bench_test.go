@@ -15,12 +15,9 @@ type benchWin struct {
 	Acc int64 `proto:"2"`
 }
 
-// BenchmarkReplayWindows replays a window-like change log (5,000 keys, each
-// update putting 6 map entries, 100 batches) into a fresh backend: what a
-// changelog recovery does after loading the snapshot.
-//
-//	go test ./state -run '^$' -bench ReplayWindows -benchmem
-func BenchmarkReplayWindows(b *testing.B) {
+// changeLogged returns a file store, a fresh backend whose change log goes
+// to a writer of a dstl log on it, and that writer.
+func changeLogged(b *testing.B, writer string) (*file.Store, *state.Backend, *dstl.Writer) {
 	store, err := file.New(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
@@ -29,12 +26,39 @@ func BenchmarkReplayWindows(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer log.Close()
-	w := log.Writer("windows-0")
+	b.Cleanup(func() { log.Close() })
+	w := log.Writer(writer)
 	src := state.NewBackend(128, 0, 128, keySchema(b))
 	src.SetChangeLog(func(kg, st uint32, op state.ChangeOp, key, sub, value []byte) error {
 		return w.AppendOp(kg, st, dstl.Op(op), key, sub, value)
 	})
+	return store, src, w
+}
+
+// replayInto reads h from store into a fresh backend that declare fills
+// with states, b.N times.
+func replayInto(b *testing.B, store *file.Store, h dstl.Handle, declare func(*state.Backend)) {
+	b.SetBytes(h.Size)
+	b.ResetTimer()
+	for range b.N {
+		dst := state.NewBackend(128, 0, 128, keySchema(b))
+		declare(dst)
+		err := dstl.Read(context.Background(), store, dstl.ReadOptions{}, []dstl.Handle{h}, 0, 128, func(c *dstl.Change) error {
+			return dst.ApplyChange(c.KeyGroup, c.State, state.ChangeOp(c.Op), c.Key, c.Sub, c.Value)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReplayWindows replays a window-like change log (5,000 keys, each
+// update putting 6 map entries, 100 batches) into a fresh backend: what a
+// changelog recovery does after loading the snapshot.
+//
+//	go test ./state -run '^$' -bench ReplayWindows -benchmem
+func BenchmarkReplayWindows(b *testing.B) {
+	store, src, w := changeLogged(b, "windows-0")
 	m, _ := state.NewMap[int64, benchWin](src, "windows")
 	ctx := context.Background()
 	const keys, updates = 5000, 40_000
@@ -55,19 +79,8 @@ func BenchmarkReplayWindows(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(h.Size)
 	b.ReportMetric(float64(len(h.Objects)), "objects")
-	b.ResetTimer()
-	for range b.N {
-		dst := state.NewBackend(128, 0, 128, keySchema(b))
-		state.NewMap[int64, benchWin](dst, "windows")
-		err := dstl.Read(ctx, store, dstl.ReadOptions{}, []dstl.Handle{h}, 0, 128, func(c *dstl.Change) error {
-			return dst.ApplyChange(c.KeyGroup, c.State, state.ChangeOp(c.Op), c.Key, c.Sub, c.Value)
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	replayInto(b, store, h, func(dst *state.Backend) { state.NewMap[int64, benchWin](dst, "windows") })
 }
 
 // BenchmarkReplayValues replays a log of 40,000 new keys with 1 KiB values
@@ -75,20 +88,7 @@ func BenchmarkReplayWindows(b *testing.B) {
 //
 //	go test ./state -run '^$' -bench ReplayValues -benchmem
 func BenchmarkReplayValues(b *testing.B) {
-	store, err := file.New(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	log, err := dstl.Open(store, dstl.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer log.Close()
-	w := log.Writer("fill-0")
-	src := state.NewBackend(128, 0, 128, keySchema(b))
-	src.SetChangeLog(func(kg, st uint32, op state.ChangeOp, key, sub, value []byte) error {
-		return w.AppendOp(kg, st, dstl.Op(op), key, sub, value)
-	})
+	store, src, w := changeLogged(b, "fill-0")
 	v, _ := state.NewValue[benchPayload](src, "values")
 	ctx := context.Background()
 	payload := make([]byte, 1024)
@@ -107,16 +107,5 @@ func BenchmarkReplayValues(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(h.Size)
-	b.ResetTimer()
-	for range b.N {
-		dst := state.NewBackend(128, 0, 128, keySchema(b))
-		state.NewValue[benchPayload](dst, "values")
-		err := dstl.Read(ctx, store, dstl.ReadOptions{}, []dstl.Handle{h}, 0, 128, func(c *dstl.Change) error {
-			return dst.ApplyChange(c.KeyGroup, c.State, state.ChangeOp(c.Op), c.Key, c.Sub, c.Value)
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
+	replayInto(b, store, h, func(dst *state.Backend) { state.NewValue[benchPayload](dst, "values") })
 }
