@@ -30,7 +30,7 @@ type changelogConfig struct {
 	materialize time.Duration
 	logRatio    float64 // materialize early once the log since the base exceeds this share of it
 	log         dstl.Options
-	step        int   // key groups materialized per step while their size is unknown
+	step        int   // a key group of unknown size counts as stepBytes/step
 	stepBytes   int64 // otherwise as many key groups as hold about this many bytes
 	uploads     int   // materialization uploads in flight per subtask
 }
@@ -102,7 +102,6 @@ type changelogState struct {
 	nextAt   time.Time
 	failures int
 	lastDur  time.Duration
-	perGroup float64 // bytes per key group in the last materialization (0: unknown)
 	// Bytes appended to the log (before deduplication), by the subtask's
 	// goroutine: in all, when the running materialization started, and
 	// when the base's materialization started. Their difference is the
@@ -148,15 +147,6 @@ func (sc *subtaskCtx) attachChangelog(rt *keyedRuntime, restoredParts []checkpoi
 	cfg := j.env.cfg.changelog
 	name := fmt.Sprintf("%s/%d/%s", rt.uid, sc.subtask, j.runID)
 	cl := &changelogState{cfg: cfg, w: j.dlog.Writer(name), name: name, base: restoredParts, baseLogs: restoredLogs}
-	// Size the first materialization's steps from the restored parts.
-	var bytes, groups int64
-	for _, p := range restoredParts {
-		bytes += p.Size
-		groups += int64(p.KeyGroupEnd) - int64(p.KeyGroupStart)
-	}
-	if groups > 0 {
-		cl.perGroup = float64(bytes) / float64(groups)
-	}
 	now := time.Now()
 	if len(restoredParts) > 0 || len(restoredLogs) > 0 {
 		cl.nextAt = now // a restored base is replaced at once
@@ -197,7 +187,7 @@ func (sc *subtaskCtx) materialize() error {
 			if int(cl.inFlight.Load()) >= cl.cfg.uploads {
 				continue // pace uploads: leave bandwidth to the log
 			}
-			to := min(cl.next+cl.stepGroups(), end)
+			to := cl.stepEnd(rt.backend, end)
 			if rt.watermark != noTimestamp {
 				rt.backend.SetWatermark(rt.watermark)
 			}
@@ -253,7 +243,6 @@ func (sc *subtaskCtx) materialize() error {
 			total += p.Size
 		}
 		cl.newBytes += total
-		cl.perGroup = float64(total) / float64(max(end-start, 1))
 		cl.base, cl.baseLogs, cl.after = cl.parts, nil, cl.seq
 		cl.appendedAtBase = cl.appendedAtStart
 		cl.parts = nil
@@ -283,14 +272,24 @@ func hedgeAfter(o dstl.Options) time.Duration {
 	return dstl.DefaultUploadTimeout
 }
 
-// stepGroups returns how many key groups the next materialization step
-// snapshots: about stepBytes worth by the last materialization's sizes, so
+// stepEnd returns where the next materialization step, from cl.next, ends:
+// about stepBytes of key groups by their sizes in the backend's last
+// snapshot or restore (a group of unknown size counts as 1/step of it), so
 // a small state is one part and a step of a large one stays short.
-func (cl *changelogState) stepGroups() int {
-	if cl.perGroup <= 0 {
-		return cl.cfg.step
+func (cl *changelogState) stepEnd(b *state.Backend, end int) int {
+	to, sum := cl.next, 0
+	for to < end {
+		g := b.GroupBytes(to)
+		if g == 0 {
+			g = int(cl.cfg.stepBytes) / cl.cfg.step
+		}
+		if to > cl.next && int64(sum+g) > cl.cfg.stepBytes {
+			break
+		}
+		sum += g
+		to++
 	}
-	return max(1, int(float64(cl.cfg.stepBytes)/cl.perGroup))
+	return to
 }
 
 // logHeavy reports whether the log since the base has grown past the

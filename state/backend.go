@@ -26,7 +26,7 @@ type Backend struct {
 	hasWatermark   bool
 	changes        ChangeLog // where writes also go, if set (the changelog backend)
 	gen            uint64    // bumped whenever cached entries may be stale; never 0
-	groupBytes     []int     // bytes of each key group in its last snapshot, to presize the next
+	groupBytes     []int     // bytes of each key group in its last snapshot or restore
 	snapScratch    []byte    // one group's entries while snapshotting
 	deterministic  bool      // snapshots sort entries by key
 	scratch        []byte    // encoded values for the change log
@@ -138,7 +138,18 @@ type keyedState interface {
 // maxParallelism, whose keys have keySchema.
 func NewBackend(maxParallelism, kgStart, kgEnd int, keySchema serde.Schema) *Backend {
 	return &Backend{maxPar: maxParallelism, kgStart: kgStart, kgEnd: kgEnd, keySchema: keySchema,
-		kg: kgStart, byName: map[string]keyedState{}, byID: map[uint32]keyedState{}, gen: 1}
+		kg: kgStart, byName: map[string]keyedState{}, byID: map[uint32]keyedState{}, gen: 1,
+		groupBytes: make([]int, kgEnd-kgStart)}
+}
+
+// GroupBytes returns the bytes key group kg's entries took in the last
+// snapshot or restore that covered it (0 if none did): an estimate of what
+// snapshotting it costs.
+func (b *Backend) GroupBytes(kg int) int {
+	if kg < b.kgStart || kg >= b.kgEnd {
+		return 0
+	}
+	return b.groupBytes[kg-b.kgStart]
 }
 
 // KeyGroups returns the key groups [start, end) the backend owns.
@@ -241,9 +252,6 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 	// group's entries go to a reused scratch buffer and are copied once
 	// into out, which is presized from the last snapshot of these groups.
 	// (Field order does not matter to protobuf readers.)
-	if b.groupBytes == nil {
-		b.groupBytes = make([]int, b.kgEnd-b.kgStart)
-	}
 	est := len(snapshotMagic) + 256
 	for kg := from; kg < to; kg++ {
 		est += b.groupBytes[kg-b.kgStart] + b.groupBytes[kg-b.kgStart]/16
@@ -378,6 +386,7 @@ func (b *Backend) RestoreRanged(parts [][]byte, ranges [][2]int) error {
 			if err := loadEntries(s, kg, g.Data, int(g.Count)); err != nil {
 				return &RestoreError{State: name, Reason: fmt.Sprintf("key group %d: %v", kg, err)}
 			}
+			b.groupBytes[kg-b.kgStart] += len(g.Data)
 		}
 	}
 	return nil

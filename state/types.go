@@ -7,7 +7,6 @@ import (
 	"iter"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/eddyflow/eddy/serde"
 )
@@ -418,10 +417,9 @@ type Map[K comparable, V any] struct {
 	// for decoding replayed entries (one per key group: replay applies
 	// key groups concurrently). Passing pointers to locals through the
 	// codec interfaces would move them to the heap on every call.
-	logK       K
-	logV       V
-	replay     []mapScratch[K, V]
-	replayOnce sync.Once
+	logK   K
+	logV   V
+	replay []mapScratch[K, V] // by key group
 }
 
 type mapScratch[K comparable, V any] struct {
@@ -444,7 +442,8 @@ func NewMap[K comparable, V any](b *Backend, name string) (*Map[K, V], error) {
 	if err != nil {
 		return nil, &DeclareError{State: name, Err: err}
 	}
-	m := &Map[K, V]{table: newTable(b, name, codec), kc: kc, vc: vc, schema: schema}
+	m := &Map[K, V]{table: newTable(b, name, codec), kc: kc, vc: vc, schema: schema,
+		replay: make([]mapScratch[K, V], b.kgEnd-b.kgStart)}
 	return m, b.register(m)
 }
 
@@ -474,7 +473,6 @@ func (m *Map[K, V]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
 	if op != ChangePutElem && op != ChangeDeleteElem {
 		return m.table.apply(kg, op, key, sub, val)
 	}
-	m.replayOnce.Do(func() { m.replay = make([]mapScratch[K, V], m.b.kgEnd-m.b.kgStart) })
 	sc := &m.replay[kg-m.b.kgStart]
 	if err := m.kc.Decode(sub, &sc.k); err != nil {
 		return fmt.Errorf("map key: %w", err)
