@@ -210,7 +210,8 @@ func (sc *subtaskCtx) materialize() error {
 				// Hedged like the log's uploads: a part stuck in the
 				// store's latency tail would hold the whole materialization
 				// back while the log keeps growing.
-				if err := blob.PutHedged(sc.ctx, sc.job.blobs, name, data, hedgeAfter(cl.cfg.log), 3); err != nil {
+				o := sc.job.dlog.Options()
+				if err := blob.PutHedged(sc.ctx, sc.job.blobs, name, data, o.UploadTimeout, o.MaxAttempts); err != nil {
 					cl.mu.Lock()
 					if cl.putErr == nil {
 						cl.putErr = err
@@ -262,15 +263,6 @@ func (sc *subtaskCtx) materialize() error {
 // minLogForRatio is the least log that starts a materialization early: a
 // tiny state is not rewritten for every few kilobytes of log.
 const minLogForRatio = 256 << 10
-
-// hedgeAfter is when a materialization upload gets a parallel second
-// attempt: the log's upload timeout.
-func hedgeAfter(o dstl.Options) time.Duration {
-	if o.UploadTimeout > 0 {
-		return o.UploadTimeout
-	}
-	return dstl.DefaultUploadTimeout
-}
 
 // stepEnd returns where the next materialization step, from cl.next, ends:
 // about stepBytes of key groups by their sizes in the backend's last

@@ -192,6 +192,9 @@ func (l *Log) removeWriter(w *Writer) {
 	}
 }
 
+// Options returns the options the log runs with, defaults filled in.
+func (l *Log) Options() Options { return l.opts }
+
 // Metrics returns the log's counters and gauges.
 func (l *Log) Metrics() Metrics {
 	return Metrics{

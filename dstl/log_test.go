@@ -1087,3 +1087,12 @@ func TestReplayHashCollisions(t *testing.T) {
 		t.Error("nothing superseded")
 	}
 }
+
+// TestOptionsHaveDefaults: Options reports what the log runs with.
+func TestOptionsHaveDefaults(t *testing.T) {
+	l := openLog(t, newMemStore(), Options{MaxAttempts: 5})
+	o := l.Options()
+	if o.UploadTimeout != DefaultUploadTimeout || o.MaxAttempts != 5 || o.FlushInterval != DefaultFlushInterval {
+		t.Errorf("options %+v", o)
+	}
+}
