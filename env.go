@@ -176,8 +176,10 @@ func (e *permanentError) Unwrap() error { return e.err }
 
 // Run runs the job until its bounded inputs are exhausted and their output
 // is committed, or ctx is cancelled. It first restores the latest complete
-// checkpoint in the job's storage; on a failure it restarts from the last
-// checkpoint as the restart strategy allows.
+// checkpoint in the job's storage, falling back to the one before while a
+// checkpoint's state or log turns out corrupt or missing (without counting
+// a restart); on a failure it restarts from the last checkpoint as the
+// restart strategy allows.
 func (e *Env) Run(ctx context.Context) error {
 	if err := e.validate(); err != nil {
 		return err
@@ -193,13 +195,25 @@ func (e *Env) Run(ctx context.Context) error {
 	if bs != nil {
 		store = checkpoint.NewStorage(bs, e.cfg.retain)
 	}
+	var before uint64 // restore a checkpoint older than this one, when not 0
 	for attempt := 0; ; attempt++ {
-		err := e.runAttempt(ctx, store, bs)
+		err := e.runAttempt(ctx, store, bs, before)
+		before = 0
 		if err == nil || ctx.Err() != nil {
 			if ctx.Err() != nil && err != nil {
 				return ctx.Err()
 			}
 			return err
+		}
+		// A checkpoint whose state is unreadable is skipped at once; this
+		// is not a restart. Each fallback goes to an older checkpoint, so
+		// fallbacks end.
+		var re *restoreError
+		if errors.As(err, &re) {
+			e.cfg.logger.Printf("%v; falling back to the previous complete checkpoint (output committed after it may repeat)", err)
+			before = re.id
+			attempt--
+			continue
 		}
 		var perm *permanentError
 		if errors.As(err, &perm) || attempt >= e.cfg.restarts {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -269,31 +270,22 @@ func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.S
 			opLogs = append(opLogs, l)
 		}
 		prefetch := sc.prefetchChangelog(opLogs)
-		var parts [][]byte
-		var ranges [][2]int
+		var opParts []checkpoint.StatePart
 		for _, p := range op.Parts {
 			if int(p.KeyGroupEnd) <= start || int(p.KeyGroupStart) >= end {
 				continue
 			}
 			usedParts = append(usedParts, p)
-			if p.Blob == "" {
-				continue
+			if p.Blob != "" {
+				opParts = append(opParts, p)
 			}
-			data, err := sc.job.blobs.Get(sc.ctx, p.Blob)
-			if err != nil {
-				return nil, nil, restoreFailure(m.ID, fmt.Errorf("operator %s: state part %s: %w", uid, p.Blob, err))
-			}
-			parts = append(parts, data)
-			// A part counts only for the key groups it was listed for: a
-			// changelog subtask may carry a wider old part for its own range.
-			ranges = append(ranges, [2]int{int(p.KeyGroupStart), int(p.KeyGroupEnd)})
 		}
-		if err := b.RestoreRanged(parts, ranges); err != nil {
+		if err := sc.loadParts(uid, b, opParts); err != nil {
 			var re *state.RestoreError
 			if errors.As(err, &re) {
 				return nil, nil, &permanentError{fmt.Errorf("eddy: cannot restore operator %s from checkpoint %d (the checkpoint is left as it is): %w", uid, m.ID, err)}
 			}
-			return nil, nil, err
+			return nil, nil, restoreFailure(m.ID, fmt.Errorf("operator %s: %w", uid, err))
 		}
 		usedLogs = append(usedLogs, opLogs...)
 		objs, err := prefetch()
@@ -305,6 +297,81 @@ func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.S
 		}
 	}
 	return usedParts, usedLogs, nil
+}
+
+// partFetches is how many state parts a subtask fetches at once while
+// restoring: a changelog checkpoint has many parts of a few MiB, and object
+// storage serves them in parallel far faster than one after another.
+const partFetches = 8
+
+// loadParts fetches parts, up to partFetches at a time, and loads each into
+// b as it arrives. A part counts only for the key groups it is listed for
+// (a changelog subtask may carry a wider old part for its own range); the
+// parts of a checkpoint list disjoint key groups, so the order they load in
+// does not matter. Each fetcher reuses its buffer once its part is loaded,
+// so a restore of many parts holds partFetches of them, not all.
+func (sc *subtaskCtx) loadParts(uid string, b *state.Backend, parts []checkpoint.StatePart) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(sc.ctx)
+	defer cancel()
+	type fetched struct {
+		i      int
+		data   []byte
+		err    error
+		loaded chan struct{} // closed when data may be overwritten
+	}
+	todo := make(chan int, len(parts))
+	for i := range parts {
+		todo <- i
+	}
+	close(todo)
+	out := make(chan fetched)
+	var wg sync.WaitGroup
+	for range min(partFetches, len(parts)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			for i := range todo {
+				if ctx.Err() != nil {
+					return
+				}
+				data, err := blob.GetInto(ctx, sc.job.blobs, parts[i].Blob, &buf)
+				f := fetched{i: i, data: data, err: err, loaded: make(chan struct{})}
+				select {
+				case out <- f:
+				case <-ctx.Done():
+					return
+				}
+				<-f.loaded
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(out)
+	}()
+	var first error
+	for f := range out {
+		if first == nil {
+			p := parts[f.i]
+			if f.err != nil {
+				first = fmt.Errorf("state part %s: %w", p.Blob, f.err)
+			} else if err := b.RestorePart(f.data, int(p.KeyGroupStart), int(p.KeyGroupEnd)); err != nil {
+				first = fmt.Errorf("state part %s: %w", p.Blob, err)
+			}
+			if first != nil {
+				cancel() // the fetchers stop; out closes once they have
+			}
+		}
+		close(f.loaded)
+	}
+	if first == nil && sc.ctx.Err() != nil {
+		return sc.ctx.Err()
+	}
+	return first
 }
 
 // restoreError is a checkpoint that turned out unreadable while restoring;

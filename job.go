@@ -78,7 +78,10 @@ func (j *jobRun) sourceFinished(ctx context.Context) error {
 	}
 }
 
-func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, blobs blob.Store) error {
+// runAttempt runs one attempt of the job, restoring the newest complete
+// checkpoint, or the newest one before the checkpoint id before when before
+// is not 0.
+func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, blobs blob.Store, before uint64) error {
 	if e.buildErr != nil {
 		return &permanentError{e.buildErr}
 	}
@@ -86,10 +89,11 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 	defer cancel(nil)
 	j := &jobRun{env: e, storage: storage, blobs: blobs, nextID: 1, chans: map[*edge][][]chan msg{},
 		acks: make(chan ack, 64), finished: make(chan struct{}, 64)}
-	// Restore: the newest readable checkpoint; if its state turns out to be
-	// unreadable, the one before it.
-	var before uint64
-	for storage != nil {
+	// Restore the newest readable checkpoint. Its state is read by the
+	// subtasks as they start; if some of it turns out unreadable, the
+	// attempt fails with a *restoreError and Run falls back to the one
+	// before it.
+	if storage != nil {
 		var m *checkpoint.Manifest
 		var skipped []error
 		var err error
@@ -105,19 +109,6 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 			return fmt.Errorf("eddy: reading checkpoints: %w", err)
 		}
 		j.restored = m
-		if m == nil {
-			break
-		}
-		if err := e.precheckRestore(ctx, j); err != nil {
-			var re *restoreError
-			if errors.As(err, &re) {
-				e.cfg.logger.Printf("%v; falling back to the previous complete checkpoint (output committed after it may repeat)", err)
-				before = m.ID
-				continue
-			}
-			return err
-		}
-		break
 	}
 	if storage != nil {
 		// Ids keep growing past anything stored, also after a fallback.
@@ -242,23 +233,6 @@ func runSubtask(sc *subtaskCtx) (err error) {
 		return err
 	}
 	return sc.runReceiver(process)
-}
-
-// precheckRestore makes sure every state part of the chosen checkpoint can
-// be read before any subtask starts, so a corrupt part leads to a fallback
-// instead of a half-restored job.
-func (e *Env) precheckRestore(ctx context.Context, j *jobRun) error {
-	for _, op := range j.restored.Operators {
-		for _, p := range op.Parts {
-			if p.Blob == "" {
-				continue
-			}
-			if _, err := j.blobs.Get(ctx, p.Blob); err != nil {
-				return restoreFailure(j.restored.ID, fmt.Errorf("operator %s: state part %s: %w", op.Name, p.Blob, err))
-			}
-		}
-	}
-	return nil
 }
 
 // pendingCheckpoint collects acks for one checkpoint.

@@ -47,3 +47,22 @@ type CorruptError struct {
 func (e *CorruptError) Error() string {
 	return fmt.Sprintf("blob: object %q is corrupt: %s", e.Name, e.Reason)
 }
+
+// IntoGetter is a Store that can read an object into a buffer the caller
+// keeps, so a reader of many objects in turn reuses one buffer instead of
+// allocating each object afresh.
+type IntoGetter interface {
+	// GetInto is Get reading into *buf, which it grows as needed. The
+	// payload it returns is a part of *buf, valid until *buf is used again.
+	GetInto(ctx context.Context, name string, buf *[]byte) ([]byte, error)
+}
+
+// GetInto reads the object name from s into *buf when s is an IntoGetter,
+// and with s.Get otherwise. The payload may alias *buf: it is valid until
+// *buf is used again.
+func GetInto(ctx context.Context, s Store, name string, buf *[]byte) ([]byte, error) {
+	if g, ok := s.(IntoGetter); ok {
+		return g.GetInto(ctx, name, buf)
+	}
+	return s.Get(ctx, name)
+}

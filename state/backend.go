@@ -327,67 +327,104 @@ func (b *Backend) Restore(parts [][]byte) error { return b.RestoreRanged(parts, 
 func (b *Backend) RestoreRanged(parts [][]byte, ranges [][2]int) error {
 	headers := make([]snapshotHeader, len(parts))
 	for i, p := range parts {
-		if len(p) < len(snapshotMagic) || string(p[:len(snapshotMagic)]) != snapshotMagic {
-			return &RestoreError{Reason: fmt.Sprintf("part %d is not a state snapshot (bad magic)", i)}
-		}
-		if err := decodeSnapshot(p[len(snapshotMagic):], &headers[i]); err != nil {
-			return &RestoreError{Reason: fmt.Sprintf("part %d: %v", i, err)}
-		}
-		h := &headers[i]
-		if int(h.MaxParallelism) != b.maxPar {
-			return &RestoreError{Reason: fmt.Sprintf("the snapshot has %d key groups (max parallelism) but the job has %d; key groups cannot be remapped", h.MaxParallelism, b.maxPar)}
-		}
-		var oldKey serde.Schema
-		if err := oldKey.UnmarshalBinary(h.KeySchema); err != nil {
-			return &RestoreError{Reason: "key schema: " + err.Error()}
-		}
-		if c := serde.CheckKey(oldKey, b.keySchema); c.Verdict == serde.Incompatible {
-			return &RestoreError{Reason: "the key type changed incompatibly:\n" + c.Err().Error()}
-		}
-		for _, m := range h.States {
-			s, ok := b.byName[m.Name]
-			if !ok {
-				continue
-			}
-			if m.Kind != s.kind() {
-				return &RestoreError{State: m.Name, Reason: fmt.Sprintf("stored as %s state, declared as %s state", m.Kind, s.kind())}
-			}
-			var old serde.Schema
-			if err := old.UnmarshalBinary(m.ValueSchema); err != nil {
-				return &RestoreError{State: m.Name, Reason: "value schema: " + err.Error()}
-			}
-			if c := serde.Check(old, s.valueSchema()); c.Verdict == serde.Incompatible {
-				return &RestoreError{State: m.Name, Reason: "the value type changed incompatibly:\n" + c.Err().Error()}
-			}
+		if err := b.checkPart(p, &headers[i]); err != nil {
+			err.Reason = fmt.Sprintf("part %d: %s", i, err.Reason)
+			return err
 		}
 	}
 	b.gen++
 	for i := range headers {
-		h := &headers[i]
-		if h.Watermark != nil && (!b.hasWatermark || *h.Watermark < b.watermark) {
-			b.watermark, b.hasWatermark = *h.Watermark, true
+		from, to := b.kgStart, b.kgEnd
+		if ranges != nil {
+			from, to = ranges[i][0], ranges[i][1]
 		}
-		for _, g := range h.Groups {
-			kg := int(g.KeyGroup)
-			if kg < b.kgStart || kg >= b.kgEnd {
-				continue
-			}
-			if ranges != nil && (kg < ranges[i][0] || kg >= ranges[i][1]) {
-				continue
-			}
-			if int(g.State) >= len(h.States) {
-				return &RestoreError{Reason: fmt.Sprintf("part %d: key group %d refers to state %d of %d", i, kg, g.State, len(h.States))}
-			}
-			name := h.States[g.State].Name
-			s, ok := b.byName[name]
-			if !ok {
-				continue
-			}
-			if err := loadEntries(s, kg, g.Data, int(g.Count)); err != nil {
-				return &RestoreError{State: name, Reason: fmt.Sprintf("key group %d: %v", kg, err)}
-			}
-			b.groupBytes[kg-b.kgStart] += len(g.Data)
+		if err := b.loadPart(&headers[i], from, to); err != nil {
+			err.Reason = fmt.Sprintf("part %d: %s", i, err.Reason)
+			return err
 		}
+	}
+	return nil
+}
+
+// RestorePart checks one snapshot part and loads its entries of the key
+// groups in [start, end) that this backend owns. Unlike Restore it loads
+// parts one at a time, as a caller fetches them: a RestorePart that fails
+// after an earlier one succeeded leaves part of the state loaded, and the
+// caller must discard the backend. The backend keeps no reference to part,
+// so its buffer may be reused once RestorePart returns.
+func (b *Backend) RestorePart(part []byte, start, end int) error {
+	var h snapshotHeader
+	if err := b.checkPart(part, &h); err != nil {
+		return err
+	}
+	b.gen++
+	if err := b.loadPart(&h, start, end); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkPart decodes the snapshot part p into h and checks its key
+// parallelism and schemas against the declared states.
+func (b *Backend) checkPart(p []byte, h *snapshotHeader) *RestoreError {
+	if len(p) < len(snapshotMagic) || string(p[:len(snapshotMagic)]) != snapshotMagic {
+		return &RestoreError{Reason: "not a state snapshot (bad magic)"}
+	}
+	if err := decodeSnapshot(p[len(snapshotMagic):], h); err != nil {
+		return &RestoreError{Reason: err.Error()}
+	}
+	if int(h.MaxParallelism) != b.maxPar {
+		return &RestoreError{Reason: fmt.Sprintf("the snapshot has %d key groups (max parallelism) but the job has %d; key groups cannot be remapped", h.MaxParallelism, b.maxPar)}
+	}
+	var oldKey serde.Schema
+	if err := oldKey.UnmarshalBinary(h.KeySchema); err != nil {
+		return &RestoreError{Reason: "key schema: " + err.Error()}
+	}
+	if c := serde.CheckKey(oldKey, b.keySchema); c.Verdict == serde.Incompatible {
+		return &RestoreError{Reason: "the key type changed incompatibly:\n" + c.Err().Error()}
+	}
+	for _, m := range h.States {
+		s, ok := b.byName[m.Name]
+		if !ok {
+			continue
+		}
+		if m.Kind != s.kind() {
+			return &RestoreError{State: m.Name, Reason: fmt.Sprintf("stored as %s state, declared as %s state", m.Kind, s.kind())}
+		}
+		var old serde.Schema
+		if err := old.UnmarshalBinary(m.ValueSchema); err != nil {
+			return &RestoreError{State: m.Name, Reason: "value schema: " + err.Error()}
+		}
+		if c := serde.Check(old, s.valueSchema()); c.Verdict == serde.Incompatible {
+			return &RestoreError{State: m.Name, Reason: "the value type changed incompatibly:\n" + c.Err().Error()}
+		}
+	}
+	return nil
+}
+
+// loadPart loads the entries of the checked part h in key groups [from, to)
+// that this backend owns.
+func (b *Backend) loadPart(h *snapshotHeader, from, to int) *RestoreError {
+	if h.Watermark != nil && (!b.hasWatermark || *h.Watermark < b.watermark) {
+		b.watermark, b.hasWatermark = *h.Watermark, true
+	}
+	for _, g := range h.Groups {
+		kg := int(g.KeyGroup)
+		if kg < b.kgStart || kg >= b.kgEnd || kg < from || kg >= to {
+			continue
+		}
+		if int(g.State) >= len(h.States) {
+			return &RestoreError{Reason: fmt.Sprintf("key group %d refers to state %d of %d", kg, g.State, len(h.States))}
+		}
+		name := h.States[g.State].Name
+		s, ok := b.byName[name]
+		if !ok {
+			continue
+		}
+		if err := loadEntries(s, kg, g.Data, int(g.Count)); err != nil {
+			return &RestoreError{State: name, Reason: fmt.Sprintf("key group %d: %v", kg, err)}
+		}
+		b.groupBytes[kg-b.kgStart] += len(g.Data)
 	}
 	return nil
 }

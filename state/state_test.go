@@ -1,7 +1,10 @@
 package state_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -308,4 +311,86 @@ func FuzzRestore(f *testing.F) {
 		newFull(t, r)
 		_ = r.Restore([][]byte{in})
 	})
+}
+
+// TestRestorePartMatchesRestore restores stepped parts one at a time, in
+// reverse order, from a buffer overwritten after each, and gets what
+// RestoreRanged gets from all of them at once: RestorePart keeps no
+// reference to its input, and a wider part counts only for its range.
+func TestRestorePartMatchesRestore(t *testing.T) {
+	newDst := func() *state.Backend {
+		b := state.NewBackend(128, 0, 128, keySchema(t))
+		b.SetDeterministic(true)
+		newFull(t, b)
+		return b
+	}
+	snapshot := func(b *state.Backend, from, to int) []byte {
+		p, err := b.SnapshotGroups(from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(p)
+	}
+	// Key groups [0, 40) come from an older full snapshot (a wider old
+	// part, with other values and fewer keys), the rest from steps of 11 key groups of src.
+	older := state.NewBackend(128, 0, 128, keySchema(t))
+	ov, ol, om, or := newFull(t, older)
+	for i := range 2000 {
+		setKey(older, fmt.Sprintf("key-%d", i))
+		ov.Update(int64(-i))
+		ol.Add("old")
+		om.Put("old", 1)
+		or.Add(int64(i))
+	}
+	src := state.NewBackend(128, 0, 128, keySchema(t))
+	fill(t, src, 3000)
+	exp := newDst()
+	if err := exp.Restore([][]byte{snapshot(older, 0, 40), snapshot(src, 40, 128)}); err != nil {
+		t.Fatal(err)
+	}
+	want := snapshot(exp, 0, 128)
+	if bytes.Equal(want, snapshot(src, 0, 128)) || bytes.Equal(want, snapshot(older, 0, 128)) {
+		t.Fatal("the expected state is one of the sources: the ranges test nothing")
+	}
+	parts, ranges := [][]byte{snapshot(older, 0, 128)}, [][2]int{{0, 40}}
+	for from := 40; from < 128; from += 11 {
+		to := min(from+11, 128)
+		parts, ranges = append(parts, snapshot(src, from, to)), append(ranges, [2]int{from, to})
+	}
+	all := newDst()
+	if err := all.RestoreRanged(parts, ranges); err != nil {
+		t.Fatal(err)
+	}
+	one := newDst()
+	var buf []byte
+	for i := len(parts) - 1; i >= 0; i-- {
+		buf = append(buf[:0], parts[i]...)
+		if err := one.RestorePart(buf, ranges[i][0], ranges[i][1]); err != nil {
+			t.Fatalf("part %d: %v", i, err)
+		}
+		for j := range buf {
+			buf[j] = 0xFF
+		}
+	}
+	for name, b := range map[string]*state.Backend{"RestoreRanged": all, "RestorePart": one} {
+		if got := snapshot(b, 0, 128); !bytes.Equal(got, want) {
+			t.Fatalf("%s: the restored state differs from the expected (%d vs %d bytes)", name, len(got), len(want))
+		}
+		for _, kg := range []int{5, 50} {
+			if gb, wb := b.GroupBytes(kg), exp.GroupBytes(kg); gb != wb || gb == 0 {
+				t.Fatalf("%s: GroupBytes(%d) = %d after the restore, want %d", name, kg, gb, wb)
+			}
+		}
+	}
+
+	// Bad parts are *RestoreErrors naming what is wrong.
+	var re *state.RestoreError
+	if err := newDst().RestorePart([]byte("garbage"), 0, 128); !errors.As(err, &re) || !strings.Contains(err.Error(), "bad magic") {
+		t.Fatalf("garbage: %v", err)
+	}
+	bad := state.NewBackend(128, 0, 128, keySchema(t))
+	_, _ = state.NewValue[string](bad, "count")
+	if err := bad.RestorePart(want, 0, 128); !errors.As(err, &re) || re.State != "count" {
+		t.Fatalf("incompatible schema: %v", err)
+	}
 }

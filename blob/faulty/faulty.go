@@ -230,6 +230,19 @@ func (s *Store) Get(ctx context.Context, name string) ([]byte, error) {
 	return s.inner.Get(ctx, name)
 }
 
+// GetInto is Get reading into *buf when the inner store can (see
+// blob.GetInto), subject to the same injected faults.
+func (s *Store) GetInto(ctx context.Context, name string, buf *[]byte) ([]byte, error) {
+	f := s.decide(opGet)
+	if err := s.inject(ctx, opGet, f); err != nil {
+		return nil, err
+	}
+	if f.fail {
+		return nil, &InjectedError{Op: "get", Name: name}
+	}
+	return blob.GetInto(ctx, s.inner, name, buf)
+}
+
 // List lists the inner store, subject to the injected faults.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	f := s.decide(opList)

@@ -517,3 +517,40 @@ func TestConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestGetIntoInjectsLikeGet: GetInto draws the same faults as Get and, when
+// it passes, reads into the caller's buffer through an inner store that can.
+func TestGetIntoInjectsLikeGet(t *testing.T) {
+	ctx := context.Background()
+	inner, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.Put(ctx, "x", []byte("payload")); err != nil {
+		t.Fatal(err)
+	}
+	opts := faulty.Options{ErrorRate: 0.3, Seed: 7}
+	viaGet := errorPattern(t, faulty.New(inner, opts), 500)
+	s := faulty.New(inner, opts)
+	buf := make([]byte, 64)
+	passed := 0
+	for i, wantFail := range viaGet {
+		got, err := s.GetInto(ctx, "x", &buf)
+		if wantFail {
+			if !errors.Is(err, faulty.ErrInjected) {
+				t.Fatalf("GetInto %d = %v, want the injected error Get drew", i, err)
+			}
+			continue
+		}
+		if err != nil || string(got) != "payload" || &got[0] != &buf[0] {
+			t.Fatalf("GetInto %d = %q, %v; want the payload in the caller's buffer", i, got, err)
+		}
+		passed++
+	}
+	if passed == 0 || passed == len(viaGet) {
+		t.Fatalf("%d of %d GetIntos passed: the pattern tests nothing", passed, len(viaGet))
+	}
+	if got := s.Stats().Get.Calls; got != int64(len(viaGet)) {
+		t.Fatalf("Stats().Get.Calls = %d, want %d", got, len(viaGet))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -210,6 +211,48 @@ func (s *Store) Get(ctx context.Context, name string) ([]byte, error) {
 		return nil, fmt.Errorf("blob/file: get %q: %w", name, err)
 	}
 	return blob.CheckTrailer(name, data)
+}
+
+// GetInto is Get reading the object into *buf, grown as needed: a reader
+// of many objects in turn reuses one buffer.
+func (s *Store) GetInto(ctx context.Context, name string, buf *[]byte) ([]byte, error) {
+	if err := blob.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("blob/file: get %q: %w", name, err)
+	}
+	path := s.Path(name)
+	f, err := os.Open(path)
+	if err != nil {
+		if missing(err) {
+			return nil, blob.NotFound(name)
+		}
+		return nil, fmt.Errorf("blob/file: get %q: %w", name, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("blob/file: get %q: %w", name, err)
+	}
+	if fi.IsDir() {
+		return nil, blob.NotFound(name)
+	}
+	size := fi.Size()
+	if int64(int(size)) != size {
+		return nil, fmt.Errorf("blob/file: get %q: %d bytes do not fit in memory", name, size)
+	}
+	if cap(*buf) < int(size) {
+		*buf = make([]byte, size)
+	}
+	data := (*buf)[:size]
+	// The file's stored size: a file that ends sooner is truncated under us,
+	// one that goes on was replaced (both fail the trailer check below).
+	n, err := io.ReadFull(f, data)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, fmt.Errorf("blob/file: get %q: %w", name, err)
+	}
+	return blob.CheckTrailer(name, data[:n])
 }
 
 // missing reports whether err says a path does not exist, including the case

@@ -34,9 +34,29 @@ func mustPut(t *testing.T, s blob.Store, name string, data []byte) {
 	}
 }
 
-func mustGet(t *testing.T, s blob.Store, name string) []byte {
+// getBoth reads name with Get and with GetInto into a buffer already
+// holding other bytes, and fails unless both give the same payload or the
+// same error.
+func getBoth(t *testing.T, s *file.Store, name string) ([]byte, error) {
 	t.Helper()
-	got, err := s.Get(context.Background(), name)
+	ctx := context.Background()
+	got, err := s.Get(ctx, name)
+	for _, size := range []int{0, 3, 1 << 21} {
+		buf := bytes.Repeat([]byte{0xEE}, size)
+		into, ierr := s.GetInto(ctx, name, &buf)
+		if fmt.Sprint(err) != fmt.Sprint(ierr) || !bytes.Equal(got, into) {
+			t.Fatalf("%q: Get = %.40q, %v; GetInto with a %d-byte buffer = %.40q, %v", name, got, err, size, into, ierr)
+		}
+		if ierr == nil && size >= len(into) && len(into) > 0 && &buf[0] != &into[0] {
+			t.Fatalf("%q: GetInto allocated although its %d-byte buffer held the object", name, size)
+		}
+	}
+	return got, err
+}
+
+func mustGet(t *testing.T, s *file.Store, name string) []byte {
+	t.Helper()
+	got, err := getBoth(t, s, name)
 	if err != nil {
 		t.Fatalf("Get(%q): %v", name, err)
 	}
@@ -173,7 +193,7 @@ func TestMissing(t *testing.T) {
 	ctx := context.Background()
 	mustPut(t, s, "dir/obj", []byte("x"))
 	for _, n := range []string{"nope", "dir", "dir/obj/below", "other/dir/obj"} {
-		_, err := s.Get(ctx, n)
+		_, err := getBoth(t, s, n)
 		if !errors.Is(err, blob.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("%q", n)) {
 			t.Errorf("Get(%q) = %v, want ErrNotFound naming it", n, err)
 		}
@@ -220,7 +240,6 @@ func TestDeletePrunesEmptyDirs(t *testing.T) {
 // object allows: truncation at every length, every byte flipped, garbage.
 func TestCorruptFiles(t *testing.T) {
 	s := newStore(t)
-	ctx := context.Background()
 	const name = "checkpoints/00000000000000000003/MANIFEST"
 	payload := []byte("a small manifest")
 	mustPut(t, s, name, payload)
@@ -234,7 +253,7 @@ func TestCorruptFiles(t *testing.T) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.Get(ctx, name)
+		_, err := getBoth(t, s, name)
 		var ce *blob.CorruptError
 		if !errors.As(err, &ce) || ce.Name != name || !strings.Contains(err.Error(), name) {
 			t.Fatalf("%s: Get = %v, want *blob.CorruptError naming %q", what, err, name)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/checkpoint"
 )
 
 // logBuffer collects the runtime's log lines and echoes them to the test log.
@@ -90,7 +92,8 @@ func supersetOf(t *testing.T, got, want []string) int {
 }
 
 // TestCorruptCheckpointFallsBack stops a job after a few checkpoints,
-// corrupts the newest one (a state part, or the manifest), and checks that
+// corrupts the newest one (a state part, the manifest, or with the
+// changelog on an object of its log), and checks that
 // the next run says it falls back to an older checkpoint and completes.
 //
 // Falling back is not exactly-once: the corrupt checkpoint's sink
@@ -101,11 +104,12 @@ func supersetOf(t *testing.T, got, want []string) int {
 // test checks that every reference line is committed and that nothing else
 // is (a superset of the reference with repeats), not exact equality.
 func TestCorruptCheckpointFallsBack(t *testing.T) {
-	for _, what := range []string{"state", "manifest"} {
+	for _, what := range []string{"state", "manifest", "log"} {
 		t.Run(what, func(t *testing.T) {
 			dir := t.TempDir()
 			c := Config{Seed: 5, Events: 60_000, Drivers: 200, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
-				CheckpointInterval: 20 * time.Millisecond, Parallelism: 2, Rate: 40_000}
+				CheckpointInterval: 20 * time.Millisecond, Parallelism: 2, Rate: 40_000,
+				Changelog: what == "log", Materialize: time.Minute}
 			want := expected(c)
 
 			// A partial run, cancelled once six checkpoints are complete.
@@ -143,6 +147,29 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 			case "manifest":
 				flipByte(t, filepath.Join(cdir, "MANIFEST"))
 				marker = fmt.Sprintf("checkpoint %d:", newest)
+			case "log":
+				// The newest log object: older checkpoints end before it.
+				store, err := blob.Open(c.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, _, err := checkpoint.NewStorage(store, 3).Latest(context.Background())
+				if err != nil || m == nil || m.ID != newest {
+					t.Fatalf("latest checkpoint: %v, %v; want %d", m, err, newest)
+				}
+				var obj string
+				for _, op := range m.Operators {
+					for _, l := range op.Changelog {
+						if n := len(l.Objects); n > 0 && l.Objects[n-1] > obj {
+							obj = l.Objects[n-1]
+						}
+					}
+				}
+				if obj == "" {
+					t.Fatalf("checkpoint %d has no log objects", newest)
+				}
+				flipByte(t, filepath.Join(c.Data, filepath.FromSlash(obj)))
+				marker = fmt.Sprintf("restoring checkpoint %d:", newest)
 			}
 
 			// The next run, with another parallelism, falls back and finishes.
