@@ -148,7 +148,7 @@ type Stats struct {
 	LastFullSize        int64         // bytes of everything the last checkpoint refers to
 	Materializations    int64         // changelog materializations completed
 	LastMaterialization time.Duration // duration of the last one
-	Recovery            time.Duration // time the current attempt spent restoring state
+	Recovery            time.Duration // time the current attempt spent restoring state: its slowest subtask's restore
 	RestoredFrom        uint64        // checkpoint the current attempt restored from (0: none)
 }
 

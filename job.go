@@ -125,6 +125,7 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 	if j.dlog != nil {
 		defer j.dlog.Close()
 	}
+	e.stats.recovery.Store(0)
 	if j.restored != nil {
 		e.stats.restored.Store(int64(j.restored.ID))
 		e.cfg.logger.Printf("restoring from checkpoint %d", j.restored.ID)

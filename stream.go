@@ -553,7 +553,10 @@ func buildKeyed[K comparable, IN, OUT any](sc *subtaskCtx, uid string, fn KeyedF
 		return nil, err
 	}
 	if sc.job.restored != nil {
-		sc.job.env.stats.recovery.Store(int64(time.Since(began)))
+		// The attempt's recovery time is its slowest subtask's.
+		r, took := &sc.job.env.stats.recovery, int64(time.Since(began))
+		for cur := r.Load(); took > cur && !r.CompareAndSwap(cur, took); cur = r.Load() {
+		}
 	}
 	if sc.job.dlog != nil {
 		// Attached after the restore: replayed changes are already in the

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -28,6 +30,9 @@ import (
 // seed (Flink 1.15's generic log-based incremental checkpoints) at this
 // machine's scale, changelog off against on, in one run.
 func benchCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "restore-once" {
+		return restoreOnceCmd(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "checkpoint" {
 		fmt.Fprintln(stderr, "usage: eddy bench checkpoint [flags]")
 		return 2
@@ -46,8 +51,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	modes := fs.String("changelog", "off,on", "configurations to run: off, on")
 	logRatio := fs.Float64("log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
 	recoveries := fs.Int("recoveries", 3, "restores to time per configuration, alternating between the configurations (medians are reported)")
+	recovery := fs.String("recovery", "cold", "cold: each restore in a new process, as after a crash; warm: in this process, after a GC")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if *recovery != "cold" && *recovery != "warm" {
+		fmt.Fprintf(stderr, "eddy bench checkpoint: --recovery %q: want cold or warm\n", *recovery)
 		return 2
 	}
 	if *cpuProfile != "" {
@@ -72,8 +82,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		defer os.RemoveAll(work)
 	}
-	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v\n",
-		*stateMB, *rate, *interval, *dur, *latency)
+	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v, recoveries: %s\n",
+		*stateMB, *rate, *interval, *dur, *latency, *recovery)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\trecovery/state (median of rounds)\t")
 	for _, job := range []string{"value", "window"} {
@@ -91,7 +101,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			r, err := benchRun(benchConfig{job: job, changelog: cl, stateMB: *stateMB, valueBytes: *valueBytes, rate: *rate,
-				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency, logRatio: *logRatio,
+				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency, logRatio: *logRatio, warm: *recovery == "warm",
 				dir: filepath.Join(work, fmt.Sprintf("%s-%v", job, cl))}, stderr)
 			if err != nil {
 				fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cl, err)
@@ -102,7 +112,12 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		// Recoveries alternate between the configurations.
 		for range max(*recoveries, 1) {
 			for i := range runs {
-				runs[i].recs = append(runs[i].recs, runs[i].restore())
+				d, err := runs[i].restore()
+				if err != nil {
+					fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cls[i], err)
+					return 1
+				}
+				runs[i].recs = append(runs[i].recs, d)
 			}
 		}
 		// Bytes per state entry in a full snapshot, and recovery time per
@@ -150,7 +165,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 
 type benchConfig struct {
 	job                        string
-	changelog, latency         bool
+	changelog, latency, warm   bool
 	stateMB, valueBytes        int
 	rate                       float64
 	dur, interval, materialize time.Duration
@@ -163,7 +178,7 @@ type benchResult struct {
 	uploaded, full, entries int64 // per measured checkpoint, averaged
 	recovery                time.Duration
 	restored                int64 // state entries of the checkpoint the recoveries restore
-	restore                 func() time.Duration
+	restore                 func() (time.Duration, error)
 	recs                    []time.Duration
 }
 
@@ -272,13 +287,9 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
 		return res, err
 	}
-	inner, err := blob.Open(filepath.Join(cfg.dir, "data"))
+	store, err := cfg.store()
 	if err != nil {
 		return res, err
-	}
-	var store blob.Store = inner
-	if cfg.latency {
-		store = faulty.New(inner, faulty.Options{Latency: faulty.ObjectStore(), PutOnly: true, Seed: 1})
 	}
 	var mu sync.Mutex
 	measuring := false
@@ -286,44 +297,33 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	var current *eddy.Env // the environment whose checkpoints count
 	started := make(chan struct{})
 	opts := func(extra ...eddy.Option) []eddy.Option {
-		o := []eddy.Option{eddy.Parallelism(2), eddy.CheckpointStore(store, cfg.interval), eddy.Logger(io.Discard),
-			eddy.CheckpointTimeout(5 * time.Minute),
-			eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
-				mu.Lock()
-				defer mu.Unlock()
-				// With the changelog, measure from the first completed
-				// materialization of each subtask on: before it, checkpoints
-				// still carry the pre-fill's log.
-				if !measuring && current != nil && (!cfg.changelog || current.Stats().Materializations >= 2) {
-					measuring = true
-					close(started)
-				}
-				if measuring {
-					res.durs = append(res.durs, s.Duration)
-					res.syncs = append(res.syncs, s.SyncDuration)
-					res.uploaded += s.Bytes
-					res.full += s.FullSize
-					res.entries += s.StateEntries
-				}
-				if !s.Final {
-					restoredEntries = s.StateEntries // the last checkpoint: what a recovery restores
-				}
-			})}
-		if cfg.changelog {
-			o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio)))
-		}
+		o := append(cfg.options(store), eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
+			mu.Lock()
+			defer mu.Unlock()
+			// With the changelog, measure from the first completed
+			// materialization of each subtask on: before it, checkpoints
+			// still carry the pre-fill's log.
+			if !measuring && current != nil && (!cfg.changelog || current.Stats().Materializations >= 2) {
+				measuring = true
+				close(started)
+			}
+			if measuring {
+				res.durs = append(res.durs, s.Duration)
+				res.syncs = append(res.syncs, s.SyncDuration)
+				res.uploaded += s.Bytes
+				res.full += s.FullSize
+				res.entries += s.StateEntries
+			}
+			if !s.Final {
+				restoredEntries = s.StateEntries // the last checkpoint: what a recovery restores
+			}
+		}))
 		return append(o, extra...)
-	}
-	keys := int64(cfg.stateMB) << 20 / int64(cfg.valueBytes)
-	build := func(env *eddy.Env, src eddy.Source[int64]) {
-		ks := eddy.KeyBy(eddy.FromSource(env, src), func(k *int64) int64 { return *k })
-		out := eddy.Process[int64, int64, int64](ks, &fillFn{size: cfg.valueBytes}, eddy.Named("fill"))
-		eddy.ToSink(out, discard.Sink[int64]())
 	}
 	if cfg.job == "value" {
 		// Pre-fill, as fast as possible, ending with a final checkpoint.
 		env := eddy.New(opts()...)
-		build(env, keySource{name: "prefill", from: 0, n: keys, splits: 8})
+		cfg.buildValue(env, keySource{name: "prefill", from: 0, n: cfg.keys(), splits: 8})
 		if err := env.Run(context.Background()); err != nil {
 			return res, fmt.Errorf("pre-fill: %w", err)
 		}
@@ -344,12 +344,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	mu.Lock()
 	current = env
 	mu.Unlock()
-	switch cfg.job {
-	case "value":
-		build(env, keySource{name: "new-keys", from: keys, n: 1 << 40, rate: cfg.rate, splits: 8})
-	case "window":
-		buildWindows(env, cfg.rate)
-	}
+	cfg.build(env, cfg.rate)
 	if err := env.Run(ctx); err != nil && ctx.Err() == nil {
 		return res, fmt.Errorf("measuring: %w", err)
 	}
@@ -367,24 +362,144 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	// configuration's, so both see the same machine; each restores the
 	// checkpoint the previous one completed.
 	res.restored = restoredEntries
-	res.restore = func() time.Duration {
-		runtime.GC() // the previous run's or restore's garbage is not this restore's cost
-		rctx, rcancel := context.WithCancel(context.Background())
-		renv := eddy.New(opts(eddy.OnCheckpoint(func(eddy.CheckpointStats) { rcancel() }))...)
-		switch cfg.job {
-		case "value":
-			build(renv, keySource{name: "new-keys", from: keys, n: 1 << 40, rate: 1, splits: 8})
-		case "window":
-			buildWindows(renv, 1)
+	res.restore = func() (time.Duration, error) {
+		if cfg.warm {
+			runtime.GC() // the previous run's or restore's garbage is not this restore's cost
+			return restoreOnce(cfg, store)
 		}
-		stop := time.AfterFunc(2*time.Minute, rcancel)
-		if err := renv.Run(rctx); err != nil && rctx.Err() == nil {
-			fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: recovery run: %v\n", cfg.job, cfg.changelog, err)
-		}
-		stop.Stop()
-		return renv.Stats().Recovery
+		return restoreInChild(cfg)
 	}
 	return res, nil
+}
+
+// options are the settings the runs of cfg share.
+func (cfg benchConfig) options(store blob.Store) []eddy.Option {
+	o := []eddy.Option{eddy.Parallelism(2), eddy.CheckpointStore(store, cfg.interval), eddy.Logger(io.Discard),
+		eddy.CheckpointTimeout(5 * time.Minute)}
+	if cfg.changelog {
+		o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio)))
+	}
+	return o
+}
+
+// store opens cfg's checkpoint storage, with object-store latency injected
+// on uploads when cfg.latency is set.
+func (cfg benchConfig) store() (blob.Store, error) {
+	inner, err := blob.Open(filepath.Join(cfg.dir, "data"))
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.latency {
+		return inner, nil
+	}
+	return faulty.New(inner, faulty.Options{Latency: faulty.ObjectStore(), PutOnly: true, Seed: 1}), nil
+}
+
+// keys is the number of keys job (a) pre-fills.
+func (cfg benchConfig) keys() int64 { return int64(cfg.stateMB) << 20 / int64(cfg.valueBytes) }
+
+// buildValue adds job (a), reading keys from src, to env.
+func (cfg benchConfig) buildValue(env *eddy.Env, src eddy.Source[int64]) {
+	ks := eddy.KeyBy(eddy.FromSource(env, src), func(k *int64) int64 { return *k })
+	out := eddy.Process[int64, int64, int64](ks, &fillFn{size: cfg.valueBytes}, eddy.Named("fill"))
+	eddy.ToSink(out, discard.Sink[int64]())
+}
+
+// build adds cfg's measured job to env: new keys at rate (a), or GPS
+// points into sliding windows (b).
+func (cfg benchConfig) build(env *eddy.Env, rate float64) {
+	switch cfg.job {
+	case "value":
+		cfg.buildValue(env, keySource{name: "new-keys", from: cfg.keys(), n: 1 << 40, rate: rate, splits: 8})
+	case "window":
+		buildWindows(env, rate)
+	}
+}
+
+// restoreOnce restores the last checkpoint of cfg's job from store, stops
+// at the first checkpoint after it, and returns the recovery time.
+func restoreOnce(cfg benchConfig, store blob.Store) (time.Duration, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := eddy.New(append(cfg.options(store), eddy.OnCheckpoint(func(eddy.CheckpointStats) { cancel() }))...)
+	cfg.build(env, 1)
+	stop := time.AfterFunc(2*time.Minute, cancel)
+	defer stop.Stop()
+	if err := env.Run(ctx); err != nil && ctx.Err() == nil {
+		return 0, fmt.Errorf("recovery run: %w", err)
+	}
+	st := env.Stats()
+	if st.RestoredFrom == 0 {
+		return 0, errors.New("recovery run: no checkpoint restored")
+	}
+	return st.Recovery, nil
+}
+
+// restoreFlags are the settings of cfg a restore needs, as flags of
+// `eddy bench restore-once`.
+func (cfg benchConfig) restoreFlags() []string {
+	return []string{"--job", cfg.job, fmt.Sprintf("--changelog=%v", cfg.changelog), fmt.Sprintf("--latency=%v", cfg.latency),
+		"--state-mb", fmt.Sprint(cfg.stateMB), "--value-bytes", fmt.Sprint(cfg.valueBytes),
+		"--interval", cfg.interval.String(), "--materialize", cfg.materialize.String(),
+		"--log-ratio", fmt.Sprint(cfg.logRatio), "--dir", cfg.dir}
+}
+
+// restoreInChild runs one restore in a new process of this program, as a
+// recovery after a crash does: nothing of the state is in memory or in the
+// process's heap yet.
+func restoreInChild(cfg benchConfig) (time.Duration, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	var out, errOut strings.Builder
+	cmd := exec.Command(exe, append([]string{"bench", "restore-once"}, cfg.restoreFlags()...)...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("restore in a new process: %v: %s", err, strings.TrimSpace(errOut.String()))
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(out.String()))
+	if err != nil {
+		return 0, fmt.Errorf("restore in a new process printed %q: %v", out.String(), err)
+	}
+	return d, nil
+}
+
+// restoreOnceCmd is `eddy bench restore-once`, which bench checkpoint runs
+// in a new process for each cold recovery: it restores the last checkpoint
+// of the configuration its flags give and prints the recovery time.
+func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench restore-once", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg benchConfig
+	fs.StringVar(&cfg.job, "job", "value", "job: value or window")
+	fs.BoolVar(&cfg.changelog, "changelog", false, "the changelog is on")
+	fs.BoolVar(&cfg.latency, "latency", true, "inject object-store latency on uploads")
+	fs.IntVar(&cfg.stateMB, "state-mb", 1024, "pre-filled state in MiB")
+	fs.IntVar(&cfg.valueBytes, "value-bytes", 1024, "bytes per pre-filled value")
+	fs.DurationVar(&cfg.interval, "interval", 10*time.Millisecond, "checkpoint interval")
+	fs.DurationVar(&cfg.materialize, "materialize", 10*time.Second, "materialization interval")
+	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "materialize early at this log share")
+	fs.StringVar(&cfg.dir, "dir", "", "the configuration's working directory")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if cfg.dir == "" || cfg.valueBytes <= 0 {
+		fmt.Fprintln(stderr, "eddy bench restore-once: --dir and a positive --value-bytes are required")
+		return 2
+	}
+	store, err := cfg.store()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	d, err := restoreOnce(cfg, store)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintln(stdout, d)
+	return 0
 }
 
 // buildWindows adds job (b): GPS points from 10 000 drivers into 1-minute

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestMain lets the test binary stand in for eddy when the bench runs a
+// cold restore in a new process of "this program".
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "bench" && os.Args[2] == "restore-once" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestBenchCheckpointRuns runs a small bench checkpoint with both kinds of
+// recovery and checks that each configuration reports checkpoints, a
+// recovery and the ratios against the run without the changelog.
+func TestBenchCheckpointRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs jobs for seconds")
+	}
+	for _, mode := range []string{"cold", "warm"} {
+		t.Run(mode, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run([]string{"bench", "checkpoint", "--jobs", "value", "--state-mb", "4", "--duration", "500ms",
+				"--latency=false", "--recoveries", "2", "--recovery", mode, "--dir", t.TempDir()}, &out, &errb)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			t.Log(out.String())
+			var rows [][]string
+			for _, l := range strings.Split(out.String(), "\n") {
+				if f := strings.Fields(l); len(f) > 0 && f[0] == "value" {
+					rows = append(rows, f)
+				}
+			}
+			if len(rows) != 2 || rows[0][1] != "false" || rows[1][1] != "true" {
+				t.Fatalf("want a row without and one with the changelog:\n%s", out.String())
+			}
+			for _, r := range rows {
+				if r[2] == "0" || !strings.HasSuffix(r[len(r)-1], "x") || !strings.HasSuffix(r[len(r)-3], "x") {
+					t.Fatalf("row %q lacks checkpoints, full/state or recovery/state", r)
+				}
+			}
+		})
+	}
+	var errb bytes.Buffer
+	if code := run([]string{"bench", "checkpoint", "--recovery", "tepid"}, &bytes.Buffer{}, &errb); code != 2 || !strings.Contains(errb.String(), "tepid") {
+		t.Fatalf("--recovery tepid: exit %d, %q", code, errb.String())
+	}
+}
