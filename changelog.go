@@ -366,7 +366,7 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 }
 
 func (sc *subtaskCtx) logReadOptions() dstl.ReadOptions {
-	var ro dstl.ReadOptions
+	ro := dstl.ReadOptions{Shared: sc.job.logShared}
 	if cfg := sc.job.env.cfg.changelog; cfg != nil {
 		ro.LocalDir = cfg.log.LocalDir
 	}
@@ -374,7 +374,9 @@ func (sc *subtaskCtx) logReadOptions() dstl.ReadOptions {
 }
 
 // prefetchChangelog starts fetching the objects of logs in the background
-// and returns a function that waits for them.
+// and returns a function that waits for them. The objects come through the
+// attempt's dstl.Shared: the subtasks restoring in this process fetch each
+// object once between them. Release the result there once replayed.
 func (sc *subtaskCtx) prefetchChangelog(logs []checkpoint.LogPart) func() (map[string]*dstl.Object, error) {
 	if len(logs) == 0 {
 		return func() (map[string]*dstl.Object, error) { return nil, nil }

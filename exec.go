@@ -292,7 +292,9 @@ func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.S
 		if err != nil {
 			return nil, nil, restoreFailure(m.ID, fmt.Errorf("operator %s: reading the changelog: %w", uid, err))
 		}
-		if err := sc.replayChangelog(uid, b, opLogs, objs); err != nil {
+		err = sc.replayChangelog(uid, b, opLogs, objs)
+		sc.job.logShared.Release(objs)
+		if err != nil {
 			return nil, nil, restoreFailure(m.ID, fmt.Errorf("operator %s: replaying the changelog: %w", uid, err))
 		}
 	}

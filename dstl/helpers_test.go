@@ -21,6 +21,15 @@ type memStore struct {
 	discard bool // keep nothing (benchmarks)
 	puts    atomic.Int64
 	bytes   atomic.Int64
+	gets    sync.Map // object name -> *atomic.Int64, Gets of it
+}
+
+// getsOf returns how many times name was read.
+func (s *memStore) getsOf(name string) int64 {
+	if n, ok := s.gets.Load(name); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
 }
 
 func newMemStore() *memStore { return &memStore{objects: map[string][]byte{}} }
@@ -44,6 +53,8 @@ func (s *memStore) Put(ctx context.Context, name string, data []byte) error {
 }
 
 func (s *memStore) Get(ctx context.Context, name string) ([]byte, error) {
+	n, _ := s.gets.LoadOrStore(name, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, ok := s.objects[name]

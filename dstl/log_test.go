@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1094,5 +1095,94 @@ func TestOptionsHaveDefaults(t *testing.T) {
 	o := l.Options()
 	if o.UploadTimeout != DefaultUploadTimeout || o.MaxAttempts != 5 || o.FlushInterval != DefaultFlushInterval {
 		t.Errorf("options %+v", o)
+	}
+}
+
+// TestSharedFetchesOnce: two restores of one process, each for its own
+// writer of a shared log, fetch every object once between them through a
+// Shared, replay exactly their own changes, and leave nothing held. A
+// failed fetch is not kept: the next one tries the store again.
+func TestSharedFetchesOnce(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Hour})
+	ctx := context.Background()
+	writers := []*Writer{l.Writer("a"), l.Writer("b")}
+	changes := make([][]change, 2)
+	for i := range 60 {
+		for wi, w := range writers {
+			c := change{kg: uint32(i % 3), state: 1, key: fmt.Sprint(i % 7), value: fmt.Sprint(wi, "-", i)}
+			changes[wi] = append(changes[wi], c)
+			if err := c.append(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i%10 == 9 {
+			if _, err := writers[0].Persist(ctx, 0); err != nil { // ends the batch of both
+				t.Fatal(err)
+			}
+		}
+	}
+	handles := make([]Handle, 2)
+	for wi, w := range writers {
+		h, err := w.Persist(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles[wi] = h
+	}
+	if !slices.Equal(handles[0].Objects, handles[1].Objects) || len(handles[0].Objects) < 3 {
+		t.Fatalf("the writers' objects differ or are few: %q, %q", handles[0].Objects, handles[1].Objects)
+	}
+	shared := NewShared()
+	check := func(wi int, ro ReadOptions) {
+		t.Helper()
+		got := newSyncModel()
+		if err := Read(ctx, store, ro, handles[wi:wi+1], 0, 3, got.apply); err != nil {
+			t.Fatal(err)
+		}
+		if d := diff(got.m, replay(model{}, changes[wi], 0, 60)); d != "" {
+			t.Fatalf("writer %d: %s", wi, d)
+		}
+	}
+	// Restore a prefetches and holds the objects; restore b's Read finds
+	// them held and fetches nothing; then a replays and releases.
+	objs, err := Fetch(ctx, store, ReadOptions{Shared: shared}, handles[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(1, ReadOptions{Shared: shared})
+	check(0, ReadOptions{Shared: shared, Prefetched: objs})
+	shared.Release(objs)
+	for _, name := range handles[0].Objects {
+		if n := store.getsOf(name); n != 1 {
+			t.Errorf("object %s read %d times, want once", name, n)
+		}
+	}
+	if n := len(shared.objs); n != 0 {
+		t.Fatalf("%d objects still held after every restore released them", n)
+	}
+
+	// A damaged object fails every Read that needs it, and is fetched
+	// anew by the next: nothing failed is kept.
+	bad := handles[0].Objects[1]
+	store.mu.Lock()
+	good := store.objects[bad]
+	store.objects[bad] = append([]byte(nil), good[:len(good)-3]...)
+	store.mu.Unlock()
+	before := store.getsOf(bad)
+	if err := Read(ctx, store, ReadOptions{Shared: shared}, handles[:1], 0, 3, newSyncModel().apply); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Read of a damaged object: %v, want ErrCorrupt", err)
+	}
+	store.mu.Lock()
+	store.objects[bad] = good
+	store.mu.Unlock()
+	if err := Read(ctx, store, ReadOptions{Shared: shared}, handles[:1], 0, 3, newSyncModel().apply); err != nil {
+		t.Fatalf("Read after the object was mended: %v", err)
+	}
+	if n := store.getsOf(bad) - before; n < 2 {
+		t.Fatalf("the damaged object was read %d times over two Reads: the failure was kept", n)
+	}
+	if n := len(shared.objs); n != 0 {
+		t.Fatalf("%d objects still held", n)
 	}
 }

@@ -32,9 +32,96 @@ type ReadOptions struct {
 	// Stats, if not nil, receives counts of what Read did.
 	Stats *ReadStats
 	// Prefetched holds objects already fetched by Fetch for the same
-	// handles (Fetch keeps only their writers' changes); Read fetches only
-	// the others.
+	// handles or more (Fetch keeps only their writers' changes); Read
+	// fetches only the others.
 	Prefetched map[string]*Object
+	// Shared, if not nil, is where concurrent restores of one process get
+	// their objects: each object is fetched once, with the changes of every
+	// writer, for all of them (see Shared).
+	Shared *Shared
+}
+
+// Shared lets the restoring subtasks of one process fetch each log object
+// once. The log of a process is shared by all its writers, so every object
+// holds sections of several subtasks, and without it each subtask fetches
+// and verifies every object for its own sections. An object stays while a
+// Fetch that got it has not released it; one fetched again after its last
+// release is fetched anew. Safe for concurrent use.
+type Shared struct {
+	mu   sync.Mutex
+	objs map[string]*sharedObject
+}
+
+type sharedObject struct {
+	done  chan struct{} // closed when o or err is set
+	o     *Object
+	err   error
+	users int
+}
+
+// NewShared returns an empty Shared.
+func NewShared() *Shared { return &Shared{objs: map[string]*sharedObject{}} }
+
+// acquire returns the object name, calling fetch for it unless another
+// user holds it or is fetching it. Each successful acquire must be
+// released.
+func (s *Shared) acquire(ctx context.Context, name string, fetch func() (*Object, error)) (*Object, error) {
+	s.mu.Lock()
+	e := s.objs[name]
+	if e == nil {
+		e = &sharedObject{done: make(chan struct{})}
+		s.objs[name] = e
+		e.users++
+		s.mu.Unlock()
+		e.o, e.err = fetch()
+		if e.err != nil {
+			s.mu.Lock()
+			delete(s.objs, name) // the next user tries again
+			s.mu.Unlock()
+		}
+		close(e.done)
+		return e.o, e.err
+	}
+	e.users++
+	s.mu.Unlock()
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		s.release(name, e)
+		return nil, fmt.Errorf("dstl: read object %q: %w", name, ctx.Err())
+	}
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e.o, nil
+}
+
+// Release drops a Fetch's hold on the objects it returned; an object no
+// Fetch holds any more is forgotten (and collected once Reads are done
+// with it). A nil Shared holds nothing.
+func (s *Shared) Release(objs map[string]*Object) {
+	if s == nil || len(objs) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, o := range objs {
+		if e := s.objs[name]; e != nil && e.o == o {
+			if e.users--; e.users == 0 {
+				delete(s.objs, name)
+			}
+		}
+	}
+}
+
+func (s *Shared) release(name string, e *sharedObject) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.objs[name] == e {
+		if e.users--; e.users == 0 {
+			delete(s.objs, name)
+		}
+	}
 }
 
 // ReadStats counts what a Read did.
@@ -233,9 +320,10 @@ func planRead(handles []Handle) (map[string]*writerInfo, []string, error) {
 }
 
 // Fetch gets and verifies the objects of handles (the changes of their
-// writers only) without applying anything, so a restore can fetch the log
-// while it loads the snapshot; pass the result to Read as
-// ReadOptions.Prefetched.
+// writers only, or of all writers from opts.Shared) without applying
+// anything, so a restore can fetch the log while it loads the snapshot;
+// pass the result to Read as ReadOptions.Prefetched, and with opts.Shared
+// to its Release once Read is done.
 func Fetch(ctx context.Context, store blob.Store, opts ReadOptions, handles []Handle) (map[string]*Object, error) {
 	writers, names, err := planRead(handles)
 	if err != nil {
@@ -268,31 +356,53 @@ func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []s
 			objs[i] = o
 			return nil
 		}
-		if opts.LocalDir != "" {
-			data, err := os.ReadFile(localPath(opts.LocalDir, name))
-			if err == nil {
-				if o, err := decodeObjectFor(data, wanted); err == nil {
-					objs[i] = o
-					st.local.Add(1)
-					return nil
-				}
-				st.corrupt.Add(1)
-			} else {
-				st.missing.Add(1)
-			}
+		var err error
+		if opts.Shared != nil {
+			objs[i], err = opts.Shared.acquire(ctx, name, func() (*Object, error) {
+				return fetchOne(ctx, store, opts.LocalDir, name, nil, st)
+			})
+		} else {
+			objs[i], err = fetchOne(ctx, store, opts.LocalDir, name, wanted, st)
 		}
-		o, err := fetchRemote(ctx, store, name, wanted)
-		if err != nil {
-			return err
-		}
-		st.remote.Add(1)
-		objs[i] = o
-		return nil
+		return err
 	})
 	if err != nil {
+		if opts.Shared != nil {
+			held := map[string]*Object{}
+			for i, o := range objs {
+				if o != nil && opts.Prefetched[names[i]] == nil {
+					held[names[i]] = o
+				}
+			}
+			opts.Shared.Release(held)
+		}
 		return nil, err
 	}
 	return objs, nil
+}
+
+// fetchOne fetches and decodes the object name (the sections of the writers
+// wanted accepts, all if it is nil) from its local copy in localDir, or
+// from the store if there is none or it fails verification.
+func fetchOne(ctx context.Context, store blob.Store, localDir, name string, wanted func(string) bool, st *fetchStats) (*Object, error) {
+	if localDir != "" {
+		data, err := os.ReadFile(localPath(localDir, name))
+		if err == nil {
+			if o, err := decodeObjectFor(data, wanted); err == nil {
+				st.local.Add(1)
+				return o, nil
+			}
+			st.corrupt.Add(1)
+		} else {
+			st.missing.Add(1)
+		}
+	}
+	o, err := fetchRemote(ctx, store, name, wanted)
+	if err != nil {
+		return nil, err
+	}
+	st.remote.Add(1)
+	return o, nil
 }
 
 // Read replays the changes the handles describe whose key group is in
@@ -335,6 +445,15 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	objs, err := fetchAll(ctx, store, opts, names, wanted, &st)
 	if err != nil {
 		return err
+	}
+	if opts.Shared != nil {
+		held := map[string]*Object{}
+		for i, o := range objs {
+			if opts.Prefetched[names[i]] == nil {
+				held[names[i]] = o
+			}
+		}
+		defer opts.Shared.Release(held)
 	}
 
 	// Select the changes and bucket them by key group.
