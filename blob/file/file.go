@@ -196,21 +196,8 @@ func syncDir(dir string) error {
 
 // Get reads the object name and verifies its trailer.
 func (s *Store) Get(ctx context.Context, name string) ([]byte, error) {
-	if err := blob.ValidateName(name); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("blob/file: get %q: %w", name, err)
-	}
-	path := s.Path(name)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if missing(err) || isDir(path) {
-			return nil, blob.NotFound(name)
-		}
-		return nil, fmt.Errorf("blob/file: get %q: %w", name, err)
-	}
-	return blob.CheckTrailer(name, data)
+	var buf []byte
+	return s.GetInto(ctx, name, &buf)
 }
 
 // GetInto is Get reading the object into *buf, grown as needed: a reader
