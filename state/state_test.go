@@ -309,7 +309,16 @@ func FuzzRestore(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r := state.NewBackend(128, 0, 128, keySchema(t))
 		newFull(t, r)
-		_ = r.Restore([][]byte{in})
+		err := r.Restore([][]byte{in})
+		// One part restored alone must be judged the same way.
+		p := state.NewBackend(128, 0, 128, keySchema(t))
+		newFull(t, p)
+		if perr := p.RestorePart(in, 0, 128); (err == nil) != (perr == nil) {
+			t.Fatalf("Restore: %v; RestorePart: %v", err, perr)
+		}
+		if err == nil && r.Entries() != p.Entries() {
+			t.Fatalf("Restore loaded %d entries, RestorePart %d", r.Entries(), p.Entries())
+		}
 	})
 }
 
