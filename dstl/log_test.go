@@ -1186,3 +1186,51 @@ func TestSharedFetchesOnce(t *testing.T) {
 		t.Fatalf("%d objects still held", n)
 	}
 }
+
+// TestSharedRetriesAfterAnotherUsersContextEnds: a restore waiting for an
+// object another restore is fetching does not fail because that restore's
+// context ended; it fetches the object itself.
+func TestSharedRetriesAfterAnotherUsersContextEnds(t *testing.T) {
+	s := NewShared()
+	ctxA, cancelA := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	errA := make(chan error, 1)
+	go func() {
+		_, err := s.acquire(ctxA, "x", func() (*Object, error) {
+			close(started)
+			<-ctxA.Done()
+			return nil, fmt.Errorf("fetching x: %w", ctxA.Err())
+		})
+		errA <- err
+	}()
+	<-started
+	want := &Object{}
+	gotB := make(chan *Object, 1)
+	go func() {
+		o, err := s.acquire(context.Background(), "x", func() (*Object, error) { return want, nil })
+		if err != nil {
+			t.Error(err)
+		}
+		gotB <- o
+	}()
+	for { // until B waits on A's fetch
+		s.mu.Lock()
+		users := s.objs["x"].users
+		s.mu.Unlock()
+		if users == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancelA()
+	if err := <-errA; !errors.Is(err, context.Canceled) {
+		t.Fatalf("A: %v, want its own cancellation", err)
+	}
+	if o := <-gotB; o != want {
+		t.Fatalf("B got %p, want the object it fetched itself", o)
+	}
+	s.Release(map[string]*Object{"x": want})
+	if len(s.objs) != 0 {
+		t.Fatalf("%d objects held", len(s.objs))
+	}
+}

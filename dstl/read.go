@@ -64,8 +64,19 @@ func NewShared() *Shared { return &Shared{objs: map[string]*sharedObject{}} }
 
 // acquire returns the object name, calling fetch for it unless another
 // user holds it or is fetching it. Each successful acquire must be
-// released.
+// released. A fetch that another user's ended context stopped is tried
+// again under this one's.
 func (s *Shared) acquire(ctx context.Context, name string, fetch func() (*Object, error)) (*Object, error) {
+	for {
+		o, err := s.acquireOnce(ctx, name, fetch)
+		if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			continue
+		}
+		return o, err
+	}
+}
+
+func (s *Shared) acquireOnce(ctx context.Context, name string, fetch func() (*Object, error)) (*Object, error) {
 	s.mu.Lock()
 	e := s.objs[name]
 	if e == nil {
