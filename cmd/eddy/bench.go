@@ -46,6 +46,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	interval := fs.Duration("interval", 10*time.Millisecond, "checkpoint interval")
 	materialize := fs.Duration("materialize", 10*time.Second, "changelog materialization interval")
 	latency := fs.Bool("latency", true, "inject object-store latency (p50 20 ms, p99 200 ms, p99.9 3 s) on uploads")
+	readLatency := fs.Bool("read-latency", false, "with --latency, inject it on reads, lists and deletes too")
 	dir := fs.String("dir", "", "working directory (default: a temporary one, removed after)")
 	which := fs.String("jobs", "value,window", "jobs to run: value, window")
 	modes := fs.String("changelog", "off,on", "configurations to run: off, on")
@@ -82,8 +83,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		defer os.RemoveAll(work)
 	}
-	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v, recoveries: %s\n",
-		*stateMB, *rate, *interval, *dur, *latency, *recovery)
+	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v (on reads too: %v), recoveries: %s\n",
+		*stateMB, *rate, *interval, *dur, *latency, *readLatency, *recovery)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\trecovery/state (median of rounds)\t")
 	for _, job := range []string{"value", "window"} {
@@ -101,7 +102,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			r, err := benchRun(benchConfig{job: job, changelog: cl, stateMB: *stateMB, valueBytes: *valueBytes, rate: *rate,
-				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency, logRatio: *logRatio, warm: *recovery == "warm",
+				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency, readLatency: *readLatency, logRatio: *logRatio, warm: *recovery == "warm",
 				dir: filepath.Join(work, fmt.Sprintf("%s-%v", job, cl))}, stderr)
 			if err != nil {
 				fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cl, err)
@@ -166,6 +167,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 type benchConfig struct {
 	job                        string
 	changelog, latency, warm   bool
+	readLatency                bool // latency on every operation, not only uploads
 	stateMB, valueBytes        int
 	rate                       float64
 	dur, interval, materialize time.Duration
@@ -390,7 +392,8 @@ func (cfg benchConfig) options(store blob.Store) []eddy.Option {
 }
 
 // store opens cfg's checkpoint storage, with object-store latency injected
-// on uploads when cfg.latency is set.
+// on uploads when cfg.latency is set, and on every operation with
+// cfg.readLatency.
 func (cfg benchConfig) store() (blob.Store, error) {
 	inner, err := blob.Open(filepath.Join(cfg.dir, "data"))
 	if err != nil {
@@ -399,7 +402,7 @@ func (cfg benchConfig) store() (blob.Store, error) {
 	if !cfg.latency {
 		return inner, nil
 	}
-	return faulty.New(inner, faulty.Options{Latency: faulty.ObjectStore(), PutOnly: true, Seed: 1}), nil
+	return faulty.New(inner, faulty.Options{Latency: faulty.ObjectStore(), PutOnly: !cfg.readLatency, Seed: 1}), nil
 }
 
 // keys is the number of keys job (a) pre-fills.
@@ -445,7 +448,7 @@ func restoreOnce(cfg benchConfig, store blob.Store) (time.Duration, error) {
 // restoreFlags are the settings of cfg a restore needs, as flags of
 // `eddy bench restore-once`.
 func (cfg benchConfig) restoreFlags() []string {
-	return []string{"--job", cfg.job, fmt.Sprintf("--changelog=%v", cfg.changelog), fmt.Sprintf("--latency=%v", cfg.latency),
+	return []string{"--job", cfg.job, fmt.Sprintf("--changelog=%v", cfg.changelog), fmt.Sprintf("--latency=%v", cfg.latency), fmt.Sprintf("--read-latency=%v", cfg.readLatency),
 		"--state-mb", fmt.Sprint(cfg.stateMB), "--value-bytes", fmt.Sprint(cfg.valueBytes),
 		"--interval", cfg.interval.String(), "--materialize", cfg.materialize.String(),
 		"--log-ratio", fmt.Sprint(cfg.logRatio), "--dir", cfg.dir}
@@ -482,6 +485,7 @@ func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.job, "job", "value", "job: value or window")
 	fs.BoolVar(&cfg.changelog, "changelog", false, "the changelog is on")
 	fs.BoolVar(&cfg.latency, "latency", true, "inject object-store latency on uploads")
+	fs.BoolVar(&cfg.readLatency, "read-latency", false, "inject it on reads, lists and deletes too")
 	fs.IntVar(&cfg.stateMB, "state-mb", 1024, "pre-filled state in MiB")
 	fs.IntVar(&cfg.valueBytes, "value-bytes", 1024, "bytes per pre-filled value")
 	fs.DurationVar(&cfg.interval, "interval", 10*time.Millisecond, "checkpoint interval")
