@@ -22,11 +22,17 @@ const DefaultRetain = 3
 var ErrSubsumed = errors.New("subsumed by a newer complete checkpoint")
 
 // Storage keeps a job's checkpoints in a blob.Store. It is safe for
-// concurrent use; Complete calls are serialized.
+// concurrent use: Writes are serialized, and so are Prunes, but a Write
+// does not wait for a Prune (against object storage a prune of many
+// objects takes seconds, and a checkpoint would wait for it). A Prune of m
+// deletes only what m and the complete checkpoints before it do not use
+// and nothing of newer ids, so a newer checkpoint written meanwhile loses
+// nothing.
 type Storage struct {
-	store  blob.Store
-	retain int
-	mu     sync.Mutex // serializes Complete, so prunes never interleave
+	store   blob.Store
+	retain  int
+	mu      sync.Mutex // serializes Write
+	pruneMu sync.Mutex // serializes Prune, so prunes never interleave
 }
 
 // NewStorage returns the checkpoints kept in store, retaining the newest
@@ -194,8 +200,8 @@ const ManifestHedgeAfter = time.Second
 // checkpoints up to m and delete what none of them uses. Its error is a
 // *PruneError; the checkpoint stays complete.
 func (s *Storage) Prune(ctx context.Context, m *Manifest) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.pruneMu.Lock()
+	defer s.pruneMu.Unlock()
 	if err := s.prune(ctx, m); err != nil {
 		return &PruneError{ID: m.ID, Err: err}
 	}

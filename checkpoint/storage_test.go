@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/blob/file"
@@ -460,5 +461,62 @@ func TestStateBlobName(t *testing.T) {
 			t.Errorf("operators %q and %q share blob %q", prev, op, n)
 		}
 		seen[n] = op
+	}
+}
+
+// blockingDeletes holds every Delete until release is closed.
+type blockingDeletes struct {
+	blob.Store
+	deleting chan struct{} // receives once per Delete that starts
+	release  chan struct{}
+}
+
+func (b *blockingDeletes) Delete(ctx context.Context, name string) error {
+	b.deleting <- struct{}{}
+	<-b.release
+	return b.Store.Delete(ctx, name)
+}
+
+// TestWriteDoesNotWaitForPrune: a checkpoint completes while the prune of
+// the one before it is still deleting, and the prune, finishing later,
+// deletes nothing the newer checkpoint uses.
+func TestWriteDoesNotWaitForPrune(t *testing.T) {
+	inner := newFileStore(t)
+	st := checkpoint.NewStorage(inner, 1)
+	writeCheckpoint(t, st, inner, 1, 2)
+	m2 := writeCheckpoint(t, st, inner, 2, 2) // prunes checkpoint 1 at once
+
+	bs := &blockingDeletes{Store: inner, deleting: make(chan struct{}, 100), release: make(chan struct{})}
+	slow := checkpoint.NewStorage(bs, 1)
+	m3 := &checkpoint.Manifest{ID: 3, Files: m2.Files} // shares checkpoint 2's parts
+	if err := slow.Write(ctx, m3); err != nil {
+		t.Fatal(err)
+	}
+	pruned := make(chan error, 1)
+	go func() { pruned <- slow.Prune(ctx, m3) }() // deletes manifest 2, keeps its parts
+	<-bs.deleting
+	m4 := &checkpoint.Manifest{ID: 4, Files: m2.Files}
+	wrote := make(chan error, 1)
+	go func() { wrote <- slow.Write(ctx, m4) }()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Write waited for a running Prune")
+	}
+	close(bs.release)
+	if err := <-pruned; err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := slow.Latest(ctx)
+	if err != nil || got == nil || got.ID != 4 {
+		t.Fatalf("Latest = %v, %v; want checkpoint 4", got, err)
+	}
+	for _, f := range m2.Files {
+		if _, err := inner.Get(ctx, f); err != nil {
+			t.Fatalf("the prune deleted %s, which checkpoint 4 uses: %v", f, err)
+		}
 	}
 }
