@@ -12,15 +12,7 @@ import (
 //
 //	go test ./state -run '^$' -bench RestoreParts -benchmem
 func BenchmarkRestoreParts(b *testing.B) {
-	be := state.NewBackend(128, 0, 64, keySchema(b))
-	v, _ := state.NewValue[benchPayload](be, "values")
-	buf := make([]byte, 1024)
-	const keys = 64 << 10
-	for i := range keys {
-		k := []byte(fmt.Sprintf("key-%d", i))
-		be.SetCurrentKey(k, state.KeyGroupFor(k, 128)%64)
-		v.Update(benchPayload{Payload: buf, Count: int64(i)})
-	}
+	be := payloadBackend(b)
 	for _, step := range []int{64, 1} {
 		var parts [][]byte
 		var ranges [][2]int

@@ -12,24 +12,33 @@ type benchPayload struct {
 	Count   int64  `proto:"2"`
 }
 
-// BenchmarkSnapshotGroups snapshots 64 key groups holding 64 MiB of 1 KiB
-// values (what a changelog materialization step does), 8 groups per call.
-//
-//	go test ./state -run '^$' -bench SnapshotGroups -benchmem
-func BenchmarkSnapshotGroups(b *testing.B) {
+// payloadKeys is how many 1 KiB values payloadBackend holds.
+const payloadKeys = 64 << 10
+
+// payloadBackend returns a backend of key groups [0, 64) holding 64 MiB:
+// payloadKeys 1 KiB values in the value state "values".
+func payloadBackend(b *testing.B) *state.Backend {
 	be := state.NewBackend(128, 0, 64, keySchema(b))
 	v, err := state.NewValue[benchPayload](be, "values")
 	if err != nil {
 		b.Fatal(err)
 	}
 	buf := make([]byte, 1024)
-	const keys = 64 << 10
-	for i := range keys {
+	for i := range payloadKeys {
 		k := []byte(fmt.Sprintf("key-%d", i))
 		be.SetCurrentKey(k, state.KeyGroupFor(k, 128)%64)
 		v.Update(benchPayload{Payload: buf, Count: int64(i)})
 	}
-	b.SetBytes(keys * 1024)
+	return be
+}
+
+// BenchmarkSnapshotGroups snapshots 64 key groups holding 64 MiB of 1 KiB
+// values (what a changelog materialization step does), 8 groups per call.
+//
+//	go test ./state -run '^$' -bench SnapshotGroups -benchmem
+func BenchmarkSnapshotGroups(b *testing.B) {
+	be := payloadBackend(b)
+	b.SetBytes(payloadKeys * 1024)
 	b.ResetTimer()
 	for range b.N {
 		for from := 0; from < 64; from += 8 {
