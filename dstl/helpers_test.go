@@ -239,3 +239,22 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// mustAppend appends c to w.
+func mustAppend(t testing.TB, w *Writer, c change) {
+	t.Helper()
+	if err := c.append(w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mustPersist persists w (which also ends the shared batch) and returns
+// its handle.
+func mustPersist(t testing.TB, w *Writer) Handle {
+	t.Helper()
+	h, err := w.Persist(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

@@ -949,9 +949,7 @@ func TestReadAppliesOnlyNeededChanges(t *testing.T) {
 	add := func(c change) {
 		t.Helper()
 		changes = append(changes, c)
-		if err := c.append(w); err != nil {
-			t.Fatal(err)
-		}
+		mustAppend(t, w, c)
 	}
 	for batch := range 10 {
 		add(change{kg: 1, state: 1, key: "a", value: fmt.Sprint(batch)})
@@ -959,14 +957,9 @@ func TestReadAppliesOnlyNeededChanges(t *testing.T) {
 		if batch == 6 {
 			add(change{kg: 1, state: 1, key: "m", op: OpDelete})
 		}
-		if _, err := w.Persist(ctx, 0); err != nil { // ends the batch
-			t.Fatal(err)
-		}
+		mustPersist(t, w) // ends the batch
 	}
-	h, err := w.Persist(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustPersist(t, w)
 	if len(h.Objects) != 10 {
 		t.Fatalf("%d objects, want 10", len(h.Objects))
 	}
@@ -996,22 +989,15 @@ func TestFetchThenRead(t *testing.T) {
 	for i := range 50 {
 		c := change{kg: uint32(i % 3), state: 1, key: fmt.Sprint(i % 7), value: fmt.Sprint(i)}
 		changes = append(changes, c)
-		if err := c.append(wa); err != nil {
-			t.Fatal(err)
-		}
+		mustAppend(t, wa, c)
 		if err := wb.Append(0, 1, []byte("other"), []byte("x"), false); err != nil {
 			t.Fatal(err)
 		}
 		if i%10 == 9 {
-			if _, err := wb.Persist(ctx, 0); err != nil {
-				t.Fatal(err)
-			}
+			mustPersist(t, wb)
 		}
 	}
-	h, err := wa.Persist(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustPersist(t, wa)
 	objs, err := Fetch(ctx, store, ReadOptions{}, []Handle{h})
 	if err != nil {
 		t.Fatal(err)
@@ -1063,19 +1049,12 @@ func TestReplayHashCollisions(t *testing.T) {
 			c.value = ""
 		}
 		changes = append(changes, c)
-		if err := c.append(w); err != nil {
-			t.Fatal(err)
-		}
+		mustAppend(t, w, c)
 		if i%100 == 99 {
-			if _, err := w.Persist(ctx, 0); err != nil {
-				t.Fatal(err)
-			}
+			mustPersist(t, w)
 		}
 	}
-	h, err := w.Persist(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustPersist(t, w)
 	var st ReadStats
 	got := newSyncModel()
 	if err := Read(ctx, store, ReadOptions{Stats: &st}, []Handle{h}, 0, 3, got.apply); err != nil {
@@ -1112,24 +1091,13 @@ func TestSharedFetchesOnce(t *testing.T) {
 		for wi, w := range writers {
 			c := change{kg: uint32(i % 3), state: 1, key: fmt.Sprint(i % 7), value: fmt.Sprint(wi, "-", i)}
 			changes[wi] = append(changes[wi], c)
-			if err := c.append(w); err != nil {
-				t.Fatal(err)
-			}
+			mustAppend(t, w, c)
 		}
 		if i%10 == 9 {
-			if _, err := writers[0].Persist(ctx, 0); err != nil { // ends the batch of both
-				t.Fatal(err)
-			}
+			mustPersist(t, writers[0]) // ends the batch of both
 		}
 	}
-	handles := make([]Handle, 2)
-	for wi, w := range writers {
-		h, err := w.Persist(ctx, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		handles[wi] = h
-	}
+	handles := []Handle{mustPersist(t, writers[0]), mustPersist(t, writers[1])}
 	if !slices.Equal(handles[0].Objects, handles[1].Objects) || len(handles[0].Objects) < 3 {
 		t.Fatalf("the writers' objects differ or are few: %q, %q", handles[0].Objects, handles[1].Objects)
 	}
