@@ -39,18 +39,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("bench checkpoint", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	stateMB := fs.Int("state-mb", 1024, "value state to pre-fill before measuring, in MiB")
-	valueBytes := fs.Int("value-bytes", 1024, "bytes per pre-filled value")
+	var base benchConfig
+	base.settingFlags(fs)
 	rate := fs.Float64("rate", 50_000, "events per second while measuring")
 	dur := fs.Duration("duration", 20*time.Second, "measuring time per configuration")
-	interval := fs.Duration("interval", 10*time.Millisecond, "checkpoint interval")
-	materialize := fs.Duration("materialize", 10*time.Second, "changelog materialization interval")
-	latency := fs.Bool("latency", true, "inject object-store latency (p50 20 ms, p99 200 ms, p99.9 3 s) on uploads")
-	readLatency := fs.Bool("read-latency", false, "with --latency, inject it on reads, lists and deletes too")
 	dir := fs.String("dir", "", "working directory (default: a temporary one, removed after)")
 	which := fs.String("jobs", "value,window", "jobs to run: value, window")
 	modes := fs.String("changelog", "off,on", "configurations to run: off, on")
-	logRatio := fs.Float64("log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
 	recoveries := fs.Int("recoveries", 3, "restores to time per configuration, alternating between the configurations (medians are reported)")
 	recovery := fs.String("recovery", "cold", "cold: each restore in a new process, as after a crash; warm: in this process, after an untimed restore of the same state and a GC, as a failover inside a running process")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -84,7 +79,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		defer os.RemoveAll(work)
 	}
 	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v (on reads too: %v), recoveries: %s\n",
-		*stateMB, *rate, *interval, *dur, *latency, *readLatency, *recovery)
+		base.stateMB, *rate, base.interval, *dur, base.latency, base.readLatency, *recovery)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\trecovery/state (median of rounds)\t")
 	for _, job := range []string{"value", "window"} {
@@ -101,9 +96,10 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			if !slices.Contains(strings.Split(*modes, ","), map[bool]string{false: "off", true: "on"}[cl]) {
 				continue
 			}
-			r, err := benchRun(benchConfig{job: job, changelog: cl, stateMB: *stateMB, valueBytes: *valueBytes, rate: *rate,
-				dur: *dur, interval: *interval, materialize: *materialize, latency: *latency, readLatency: *readLatency, logRatio: *logRatio, warm: *recovery == "warm",
-				dir: filepath.Join(work, fmt.Sprintf("%s-%v", job, cl))}, stderr)
+			cfg := base
+			cfg.job, cfg.changelog, cfg.rate, cfg.dur, cfg.warm = job, cl, *rate, *dur, *recovery == "warm"
+			cfg.dir = filepath.Join(work, fmt.Sprintf("%s-%v", job, cl))
+			r, err := benchRun(cfg, stderr)
 			if err != nil {
 				fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cl, err)
 				return 1
@@ -445,13 +441,28 @@ func restoreOnce(cfg benchConfig, store blob.Store) (time.Duration, error) {
 	return st.Recovery, nil
 }
 
+// settingFlags registers on fs, into cfg, the settings that bench
+// checkpoint and restore-once share.
+func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
+	fs.IntVar(&cfg.stateMB, "state-mb", 1024, "value state to pre-fill before measuring, in MiB")
+	fs.IntVar(&cfg.valueBytes, "value-bytes", 1024, "bytes per pre-filled value")
+	fs.DurationVar(&cfg.interval, "interval", 10*time.Millisecond, "checkpoint interval")
+	fs.DurationVar(&cfg.materialize, "materialize", 10*time.Second, "changelog materialization interval")
+	fs.BoolVar(&cfg.latency, "latency", true, "inject object-store latency (p50 20 ms, p99 200 ms, p99.9 3 s) on uploads")
+	fs.BoolVar(&cfg.readLatency, "read-latency", false, "with --latency, inject it on reads, lists and deletes too")
+	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
+}
+
 // restoreFlags are the settings of cfg a restore needs, as flags of
 // `eddy bench restore-once`.
 func (cfg benchConfig) restoreFlags() []string {
-	return []string{"--job", cfg.job, fmt.Sprintf("--changelog=%v", cfg.changelog), fmt.Sprintf("--latency=%v", cfg.latency), fmt.Sprintf("--read-latency=%v", cfg.readLatency),
-		"--state-mb", fmt.Sprint(cfg.stateMB), "--value-bytes", fmt.Sprint(cfg.valueBytes),
-		"--interval", cfg.interval.String(), "--materialize", cfg.materialize.String(),
-		"--log-ratio", fmt.Sprint(cfg.logRatio), "--dir", cfg.dir}
+	args := []string{"--job", cfg.job, fmt.Sprintf("--changelog=%v", cfg.changelog), "--dir", cfg.dir}
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	var c benchConfig
+	c.settingFlags(fs) // the flags point into c, which then takes cfg's values
+	c = cfg
+	fs.VisitAll(func(f *flag.Flag) { args = append(args, "--"+f.Name+"="+f.Value.String()) })
+	return args
 }
 
 // restoreInChild runs one restore in a new process of this program, as a
@@ -484,14 +495,8 @@ func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
 	var cfg benchConfig
 	fs.StringVar(&cfg.job, "job", "value", "job: value or window")
 	fs.BoolVar(&cfg.changelog, "changelog", false, "the changelog is on")
-	fs.BoolVar(&cfg.latency, "latency", true, "inject object-store latency on uploads")
-	fs.BoolVar(&cfg.readLatency, "read-latency", false, "inject it on reads, lists and deletes too")
-	fs.IntVar(&cfg.stateMB, "state-mb", 1024, "pre-filled state in MiB")
-	fs.IntVar(&cfg.valueBytes, "value-bytes", 1024, "bytes per pre-filled value")
-	fs.DurationVar(&cfg.interval, "interval", 10*time.Millisecond, "checkpoint interval")
-	fs.DurationVar(&cfg.materialize, "materialize", 10*time.Second, "materialization interval")
-	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "materialize early at this log share")
 	fs.StringVar(&cfg.dir, "dir", "", "the configuration's working directory")
+	cfg.settingFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMain lets the test binary stand in for eddy when the bench runs a
@@ -51,5 +53,24 @@ func TestBenchCheckpointRuns(t *testing.T) {
 	var errb bytes.Buffer
 	if code := run([]string{"bench", "checkpoint", "--recovery", "tepid"}, &bytes.Buffer{}, &errb); code != 2 || !strings.Contains(errb.String(), "tepid") {
 		t.Fatalf("--recovery tepid: exit %d, %q", code, errb.String())
+	}
+}
+
+// TestRestoreFlagsRoundTrip: the flags a cold restore is started with give
+// the child the parent's configuration.
+func TestRestoreFlagsRoundTrip(t *testing.T) {
+	want := benchConfig{job: "window", changelog: true, dir: "/x/y", stateMB: 7, valueBytes: 99,
+		interval: 30 * time.Millisecond, materialize: 3 * time.Second, latency: false, readLatency: true, logRatio: 0.4}
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	var got benchConfig
+	fs.StringVar(&got.job, "job", "", "")
+	fs.BoolVar(&got.changelog, "changelog", false, "")
+	fs.StringVar(&got.dir, "dir", "", "")
+	got.settingFlags(fs)
+	if err := fs.Parse(want.restoreFlags()); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("the child gets %+v, want %+v", got, want)
 	}
 }
