@@ -118,20 +118,26 @@ func (s *Shared) Release(objs map[string]*Object) {
 	defer s.mu.Unlock()
 	for name, o := range objs {
 		if e := s.objs[name]; e != nil && e.o == o {
-			if e.users--; e.users == 0 {
-				delete(s.objs, name)
-			}
+			s.drop(name, e)
 		}
 	}
 }
 
+// release drops one user's hold on e, the entry of name when it was
+// acquired.
 func (s *Shared) release(name string, e *sharedObject) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.objs[name] == e {
-		if e.users--; e.users == 0 {
-			delete(s.objs, name)
-		}
+		s.drop(name, e)
+	}
+}
+
+// drop counts one user less of e, the entry of name, and forgets it after
+// the last; s.mu is held.
+func (s *Shared) drop(name string, e *sharedObject) {
+	if e.users--; e.users == 0 {
+		delete(s.objs, name)
 	}
 }
 
@@ -378,18 +384,25 @@ func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []s
 		return err
 	})
 	if err != nil {
-		if opts.Shared != nil {
-			held := map[string]*Object{}
-			for i, o := range objs {
-				if o != nil && opts.Prefetched[names[i]] == nil {
-					held[names[i]] = o
-				}
-			}
-			opts.Shared.Release(held)
-		}
+		releaseFetched(opts, names, objs)
 		return nil, err
 	}
 	return objs, nil
+}
+
+// releaseFetched releases the objects fetchAll got from opts.Shared (not
+// those of opts.Prefetched, which their Fetch releases).
+func releaseFetched(opts ReadOptions, names []string, objs []*Object) {
+	if opts.Shared == nil {
+		return
+	}
+	held := map[string]*Object{}
+	for i, o := range objs {
+		if o != nil && opts.Prefetched[names[i]] == nil {
+			held[names[i]] = o
+		}
+	}
+	opts.Shared.Release(held)
 }
 
 // fetchOne fetches and decodes the object name (the sections of the writers
@@ -457,15 +470,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	if err != nil {
 		return err
 	}
-	if opts.Shared != nil {
-		held := map[string]*Object{}
-		for i, o := range objs {
-			if opts.Prefetched[names[i]] == nil {
-				held[names[i]] = o
-			}
-		}
-		defer opts.Shared.Release(held)
-	}
+	defer releaseFetched(opts, names, objs)
 
 	// Select the changes and bucket them by key group.
 	buckets := map[uint32][]changeRef{}
