@@ -322,7 +322,7 @@ func (sc *subtaskCtx) loadParts(uid string, b *state.Backend, parts []checkpoint
 		i      int
 		data   []byte
 		err    error
-		loaded chan struct{} // closed when data may be overwritten
+		loaded chan struct{} // receives when data may be overwritten
 	}
 	todo := make(chan int, len(parts))
 	for i := range parts {
@@ -336,18 +336,18 @@ func (sc *subtaskCtx) loadParts(uid string, b *state.Backend, parts []checkpoint
 		go func() {
 			defer wg.Done()
 			var buf []byte
+			loaded := make(chan struct{})
 			for i := range todo {
 				if ctx.Err() != nil {
 					return
 				}
 				data, err := blob.GetInto(ctx, sc.job.blobs, parts[i].Blob, &buf)
-				f := fetched{i: i, data: data, err: err, loaded: make(chan struct{})}
 				select {
-				case out <- f:
+				case out <- fetched{i: i, data: data, err: err, loaded: loaded}:
 				case <-ctx.Done():
 					return
 				}
-				<-f.loaded
+				<-loaded
 			}
 		}()
 	}
@@ -358,17 +358,16 @@ func (sc *subtaskCtx) loadParts(uid string, b *state.Backend, parts []checkpoint
 	var first error
 	for f := range out {
 		if first == nil {
-			p := parts[f.i]
-			if f.err != nil {
-				first = fmt.Errorf("state part %s: %w", p.Blob, f.err)
-			} else if err := b.RestorePart(f.data, int(p.KeyGroupStart), int(p.KeyGroupEnd)); err != nil {
-				first = fmt.Errorf("state part %s: %w", p.Blob, err)
+			p, err := parts[f.i], f.err
+			if err == nil {
+				err = b.RestorePart(f.data, int(p.KeyGroupStart), int(p.KeyGroupEnd))
 			}
-			if first != nil {
+			if err != nil {
+				first = fmt.Errorf("state part %s: %w", p.Blob, err)
 				cancel() // the fetchers stop; out closes once they have
 			}
 		}
-		close(f.loaded)
+		f.loaded <- struct{}{}
 	}
 	if first == nil && sc.ctx.Err() != nil {
 		return sc.ctx.Err()
