@@ -3,6 +3,7 @@ package dstl
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -257,4 +258,22 @@ func mustPersist(t testing.TB, w *Writer) Handle {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// randomOp draws c's operation from r < rng.IntN(n): a delete below del,
+// a put of one of subs elements below putElem, a delete of one below
+// delElem, a put of the whole value otherwise; operations without a value
+// drop c's.
+func (c *change) randomOp(rng *rand.Rand, n, del, putElem, delElem, subs int) {
+	switch r := rng.IntN(n); {
+	case r < del:
+		c.op = OpDelete
+	case r < putElem:
+		c.op, c.sub = OpPutElem, fmt.Sprint(rng.IntN(subs))
+	case r < delElem:
+		c.op, c.sub = OpDeleteElem, fmt.Sprint(rng.IntN(subs))
+	}
+	if !c.op.hasValue() {
+		c.value = ""
+	}
 }

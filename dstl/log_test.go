@@ -62,17 +62,7 @@ func (wl workload) run(t *testing.T, l *Log, seed uint64) []*writerRun {
 					value: fmt.Sprintf("v%d-%d", i, n),
 				}
 				// Mostly puts, and every other operation.
-				switch r := rng.IntN(20); {
-				case r < 2:
-					c.op = OpDelete
-				case r < 9:
-					c.op, c.sub = OpPutElem, fmt.Sprint(rng.IntN(4))
-				case r < 11:
-					c.op, c.sub = OpDeleteElem, fmt.Sprint(rng.IntN(4))
-				}
-				if !c.op.hasValue() {
-					c.value = ""
-				}
+				c.randomOp(rng, 20, 2, 9, 11, 4)
 				if err := c.append(w); err != nil {
 					errs <- fmt.Errorf("%s: append %d: %w", r.name, n, err)
 					return
@@ -1037,17 +1027,7 @@ func TestReplayHashCollisions(t *testing.T) {
 	var changes []change
 	for i := range 2000 {
 		c := change{kg: uint32(rng.IntN(3)), state: uint32(1 + rng.IntN(2)), key: fmt.Sprint(rng.IntN(20)), value: fmt.Sprint(i)}
-		switch r := rng.IntN(10); {
-		case r < 1:
-			c.op = OpDelete
-		case r < 5:
-			c.op, c.sub = OpPutElem, fmt.Sprint(rng.IntN(5))
-		case r < 6:
-			c.op, c.sub = OpDeleteElem, fmt.Sprint(rng.IntN(5))
-		}
-		if !c.op.hasValue() {
-			c.value = ""
-		}
+		c.randomOp(rng, 10, 1, 5, 6, 5)
 		changes = append(changes, c)
 		mustAppend(t, w, c)
 		if i%100 == 99 {
