@@ -13,6 +13,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -154,9 +155,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(tw, "%s\t%v\t%d\t%v\t%v\t%v\t%v\t%v\t%s\t%s\t%s\t%v\t%s\t\n", job, cl, len(r.durs), r.p(0.5), r.p(0.99), r.p(0.999), r.p(1),
 				pct(r.syncs, 0.99),
 				bytesString(r.uploaded), bytesString(r.full), ratio, pct(r.recs, 0.5).Round(time.Millisecond), recRatio)
-			tw.Flush()
 		}
 	}
+	tw.Flush()
 	return 0
 }
 
@@ -292,6 +293,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	var mu sync.Mutex
 	measuring := false
 	var restoredEntries int64
+	var lastID uint64 // the measured run's last checkpoint: what every recovery restores
 	var current *eddy.Env // the environment whose checkpoints count
 	started := make(chan struct{})
 	opts := func(extra ...eddy.Option) []eddy.Option {
@@ -313,7 +315,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 				res.entries += s.StateEntries
 			}
 			if !s.Final {
-				restoredEntries = s.StateEntries // the last checkpoint: what a recovery restores
+				restoredEntries, lastID = s.StateEntries, s.ID // the last checkpoint: what a recovery restores
 			}
 		}))
 		return append(o, extra...)
@@ -357,22 +359,31 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	}
 	// Recovery: restore the last checkpoint and stop right after. The
 	// caller calls restore several times, alternating with the other
-	// configuration's, so both see the same machine; each restores the
-	// checkpoint the previous one completed.
+	// configuration's, so both see the same machine. Each restores the
+	// measured run's last checkpoint: a restore writes to an overlay
+	// (cfg.restoreStore), so the checkpoint it completes does not become
+	// the next round's.
 	res.restored = restoredEntries
 	res.restore = func() (time.Duration, error) {
+		var d time.Duration
+		var id uint64
 		if cfg.warm {
 			// As a failover inside a running process finds it: the heap
 			// already grown by a restore of this state (an untimed one),
 			// whose garbage is collected.
 			runtime.GC()
-			if _, err := restoreOnce(cfg, store); err != nil {
+			if _, _, err = restoreOnce(cfg); err != nil {
 				return 0, err
 			}
 			runtime.GC()
-			return restoreOnce(cfg, store)
+			d, id, err = restoreOnce(cfg)
+		} else {
+			d, id, err = restoreInChild(cfg)
 		}
-		return restoreInChild(cfg)
+		if err == nil && id != lastID {
+			err = fmt.Errorf("recovery restored checkpoint %d, not the measured run's last (%d)", id, lastID)
+		}
+		return d, err
 	}
 	return res, nil
 }
@@ -395,10 +406,34 @@ func (cfg benchConfig) store() (blob.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !cfg.latency {
-		return inner, nil
+	return cfg.withLatency(inner), nil
+}
+
+// restoreStore is cfg's storage for a timed restore: the measured run's
+// objects under an overlay that takes the restore's writes and deletes in
+// a scratch directory, emptied first, so the stored checkpoints stay as
+// the measured run left them.
+func (cfg benchConfig) restoreStore() (blob.Store, error) {
+	base, err := blob.Open(filepath.Join(cfg.dir, "data"))
+	if err != nil {
+		return nil, err
 	}
-	return faulty.New(inner, faulty.Options{Latency: faulty.ObjectStore(), PutOnly: !cfg.readLatency, Seed: 1}), nil
+	scratch := filepath.Join(cfg.dir, "restore-scratch")
+	if err := os.RemoveAll(scratch); err != nil {
+		return nil, err
+	}
+	top, err := blob.Open(scratch)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.withLatency(newOverlay(base, top)), nil
+}
+
+func (cfg benchConfig) withLatency(s blob.Store) blob.Store {
+	if !cfg.latency {
+		return s
+	}
+	return faulty.New(s, faulty.Options{Latency: faulty.ObjectStore(), PutOnly: !cfg.readLatency, Seed: 1})
 }
 
 // keys is the number of keys job (a) pre-fills.
@@ -422,9 +457,14 @@ func (cfg benchConfig) build(env *eddy.Env, rate float64) {
 	}
 }
 
-// restoreOnce restores the last checkpoint of cfg's job from store, stops
-// at the first checkpoint after it, and returns the recovery time.
-func restoreOnce(cfg benchConfig, store blob.Store) (time.Duration, error) {
+// restoreOnce restores the last checkpoint of cfg's job from its restore
+// store, stops at the first checkpoint after it, and returns the recovery
+// time and the id of the checkpoint restored.
+func restoreOnce(cfg benchConfig) (time.Duration, uint64, error) {
+	store, err := cfg.restoreStore()
+	if err != nil {
+		return 0, 0, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	env := eddy.New(append(cfg.options(store), eddy.OnCheckpoint(func(eddy.CheckpointStats) { cancel() }))...)
@@ -432,13 +472,13 @@ func restoreOnce(cfg benchConfig, store blob.Store) (time.Duration, error) {
 	stop := time.AfterFunc(2*time.Minute, cancel)
 	defer stop.Stop()
 	if err := env.Run(ctx); err != nil && ctx.Err() == nil {
-		return 0, fmt.Errorf("recovery run: %w", err)
+		return 0, 0, fmt.Errorf("recovery run: %w", err)
 	}
 	st := env.Stats()
 	if st.RestoredFrom == 0 {
-		return 0, errors.New("recovery run: no checkpoint restored")
+		return 0, 0, errors.New("recovery run: no checkpoint restored")
 	}
-	return st.Recovery, nil
+	return st.Recovery, st.RestoredFrom, nil
 }
 
 // settingFlags registers on fs, into cfg, the settings that bench
@@ -468,27 +508,36 @@ func (cfg benchConfig) restoreFlags() []string {
 // restoreInChild runs one restore in a new process of this program, as a
 // recovery after a crash does: nothing of the state is in memory or in the
 // process's heap yet.
-func restoreInChild(cfg benchConfig) (time.Duration, error) {
+func restoreInChild(cfg benchConfig) (time.Duration, uint64, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var out, errOut strings.Builder
 	cmd := exec.Command(exe, append([]string{"bench", "restore-once"}, cfg.restoreFlags()...)...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("restore in a new process: %v: %s", err, strings.TrimSpace(errOut.String()))
+		return 0, 0, fmt.Errorf("restore in a new process: %v: %s", err, strings.TrimSpace(errOut.String()))
 	}
-	d, err := time.ParseDuration(strings.TrimSpace(out.String()))
-	if err != nil {
-		return 0, fmt.Errorf("restore in a new process printed %q: %v", out.String(), err)
+	var d time.Duration
+	var id uint64
+	f := strings.Fields(out.String())
+	if len(f) == 2 {
+		d, err = time.ParseDuration(f[0])
+		if err == nil {
+			id, err = strconv.ParseUint(f[1], 10, 64)
+		}
 	}
-	return d, nil
+	if len(f) != 2 || err != nil {
+		return 0, 0, fmt.Errorf("restore in a new process printed %q, want a duration and a checkpoint id", out.String())
+	}
+	return d, id, nil
 }
 
 // restoreOnceCmd is `eddy bench restore-once`, which bench checkpoint runs
 // in a new process for each cold recovery: it restores the last checkpoint
-// of the configuration its flags give and prints the recovery time.
+// of the configuration its flags give and prints the recovery time and the
+// id of the checkpoint it restored.
 func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench restore-once", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -504,17 +553,12 @@ func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "eddy bench restore-once: --dir and a positive --value-bytes are required")
 		return 2
 	}
-	store, err := cfg.store()
+	d, id, err := restoreOnce(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	d, err := restoreOnce(cfg, store)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	fmt.Fprintln(stdout, d)
+	fmt.Fprintln(stdout, d, id)
 	return 0
 }
 
