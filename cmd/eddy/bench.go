@@ -293,7 +293,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	var mu sync.Mutex
 	measuring := false
 	var restoredEntries int64
-	var lastID uint64 // the measured run's last checkpoint: what every recovery restores
+	var lastID uint64     // the measured run's last checkpoint: what every recovery restores
 	var current *eddy.Env // the environment whose checkpoints count
 	started := make(chan struct{})
 	opts := func(extra ...eddy.Option) []eddy.Option {
