@@ -377,22 +377,22 @@ func (sc *subtaskCtx) logReadOptions() dstl.ReadOptions {
 // and returns a function that waits for them. The objects come through the
 // attempt's dstl.Shared: the subtasks restoring in this process fetch each
 // object once between them. Release the result there once replayed.
-func (sc *subtaskCtx) prefetchChangelog(logs []checkpoint.LogPart) func() (map[string]*dstl.Object, error) {
+func (sc *subtaskCtx) prefetchChangelog(logs []checkpoint.LogPart) func() (map[string]*dstl.Batch, error) {
 	if len(logs) == 0 {
-		return func() (map[string]*dstl.Object, error) { return nil, nil }
+		return func() (map[string]*dstl.Batch, error) { return nil, nil }
 	}
 	hs := make([]dstl.Handle, len(logs))
 	for i, l := range logs {
 		hs[i] = dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size}
 	}
-	var objs map[string]*dstl.Object
+	var objs map[string]*dstl.Batch
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		objs, err = dstl.Fetch(sc.ctx, sc.job.blobs, sc.logReadOptions(), hs)
 	}()
-	return func() (map[string]*dstl.Object, error) {
+	return func() (map[string]*dstl.Batch, error) {
 		<-done
 		return objs, err
 	}
@@ -402,7 +402,7 @@ func (sc *subtaskCtx) prefetchChangelog(logs []checkpoint.LogPart) func() (map[s
 // Each part counts only for the key groups it is listed for; parts listed
 // for the same range are replayed together, in manifest order, so changes
 // of a key apply in log order.
-func (sc *subtaskCtx) replayChangelog(uid string, b *state.Backend, logs []checkpoint.LogPart, prefetched map[string]*dstl.Object) error {
+func (sc *subtaskCtx) replayChangelog(uid string, b *state.Backend, logs []checkpoint.LogPart, prefetched map[string]*dstl.Batch) error {
 	if len(logs) == 0 {
 		return nil
 	}

@@ -191,8 +191,8 @@ func FuzzDecodeObject(f *testing.F) {
 			t.Fatalf("error does not match ErrCorrupt: %v", err)
 		}
 		for _, version := range []byte{1, formatVersion} {
-			if o, err := decodeBody(data, version, nil); err == nil {
-				check(o)
+			if b, err := decodeBody(data, version, nil); err == nil {
+				check(b.object())
 			}
 		}
 		// data as a zstd frame behind a valid header: exercises the

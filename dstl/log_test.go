@@ -996,9 +996,9 @@ func TestFetchThenRead(t *testing.T) {
 		t.Fatalf("fetched %d objects, want %d", len(objs), len(h.Objects))
 	}
 	for name, o := range objs {
-		for _, s := range o.Sections {
-			if s.Writer != "a" {
-				t.Errorf("object %s: fetched the section of writer %q", name, s.Writer)
+		for _, s := range o.sections {
+			if s.writer != "a" {
+				t.Errorf("object %s: fetched the section of writer %q", name, s.writer)
 			}
 		}
 	}
@@ -1144,7 +1144,7 @@ func TestSharedRetriesAfterAnotherUsersContextEnds(t *testing.T) {
 	started := make(chan struct{})
 	errA := make(chan error, 1)
 	go func() {
-		_, err := s.acquire(ctxA, "x", func() (*Object, error) {
+		_, err := s.acquire(ctxA, "x", func() (*Batch, error) {
 			close(started)
 			<-ctxA.Done()
 			return nil, fmt.Errorf("fetching x: %w", ctxA.Err())
@@ -1152,10 +1152,10 @@ func TestSharedRetriesAfterAnotherUsersContextEnds(t *testing.T) {
 		errA <- err
 	}()
 	<-started
-	want := &Object{}
-	gotB := make(chan *Object, 1)
+	want := &Batch{}
+	gotB := make(chan *Batch, 1)
 	go func() {
-		o, err := s.acquire(context.Background(), "x", func() (*Object, error) { return want, nil })
+		o, err := s.acquire(context.Background(), "x", func() (*Batch, error) { return want, nil })
 		if err != nil {
 			t.Error(err)
 		}
@@ -1177,8 +1177,55 @@ func TestSharedRetriesAfterAnotherUsersContextEnds(t *testing.T) {
 	if o := <-gotB; o != want {
 		t.Fatalf("B got %p, want the object it fetched itself", o)
 	}
-	s.Release(map[string]*Object{"x": want})
+	s.Release(map[string]*Batch{"x": want})
 	if len(s.objs) != 0 {
 		t.Fatalf("%d objects held", len(s.objs))
+	}
+}
+
+// TestReadScatteredKeyGroups: changes in a few key groups far apart (the
+// selection sorts them instead of counting over the extent), and two
+// writers whose changes of one key group interleave across objects (the
+// key group's changes are sorted into writer order), replay as applying
+// them all in that order does.
+func TestReadScatteredKeyGroups(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Hour})
+	wa, wb := l.Writer("a"), l.Writer("b")
+	kgs := []uint32{0, 7, 1 << 20, 1<<31 + 5, 1<<32 - 2}
+	rng := rand.New(rand.NewPCG(7, 7))
+	var ca, cb []change
+	for i := range 400 {
+		c := change{kg: kgs[rng.IntN(len(kgs))], state: 1, key: fmt.Sprintf("k%d", rng.IntN(8)), value: fmt.Sprint(i)}
+		c.randomOp(rng, 20, 2, 9, 11, 4)
+		// b writes after a: b's changes of a key must win even where an
+		// object holds b's section before a later object's a section.
+		if i%2 == 0 {
+			mustAppend(t, wa, c)
+			ca = append(ca, c)
+		} else {
+			mustAppend(t, wb, c)
+			cb = append(cb, c)
+		}
+		if i%50 == 49 {
+			mustPersist(t, wa)
+		}
+	}
+	ha, hb := mustPersist(t, wa), mustPersist(t, wb)
+	want := replay(replay(model{}, ca, 0, uint64(len(ca))), cb, 0, uint64(len(cb)))
+	for _, rg := range [][2]uint32{{0, 1<<32 - 1}, {0, 1 << 20}, {8, 1<<32 - 1}} {
+		got := newSyncModel()
+		if err := Read(context.Background(), store, ReadOptions{}, []Handle{ha, hb}, rg[0], rg[1], got.apply); err != nil {
+			t.Fatal(err)
+		}
+		inRange := model{}
+		for k, v := range want {
+			if k.kg >= rg[0] && k.kg < rg[1] {
+				inRange[k] = v
+			}
+		}
+		if d := diff(got.m, inRange); d != "" {
+			t.Fatalf("range %v: replay differs from applying every change:\n%s", rg, d)
+		}
 	}
 }

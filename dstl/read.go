@@ -34,7 +34,7 @@ type ReadOptions struct {
 	// Prefetched holds objects already fetched by Fetch for the same
 	// handles or more (Fetch keeps only their writers' changes); Read
 	// fetches only the others.
-	Prefetched map[string]*Object
+	Prefetched map[string]*Batch
 	// Shared, if not nil, is where concurrent restores of one process get
 	// their objects: each object is fetched once, with the changes of every
 	// writer, for all of them (see Shared).
@@ -54,7 +54,7 @@ type Shared struct {
 
 type sharedObject struct {
 	done  chan struct{} // closed when o or err is set
-	o     *Object
+	o     *Batch
 	err   error
 	users int
 }
@@ -66,7 +66,7 @@ func NewShared() *Shared { return &Shared{objs: map[string]*sharedObject{}} }
 // user holds it or is fetching it. Each successful acquire must be
 // released. A fetch that another user's ended context stopped is tried
 // again under this one's.
-func (s *Shared) acquire(ctx context.Context, name string, fetch func() (*Object, error)) (*Object, error) {
+func (s *Shared) acquire(ctx context.Context, name string, fetch func() (*Batch, error)) (*Batch, error) {
 	for {
 		o, err := s.acquireOnce(ctx, name, fetch)
 		if err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
@@ -76,7 +76,7 @@ func (s *Shared) acquire(ctx context.Context, name string, fetch func() (*Object
 	}
 }
 
-func (s *Shared) acquireOnce(ctx context.Context, name string, fetch func() (*Object, error)) (*Object, error) {
+func (s *Shared) acquireOnce(ctx context.Context, name string, fetch func() (*Batch, error)) (*Batch, error) {
 	s.mu.Lock()
 	e := s.objs[name]
 	if e == nil {
@@ -110,7 +110,7 @@ func (s *Shared) acquireOnce(ctx context.Context, name string, fetch func() (*Ob
 // Release drops a Fetch's hold on the objects it returned; an object no
 // Fetch holds any more is forgotten (and collected once Reads are done
 // with it). A nil Shared holds nothing.
-func (s *Shared) Release(objs map[string]*Object) {
+func (s *Shared) Release(objs map[string]*Batch) {
 	if s == nil || len(objs) == 0 {
 		return
 	}
@@ -157,6 +157,171 @@ type ReadStats struct {
 type changeRef struct {
 	ord int
 	c   *Change
+}
+
+// selection is the changes a Read applies: refs grouped by key group
+// (ascending), each group in the order the objects hold them.
+type selection struct {
+	sections []selSection
+	refs     []selRef
+	groups   []int // group g is refs[groups[g]:groups[g+1]] (the last ends at len(refs))
+}
+
+// selSection is a section of a wanted writer, and the writer.
+type selSection struct {
+	s *batchSection
+	w *writerInfo
+}
+
+// selRef is a selected change: rec i of section sec.
+type selRef struct{ sec, i uint32 }
+
+// end returns where group g's refs end.
+func (sel *selection) end(g int) int {
+	if g+1 < len(sel.groups) {
+		return sel.groups[g+1]
+	}
+	return len(sel.refs)
+}
+
+// selectChanges selects the changes of objs that the writers' spans cover
+// and whose key group is in [kgStart, kgEnd), grouped by key group with a
+// counting sort: two passes and one slice, 8 bytes a change. It also
+// reports which of the nHandles handles' last changes it saw, and how many
+// changes it skipped.
+func selectChanges(objs []*Batch, writers map[string]*writerInfo, nHandles int, kgStart, kgEnd uint32) (selection, []bool, int64) {
+	var sel selection
+	sawUpto := make([]bool, nHandles)
+	var skipped int64
+	for _, o := range objs {
+		for si := range o.sections {
+			s := &o.sections[si]
+			if w := writers[s.writer]; w != nil {
+				sel.sections = append(sel.sections, selSection{s, w})
+			} else {
+				skipped += int64(len(s.recs))
+			}
+		}
+	}
+	// Pass 1: count, note the handles' last changes, and find the key
+	// groups' extent.
+	selected := func(w *writerInfo, r *rec) bool {
+		if r.kg < kgStart || r.kg >= kgEnd {
+			return false
+		}
+		for _, sp := range w.spans {
+			if r.seq > sp.after && r.seq <= sp.upto {
+				return true
+			}
+		}
+		return false
+	}
+	total := 0
+	lo, hi := uint32(1<<32-1), uint32(0)
+	for _, ss := range sel.sections {
+		for i := range ss.s.recs {
+			r := &ss.s.recs[i]
+			for _, sp := range ss.w.spans {
+				if r.seq == sp.upto {
+					sawUpto[sp.handle] = true
+				}
+			}
+			if !selected(ss.w, r) {
+				skipped++
+				continue
+			}
+			total++
+			lo, hi = min(lo, r.kg), max(hi, r.kg)
+		}
+	}
+	if total == 0 {
+		return sel, sawUpto, skipped
+	}
+	// Pass 2: place each selected change in its group. Groups are counted
+	// in a dense array over the extent; an extent far wider than the
+	// changes (a handful of scattered key groups) is sorted instead.
+	sel.refs = make([]selRef, total)
+	if span := uint64(hi-lo) + 1; span <= 1<<16 || span <= 4*uint64(total) {
+		next := make([]int, span)
+		for _, ss := range sel.sections {
+			for i := range ss.s.recs {
+				if r := &ss.s.recs[i]; selected(ss.w, r) {
+					next[r.kg-lo]++
+				}
+			}
+		}
+		at := 0
+		for g, n := range next {
+			if n > 0 {
+				sel.groups = append(sel.groups, at)
+			}
+			next[g] = at
+			at += n
+		}
+		for k, ss := range sel.sections {
+			for i := range ss.s.recs {
+				if r := &ss.s.recs[i]; selected(ss.w, r) {
+					sel.refs[next[r.kg-lo]] = selRef{uint32(k), uint32(i)}
+					next[r.kg-lo]++
+				}
+			}
+		}
+		return sel, sawUpto, skipped
+	}
+	j := 0
+	for k, ss := range sel.sections {
+		for i := range ss.s.recs {
+			if selected(ss.w, &ss.s.recs[i]) {
+				sel.refs[j] = selRef{uint32(k), uint32(i)}
+				j++
+			}
+		}
+	}
+	kgOf := func(r selRef) uint32 { return sel.sections[r.sec].s.recs[r.i].kg }
+	slices.SortStableFunc(sel.refs, func(a, b selRef) int { return cmp.Compare(kgOf(a), kgOf(b)) })
+	for j, r := range sel.refs {
+		if j == 0 || kgOf(r) != kgOf(sel.refs[j-1]) {
+			sel.groups = append(sel.groups, j)
+		}
+	}
+	return sel, sawUpto, skipped
+}
+
+// replayWorker is what one replay goroutine reuses from key group to key
+// group: the expanded changes, their refs, and the index deciding which
+// to apply.
+type replayWorker struct {
+	views []Change
+	refs  []changeRef
+	keep  []bool
+	idx   replayIndex
+}
+
+// expand returns group g's changes in apply order: by writer order, then
+// sequence number (the objects usually hold them so; they are sorted if
+// not). The changes live in w's buffers until the next expand.
+func (w *replayWorker) expand(sel selection, g int) []changeRef {
+	in := sel.refs[sel.groups[g]:sel.end(g)]
+	w.views = slices.Grow(w.views[:0], len(in))[:len(in)]
+	w.refs = slices.Grow(w.refs[:0], len(in))[:len(in)]
+	sorted := true
+	for j, r := range in {
+		ss := sel.sections[r.sec]
+		ss.s.change(&ss.s.recs[r.i], &w.views[j])
+		w.refs[j] = changeRef{ss.w.ord, &w.views[j]}
+		if j > 0 && applyOrder(w.refs[j-1], w.refs[j]) > 0 {
+			sorted = false
+		}
+	}
+	if !sorted {
+		slices.SortStableFunc(w.refs, applyOrder)
+	}
+	return w.refs
+}
+
+// applyOrder orders changes by writer, then sequence number.
+func applyOrder(a, b changeRef) int {
+	return cmp.Or(cmp.Compare(a.ord, b.ord), cmp.Compare(a.c.Seq, b.c.Seq))
 }
 
 // replayIndex remembers, for one key group, what later changes of a replay
@@ -341,7 +506,7 @@ func planRead(handles []Handle) (map[string]*writerInfo, []string, error) {
 // anything, so a restore can fetch the log while it loads the snapshot;
 // pass the result to Read as ReadOptions.Prefetched, and with opts.Shared
 // to its Release once Read is done.
-func Fetch(ctx context.Context, store blob.Store, opts ReadOptions, handles []Handle) (map[string]*Object, error) {
+func Fetch(ctx context.Context, store blob.Store, opts ReadOptions, handles []Handle) (map[string]*Batch, error) {
 	writers, names, err := planRead(handles)
 	if err != nil {
 		return nil, err
@@ -350,7 +515,7 @@ func Fetch(ctx context.Context, store blob.Store, opts ReadOptions, handles []Ha
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*Object, len(names))
+	out := make(map[string]*Batch, len(names))
 	for i, n := range names {
 		out[n] = objs[i]
 	}
@@ -361,12 +526,12 @@ type fetchStats struct{ local, missing, corrupt, remote atomic.Int64 }
 
 // fetchAll fetches and decodes the named objects, par at a time, from
 // opts.Prefetched, the local copies, or the store.
-func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []string, wanted func(string) bool, st *fetchStats) ([]*Object, error) {
+func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []string, wanted func(string) bool, st *fetchStats) ([]*Batch, error) {
 	par := opts.Parallelism
 	if par <= 0 {
 		par = 4
 	}
-	objs := make([]*Object, len(names))
+	objs := make([]*Batch, len(names))
 	err := parallel(ctx, par, len(names), func(ctx context.Context, _, i int) error {
 		name := names[i]
 		if o := opts.Prefetched[name]; o != nil {
@@ -375,7 +540,7 @@ func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []s
 		}
 		var err error
 		if opts.Shared != nil {
-			objs[i], err = opts.Shared.acquire(ctx, name, func() (*Object, error) {
+			objs[i], err = opts.Shared.acquire(ctx, name, func() (*Batch, error) {
 				return fetchOne(ctx, store, opts.LocalDir, name, nil, st)
 			})
 		} else {
@@ -392,11 +557,11 @@ func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []s
 
 // releaseFetched releases the objects fetchAll got from opts.Shared (not
 // those of opts.Prefetched, which their Fetch releases).
-func releaseFetched(opts ReadOptions, names []string, objs []*Object) {
+func releaseFetched(opts ReadOptions, names []string, objs []*Batch) {
 	if opts.Shared == nil {
 		return
 	}
-	held := map[string]*Object{}
+	held := map[string]*Batch{}
 	for i, o := range objs {
 		if o != nil && opts.Prefetched[names[i]] == nil {
 			held[names[i]] = o
@@ -408,11 +573,11 @@ func releaseFetched(opts ReadOptions, names []string, objs []*Object) {
 // fetchOne fetches and decodes the object name (the sections of the writers
 // wanted accepts, all if it is nil) from its local copy in localDir, or
 // from the store if there is none or it fails verification.
-func fetchOne(ctx context.Context, store blob.Store, localDir, name string, wanted func(string) bool, st *fetchStats) (*Object, error) {
+func fetchOne(ctx context.Context, store blob.Store, localDir, name string, wanted func(string) bool, st *fetchStats) (*Batch, error) {
 	if localDir != "" {
 		data, err := os.ReadFile(localPath(localDir, name))
 		if err == nil {
-			if o, err := decodeObjectFor(data, wanted); err == nil {
+			if o, err := decodeBatch(data, wanted); err == nil {
 				st.local.Add(1)
 				return o, nil
 			}
@@ -472,37 +637,9 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	}
 	defer releaseFetched(opts, names, objs)
 
-	// Select the changes and bucket them by key group.
-	buckets := map[uint32][]changeRef{}
-	sawUpto := make([]bool, len(handles))
-	var skipped int64
-	for _, o := range objs {
-		for si := range o.Sections {
-			s := &o.Sections[si]
-			w := writers[s.Writer]
-			if w == nil {
-				skipped += int64(len(s.Changes))
-				continue
-			}
-			for ci := range s.Changes {
-				c := &s.Changes[ci]
-				in := false
-				for _, sp := range w.spans {
-					if c.Seq > sp.after && c.Seq <= sp.upto {
-						in = true
-						if c.Seq == sp.upto {
-							sawUpto[sp.handle] = true
-						}
-					}
-				}
-				if !in || c.KeyGroup < kgStart || c.KeyGroup >= kgEnd {
-					skipped++
-					continue
-				}
-				buckets[c.KeyGroup] = append(buckets[c.KeyGroup], changeRef{w.ord, c})
-			}
-		}
-	}
+	// Select the changes in the handles' ranges and the key-group range,
+	// grouped by key group in one flat slice.
+	sel, sawUpto, skipped := selectChanges(objs, writers, len(handles), kgStart, kgEnd)
 	for i, h := range handles {
 		if h.After < h.Upto && !sawUpto[i] {
 			return fmt.Errorf("dstl: read: handle %d of writer %q (%d,%d]: its objects %q hold no change %d; an object is missing, stale or replaced",
@@ -510,24 +647,16 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 		}
 	}
 
-	// Apply, key groups in parallel.
-	kgs := make([]uint32, 0, len(buckets))
-	for kg := range buckets {
-		kgs = append(kgs, kg)
-	}
-	slices.Sort(kgs)
+	// Apply, key groups in parallel. Each worker expands one key group's
+	// changes at a time into buffers it reuses.
 	var applied, superseded atomic.Int64
-	workers := min(par, len(kgs))
-	keeps := make([][]bool, workers)
-	idxs := make([]replayIndex, workers)
-	err = parallel(ctx, par, len(kgs), func(_ context.Context, w, i int) error {
-		refs := buckets[kgs[i]]
-		slices.SortStableFunc(refs, func(a, b changeRef) int {
-			return cmp.Or(cmp.Compare(a.ord, b.ord), cmp.Compare(a.c.Seq, b.c.Seq))
-		})
-		keeps[w] = needed(refs, keeps[w], &idxs[w])
+	workers := make([]replayWorker, min(par, len(sel.groups)))
+	err = parallel(ctx, par, len(sel.groups), func(_ context.Context, w, g int) error {
+		rw := &workers[w]
+		refs := rw.expand(sel, g)
+		rw.keep = needed(refs, rw.keep, &rw.idx)
 		for j, r := range refs {
-			if !keeps[w][j] {
+			if !rw.keep[j] {
 				continue
 			}
 			if err := apply(r.c); err != nil {
@@ -535,7 +664,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 			}
 			applied.Add(1)
 		}
-		superseded.Add(int64(len(refs)) - int64(countTrue(keeps[w])))
+		superseded.Add(int64(len(refs)) - int64(countTrue(rw.keep)))
 		return nil
 	})
 	if opts.Stats != nil {
@@ -593,7 +722,7 @@ func parallel(ctx context.Context, par, n int, fn func(ctx context.Context, w, i
 
 // fetchRemote gets and decodes an object from the store, retrying
 // transient errors twice.
-func fetchRemote(ctx context.Context, store blob.Store, name string, keep func(string) bool) (*Object, error) {
+func fetchRemote(ctx context.Context, store blob.Store, name string, keep func(string) bool) (*Batch, error) {
 	var err error
 	for try := 0; try < 3; try++ {
 		if try > 0 {
@@ -606,7 +735,7 @@ func fetchRemote(ctx context.Context, store blob.Store, name string, keep func(s
 		var data []byte
 		data, err = store.Get(ctx, name)
 		if err == nil {
-			o, derr := decodeObjectFor(data, keep)
+			o, derr := decodeBatch(data, keep)
 			if derr != nil {
 				return nil, fmt.Errorf("dstl: read object %q: %w", name, derr)
 			}
