@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"reflect"
 	"slices"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -73,7 +74,198 @@ func mapOpsFor(t reflect.Type, key, val *field) *mapOps {
 			return ops
 		}
 	}
+	if ops, ok := registeredMaps.Load(t); ok {
+		return ops.(*mapOps)
+	}
 	return &reflectMapOps
+}
+
+// registeredMaps holds the code instantiated by RegisterMap, by map type.
+var registeredMaps sync.Map // reflect.Type -> *mapOps
+
+// RegisterMap instantiates code for map[K]V, so that codecs and struct fields
+// of that type compiled after the call encode, size and decode it without
+// reflection or allocation per entry. The bytes are the same. Only maps whose
+// values are not scalars need it (those of messages, pointers to messages,
+// times and custom types); scalar maps have such code already.
+//
+// Call it once per map type during setup; later calls do nothing. The first
+// call drops the compiled plans, as Register does, so that the next For
+// compiles with the new code. A K that cannot be a protobuf map key is left
+// alone: compiling the type reports why.
+func RegisterMap[K comparable, V any]() {
+	compare := keyCompare[K]()
+	if compare == nil {
+		return
+	}
+	t := reflect.TypeFor[map[K]V]()
+	if _, ok := registeredMaps.Load(t); ok {
+		return
+	}
+	compileMu.Lock()
+	defer compileMu.Unlock()
+	if _, ok := registeredMaps.Load(t); ok {
+		return
+	}
+	registeredMaps.Store(t, newRegisteredMap[K, V](compare))
+	plans.Clear()
+}
+
+// keyCompare returns protobuf's deterministic order of map keys of type K,
+// the order of sortedKeys, or nil if K is not a map key kind.
+func keyCompare[K comparable]() func(a, b K) int {
+	switch reflect.TypeFor[K]().Kind() {
+	case reflect.String:
+		return compareAs[K, string]
+	case reflect.Bool:
+		return func(a, b K) int {
+			x, y := *(*bool)(unsafe.Pointer(&a)), *(*bool)(unsafe.Pointer(&b))
+			switch {
+			case x == y:
+				return 0
+			case !x:
+				return -1
+			}
+			return 1
+		}
+	case reflect.Int:
+		return compareAs[K, int]
+	case reflect.Int8:
+		return compareAs[K, int8]
+	case reflect.Int16:
+		return compareAs[K, int16]
+	case reflect.Int32:
+		return compareAs[K, int32]
+	case reflect.Int64:
+		return compareAs[K, int64]
+	case reflect.Uint:
+		return compareAs[K, uint]
+	case reflect.Uint8:
+		return compareAs[K, uint8]
+	case reflect.Uint16:
+		return compareAs[K, uint16]
+	case reflect.Uint32:
+		return compareAs[K, uint32]
+	case reflect.Uint64:
+		return compareAs[K, uint64]
+	}
+	return nil
+}
+
+// compareAs compares two Ks as their underlying type U.
+func compareAs[K any, U cmp.Ordered](a, b K) int {
+	return cmp.Compare(*(*U)(unsafe.Pointer(&a)), *(*U)(unsafe.Pointer(&b)))
+}
+
+// registeredMap is the code of one map type registered with RegisterMap. The
+// map is ranged over in Go; keys and values are written by the entry's field
+// plans, as the reflect code writes them.
+type registeredMap[K comparable, V any] struct {
+	compare func(a, b mapEntry[K, V]) int
+	// scratch recycles *[]mapEntry[K, V]: the entries of a map being
+	// written, sorted, or the one entry being sized or decoded. The plans
+	// take unsafe pointers that escape through function values, so
+	// temporaries on the stack would move to the heap on every call; and a
+	// value inside a value can be a map of the same type, so one scratch
+	// per type would not do.
+	scratch sync.Pool
+}
+
+type mapEntry[K comparable, V any] struct {
+	k K
+	v V
+}
+
+// maxScratch is the most entries a recycled scratch keeps room for.
+const maxScratch = 1 << 12
+
+func newRegisteredMap[K comparable, V any](compare func(a, b K) int) *mapOps {
+	r := &registeredMap[K, V]{compare: func(a, b mapEntry[K, V]) int { return compare(a.k, b.k) }}
+	r.scratch.New = func() any { return new([]mapEntry[K, V]) }
+	return &mapOps{
+		append: r.append,
+		size:   r.size,
+		decode: r.decode,
+		clear:  func(p unsafe.Pointer) { clear(*(*map[K]V)(p)) },
+	}
+}
+
+// done clears es, so the pool holds no references into decoded or user
+// data, and recycles it.
+func (r *registeredMap[K, V]) done(s *[]mapEntry[K, V], es []mapEntry[K, V]) {
+	if cap(es) > maxScratch {
+		return
+	}
+	clear(es)
+	*s = es[:0]
+	r.scratch.Put(s)
+}
+
+func (r *registeredMap[K, V]) append(b []byte, f *field, p unsafe.Pointer, depth int) ([]byte, error) {
+	m := *(*map[K]V)(p)
+	if len(m) == 0 {
+		return b, nil
+	}
+	s := r.scratch.Get().(*[]mapEntry[K, V])
+	es := (*s)[:0]
+	for k, v := range m {
+		es = append(es, mapEntry[K, V]{k, v})
+	}
+	slices.SortFunc(es, r.compare)
+	var err error
+	for i := range es {
+		b = appendTag(b, f)
+		b = append(b, 0)
+		start := len(b)
+		if b, err = appendElem(b, f.mapKey, unsafe.Pointer(&es[i].k), depth+1); err != nil {
+			err = wrapEncode(err, "[key]")
+			break
+		}
+		if b, err = appendMapValue(b, f.mapVal, unsafe.Pointer(&es[i].v), depth+1); err != nil {
+			err = wrapEncode(err, "[value]")
+			break
+		}
+		b = fixLength(b, start)
+	}
+	r.done(s, es)
+	return b, err
+}
+
+func (r *registeredMap[K, V]) size(f *field, p unsafe.Pointer, depth int) int {
+	m := *(*map[K]V)(p)
+	if len(m) == 0 {
+		return 0
+	}
+	s := r.scratch.Get().(*[]mapEntry[K, V])
+	es := append((*s)[:0], mapEntry[K, V]{})
+	e := &es[0]
+	n := 0
+	for k, v := range m {
+		e.k, e.v = k, v
+		sz := sizeElem(f.mapKey, unsafe.Pointer(&e.k), depth+1) + sizeMapValue(f.mapVal, unsafe.Pointer(&e.v), depth+1)
+		n += int(f.tagLen) + sizeVarint(uint64(sz)) + sz
+	}
+	r.done(s, es)
+	return n
+}
+
+// decode decodes one entry into a zeroed scratch entry, as the reflect code
+// decodes into new temporaries: a value must not reuse the memory of the
+// one before, which the map holds now.
+func (r *registeredMap[K, V]) decode(d *decoder, f *field, p unsafe.Pointer, start, end, depth int) error {
+	s := r.scratch.Get().(*[]mapEntry[K, V])
+	es := append((*s)[:0], mapEntry[K, V]{})
+	e := &es[0]
+	err := d.decodeEntry(f, unsafe.Pointer(&e.k), unsafe.Pointer(&e.v), start, end, depth)
+	if err == nil {
+		mp := (*map[K]V)(p)
+		if *mp == nil {
+			*mp = make(map[K]V)
+		}
+		(*mp)[e.k] = e.v
+	}
+	r.done(s, es)
+	return err
 }
 
 // appendEntryScalar appends the entry {key = 1; value = 2} of a typed map.

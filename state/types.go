@@ -430,6 +430,10 @@ type mapScratch[K comparable, V any] struct {
 // NewMap declares a map state named name on b. K must be an integer, bool or
 // string type (a protobuf map key).
 func NewMap[K comparable, V any](b *Backend, name string) (*Map[K, V], error) {
+	// Snapshots and restores encode each key's whole map: with code
+	// instantiated for map[K]V, a map of structs costs no reflection and no
+	// allocation per entry.
+	serde.RegisterMap[K, V]()
 	codec, schema, err := codecAndSchema[map[K]V](name)
 	if err != nil {
 		return nil, err
