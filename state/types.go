@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/eddyflow/eddy/serde"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // table is the per-key-group storage shared by the state types: one Go map
@@ -22,6 +23,9 @@ type table[E any] struct {
 	codec  serde.Codec[E]
 	cgen   uint64 // b.gen when cp was looked up
 	cp     *E     // the current key's entry (nil: absent) as of cgen
+	// lastSize is the length of the value appendEntry wrote last: the
+	// guess of the next one's.
+	lastSize int
 }
 
 func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
@@ -189,20 +193,29 @@ func (t *table[E]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
 }
 
 // appendEntry appends uvarint(len key) key uvarint(len value) value,
-// encoding the value straight into dst.
+// encoding the value straight into dst. Sizing a value first would cost as
+// much as encoding it for maps, so the length gets as many bytes as the last
+// value's did, and the value moves in the rare case that was wrong.
 func (t *table[E]) appendEntry(dst []byte, k string, e *E) ([]byte, error) {
 	dst = binary.AppendUvarint(dst, uint64(len(k)))
 	dst = append(dst, k...)
-	size := t.codec.Size(e)
-	dst = binary.AppendUvarint(dst, uint64(size))
 	at := len(dst)
+	w := protowire.SizeVarint(uint64(t.lastSize))
+	dst = append(dst, make([]byte, w)...)
 	dst, err := t.codec.Append(dst, e)
 	if err != nil {
 		return dst, fmt.Errorf("key %x: %w", k, err)
 	}
-	if got := len(dst) - at; got != size {
-		return dst, fmt.Errorf("key %x: value encoded to %d bytes, its size said %d", k, got, size)
+	n := len(dst) - at - w
+	t.lastSize = n
+	if nw := protowire.SizeVarint(uint64(n)); nw != w {
+		if nw > w {
+			dst = append(dst, make([]byte, nw-w)...)
+		}
+		copy(dst[at+nw:], dst[at+w:at+w+n])
+		dst, w = dst[:at+nw+n], nw
 	}
+	binary.PutUvarint(dst[at:at+w], uint64(n))
 	return dst, nil
 }
 
