@@ -94,7 +94,6 @@ type changelogState struct {
 	next     int
 	seq      uint64
 	parts    []checkpoint.StatePart
-	pending  sync.WaitGroup
 	inFlight atomic.Int32
 	mu       sync.Mutex
 	putErr   error
@@ -202,10 +201,10 @@ func (sc *subtaskCtx) materialize() error {
 			cl.parts = append(cl.parts, checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(cl.next),
 				KeyGroupEnd: uint32(to), Blob: name, Size: int64(len(data))})
 			cl.next = to
-			cl.pending.Add(1)
+			sc.job.wg.Add(1) // the attempt waits for its uploads
 			cl.inFlight.Add(1)
 			go func() {
-				defer cl.pending.Done()
+				defer sc.job.wg.Done()
 				defer cl.inFlight.Add(-1)
 				// Hedged like the log's uploads: a part stuck in the
 				// store's latency tail would hold the whole materialization

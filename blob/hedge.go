@@ -14,25 +14,35 @@ import (
 // wins and the others are cancelled. Every attempt writes the same bytes
 // under the same name, so it suits objects whose name fixes their content
 // (a checkpoint's manifest). It returns the last attempt's error when all
-// fail, or the context's error.
+// fail, or the context's error. It returns once every attempt it started
+// has returned (the cancelled ones give up at once on a store that honours
+// its context), so no write of data lands after it.
 func PutHedged(ctx context.Context, s Store, name string, data []byte, after time.Duration, attempts int) error {
 	if attempts < 1 {
 		attempts = 1
 	}
 	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	results := make(chan error, attempts)
+	launched, done := 0, 0
 	launch := func() {
+		launched++
 		go func() { results <- s.Put(actx, name, data) }()
 	}
+	defer func() {
+		cancel()
+		for ; done < launched; done++ {
+			<-results
+		}
+	}()
 	launch()
-	launched, failed := 1, 0
+	failed := 0
 	timer := time.NewTimer(after)
 	defer timer.Stop()
 	var errs []error
 	for {
 		select {
 		case err := <-results:
+			done++
 			if err == nil {
 				return nil
 			}
@@ -42,12 +52,10 @@ func PutHedged(ctx context.Context, s Store, name string, data []byte, after tim
 				return fmt.Errorf("blob: put %q: %d attempts failed: %w", name, attempts, errors.Join(errs...))
 			}
 			if launched == failed && launched < attempts {
-				launched++
 				launch()
 			}
 		case <-timer.C:
 			if launched < attempts {
-				launched++
 				launch()
 				timer.Reset(after)
 			}

@@ -69,6 +69,20 @@ func TestPutHedged(t *testing.T) {
 			if s.calls != tc.calls {
 				t.Errorf("%d attempts, want %d", s.calls, tc.calls)
 			}
+			// Every stalled attempt has given up by the time PutHedged
+			// returns: none of its writes can land later.
+			stalls := 0
+			for _, p := range tc.plan[:min(tc.calls, len(tc.plan))] {
+				if p == "stall" {
+					stalls++
+				}
+			}
+			s.mu.Lock()
+			canceled := s.canceled
+			s.mu.Unlock()
+			if canceled != stalls {
+				t.Errorf("%d of %d stalled attempts had returned when PutHedged did", canceled, stalls)
+			}
 			if time.Since(start) > 5*time.Second {
 				t.Errorf("took %v", time.Since(start))
 			}

@@ -3,6 +3,8 @@ package demojob
 import (
 	"context"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,4 +102,68 @@ func TestChangelogUnderStorageFaults(t *testing.T) {
 	}
 	t.Logf("%d checkpoints, %d puts with %d injected errors, %d materializations", checkpoints, fs.Put.Calls, fs.Put.Errors, st.Materializations)
 	sameLines(t, committed(t, c.Out), expected(c))
+}
+
+// putWatch counts the Puts in progress on a store and those that returned
+// after it was closed. Each Put takes at least 10 ms, cancelled or not, and
+// that of a state part 200 ms.
+type putWatch struct {
+	blob.Store
+	inFlight, late atomic.Int64
+	closed         atomic.Bool
+}
+
+func (s *putWatch) Put(ctx context.Context, name string, data []byte) error {
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	err := s.Store.Put(ctx, name, data)
+	// The last bytes of a write are on their way whatever the context
+	// says: a Put returns a while after it is cancelled, a state part
+	// (the larger object) longest.
+	if strings.HasSuffix(name, ".state") {
+		time.Sleep(200 * time.Millisecond)
+	} else {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s.closed.Load() {
+		s.late.Add(1)
+	}
+	return err
+}
+
+// TestRunWaitsForUploads: when Run returns, no upload of the job (log
+// batches, materialized parts, their hedges) is still running or lands
+// later, also when it is cancelled while materializations upload against
+// slow storage.
+func TestRunWaitsForUploads(t *testing.T) {
+	dir := t.TempDir()
+	inner, err := blob.Open(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lat := faulty.ObjectStore()
+	watch := &putWatch{Store: faulty.New(inner, faulty.Options{Latency: lat, Seed: 3})}
+	c := Config{Seed: 5, Events: 1 << 30, Drivers: 2000, Out: filepath.Join(dir, "out"), Parallelism: 2,
+		EmitEvery: 5, Rate: 50_000, Changelog: true, Materialize: 20 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := Env(c, eddy.CheckpointStore(watch, 10*time.Millisecond), eddy.Logger(testWriter{t}),
+		eddy.OnCheckpoint(func(eddy.CheckpointStats) {}))
+	go func() {
+		for env.Stats().Materializations < 6 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	if err := env.Run(ctx); err != nil && ctx.Err() == nil {
+		t.Fatal(err)
+	}
+	watch.closed.Store(true)
+	if n := watch.inFlight.Load(); n != 0 {
+		t.Fatalf("%d uploads still running after Run returned", n)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := watch.late.Load(); n != 0 {
+		t.Fatalf("%d uploads returned after Run did", n)
+	}
 }
