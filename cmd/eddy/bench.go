@@ -22,6 +22,7 @@ import (
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/blob/faulty"
+	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/discard"
 	"github.com/eddyflow/eddy/state"
@@ -47,7 +48,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "working directory (default: a temporary one, removed after)")
 	which := fs.String("jobs", "value,window", "jobs to run: value, window")
 	modes := fs.String("changelog", "off,on", "configurations to run: off, on")
-	recoveries := fs.Int("recoveries", 3, "restores to time per configuration, alternating between the configurations (medians are reported)")
+	recoveries := fs.Int("recoveries", 3, "restores to time per configuration, alternating between the configurations; round k restores the k-th of the measured run's last checkpoints (medians are reported, with the range of the per-round ratios)")
 	recovery := fs.String("recovery", "cold", "cold: each restore in a new process, as after a crash; warm: in this process, after an untimed restore of the same state and a GC, as a failover inside a running process")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -99,6 +100,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			}
 			cfg := base
 			cfg.job, cfg.changelog, cfg.rate, cfg.dur, cfg.warm = job, cl, *rate, *dur, *recovery == "warm"
+			cfg.restores = *recoveries
 			cfg.dir = filepath.Join(work, fmt.Sprintf("%s-%v", job, cl))
 			r, err := benchRun(cfg, stderr)
 			if err != nil {
@@ -107,10 +109,14 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			}
 			runs, cls = append(runs, r), append(cls, cl)
 		}
-		// Recoveries alternate between the configurations.
-		for range max(*recoveries, 1) {
+		// Recoveries alternate between the configurations. Round k
+		// restores each run's k-th checkpoint from the last (cycling
+		// through the last few): a crash comes at any moment, and with
+		// the changelog how much log a checkpoint carries varies from one
+		// checkpoint to the next.
+		for k := range max(*recoveries, 1) {
 			for i := range runs {
-				d, err := runs[i].restore()
+				d, err := runs[i].restore(k)
 				if err != nil {
 					fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cls[i], err)
 					return 1
@@ -123,33 +129,30 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		// job (a) grows by a key per event, so the fair comparison for a
 		// checkpoint's full size is a snapshot of the state it holds, and
 		// for a recovery, restoring a snapshot of the same state.
-		var perEntry, recPerEntry float64
-		var offRecs []time.Duration
-		var offRestored int64
-		for i, r := range runs {
-			cl := cls[i]
+		var perEntry float64
+		var off *benchResult
+		for i := range runs {
+			r, cl := &runs[i], cls[i]
 			if !cl && r.entries > 0 {
 				perEntry = float64(r.full) / float64(r.entries)
 			}
-			if !cl && r.restored > 0 {
-				recPerEntry = float64(pct(r.recs, 0.5)) / float64(r.restored)
-				offRecs, offRestored = r.recs, r.restored
+			if !cl {
+				off = r
 			}
 			ratio, recRatio := "-", "-"
 			if perEntry > 0 && r.entries > 0 {
 				ratio = fmt.Sprintf("%.2fx", float64(r.full)/(perEntry*float64(r.entries)))
 			}
-			if cl && offRecs != nil && r.restored > 0 {
-				// The median of the per-round ratios: each round's two
-				// restores ran back to back.
+			if cl && off != nil {
+				// The median of the per-round ratios, per restored entry:
+				// each round's two restores ran back to back.
 				var paired []float64
 				for k, d := range r.recs {
-					off := float64(offRecs[k]) / float64(offRestored)
-					paired = append(paired, float64(d)/float64(r.restored)/off)
+					paired = append(paired, r.perEntry(k, d)/off.perEntry(k, off.recs[k]))
 				}
 				slices.Sort(paired)
-				recRatio = fmt.Sprintf("%.2fx", paired[len(paired)/2])
-			} else if recPerEntry > 0 && !cl {
+				recRatio = fmt.Sprintf("%.2fx (%.2f-%.2f)", paired[len(paired)/2], paired[0], paired[len(paired)-1])
+			} else if !cl {
 				recRatio = "1.00x"
 			}
 			fmt.Fprintf(tw, "%s\t%v\t%d\t%v\t%v\t%v\t%v\t%v\t%s\t%s\t%s\t%v\t%s\t\n", job, cl, len(r.durs), r.p(0.5), r.p(0.99), r.p(0.999), r.p(1),
@@ -170,15 +173,28 @@ type benchConfig struct {
 	dur, interval, materialize time.Duration
 	logRatio                   float64
 	dir                        string
+	restores                   int    // how many of the measured run's last checkpoints recoveries restore
+	upto                       uint64 // restore-once: the checkpoint to restore (those after it are hidden)
 }
 
 type benchResult struct {
 	durs, syncs             []time.Duration
 	uploaded, full, entries int64 // per measured checkpoint, averaged
-	recovery                time.Duration
-	restored                int64 // state entries of the checkpoint the recoveries restore
-	restore                 func() (time.Duration, error)
-	recs                    []time.Duration
+	// The last checkpoints of the measured run, newest first: what the
+	// recoveries restore.
+	ckpts   []benchCkpt
+	restore func(round int) (time.Duration, error) // restores ckpts[round%len(ckpts)]
+	recs    []time.Duration                        // of each round
+}
+
+type benchCkpt struct {
+	id      uint64
+	entries int64 // keyed state entries it holds
+}
+
+// perEntry is recovery d of round k per state entry restored.
+func (r *benchResult) perEntry(k int, d time.Duration) float64 {
+	return float64(d) / float64(max(r.ckpts[k%len(r.ckpts)].entries, 1))
 }
 
 func (r benchResult) p(q float64) time.Duration { return pct(r.durs, q) }
@@ -292,8 +308,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	}
 	var mu sync.Mutex
 	measuring := false
-	var restoredEntries int64
-	var lastID uint64     // the measured run's last checkpoint: what every recovery restores
+	var ckpts []benchCkpt // the measured run's checkpoints
 	var current *eddy.Env // the environment whose checkpoints count
 	started := make(chan struct{})
 	opts := func(extra ...eddy.Option) []eddy.Option {
@@ -314,10 +329,10 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 				res.full += s.FullSize
 				res.entries += s.StateEntries
 			}
-			if !s.Final {
-				restoredEntries, lastID = s.StateEntries, s.ID // the last checkpoint: what a recovery restores
+			if current != nil && !s.Final {
+				ckpts = append(ckpts, benchCkpt{s.ID, s.StateEntries})
 			}
-		}))
+		}), eddy.RetainCheckpoints(max(cfg.restores, 3)))
 		return append(o, extra...)
 	}
 	if cfg.job == "value" {
@@ -357,16 +372,23 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 		res.full /= int64(n)
 		res.entries /= int64(n)
 	}
-	// Recovery: restore the last checkpoint and stop right after. The
-	// caller calls restore several times, alternating with the other
-	// configuration's, so both see the same machine. Each restores the
-	// measured run's last checkpoint: a restore writes to an overlay
-	// (cfg.restoreStore), so the checkpoint it completes does not become
-	// the next round's.
-	res.restored = restoredEntries
-	res.restore = func() (time.Duration, error) {
+	// Recovery: restore one of the last checkpoints and stop right after.
+	// The caller calls restore several times, alternating with the other
+	// configuration's, so both see the same machine. A restore writes to
+	// an overlay (cfg.restoreStore), so the checkpoints stay as the
+	// measured run left them.
+	if len(ckpts) == 0 {
+		return res, errors.New("measuring: no checkpoint completed")
+	}
+	for i := len(ckpts) - 1; i >= 0 && len(res.ckpts) < max(cfg.restores, 1); i-- {
+		res.ckpts = append(res.ckpts, ckpts[i])
+	}
+	res.restore = func(round int) (time.Duration, error) {
 		var d time.Duration
 		var id uint64
+		want := res.ckpts[round%len(res.ckpts)].id
+		cfg := cfg
+		cfg.upto = want
 		if cfg.warm {
 			// As a failover inside a running process finds it: the heap
 			// already grown by a restore of this state (an untimed one),
@@ -380,8 +402,8 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 		} else {
 			d, id, err = restoreInChild(cfg)
 		}
-		if err == nil && id != lastID {
-			err = fmt.Errorf("recovery restored checkpoint %d, not the measured run's last (%d)", id, lastID)
+		if err == nil && id != want {
+			err = fmt.Errorf("recovery restored checkpoint %d, not %d", id, want)
 		}
 		return d, err
 	}
@@ -412,7 +434,8 @@ func (cfg benchConfig) store() (blob.Store, error) {
 // restoreStore is cfg's storage for a timed restore: the measured run's
 // objects under an overlay that takes the restore's writes and deletes in
 // a scratch directory, emptied first, so the stored checkpoints stay as
-// the measured run left them.
+// the measured run left them; with cfg.upto, the checkpoints after it
+// are hidden.
 func (cfg benchConfig) restoreStore() (blob.Store, error) {
 	base, err := blob.Open(filepath.Join(cfg.dir, "data"))
 	if err != nil {
@@ -426,7 +449,22 @@ func (cfg benchConfig) restoreStore() (blob.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cfg.withLatency(newOverlay(base, top)), nil
+	o := newOverlay(base, top)
+	if cfg.upto > 0 {
+		// Checkpoints after upto are hidden by their manifests, so a
+		// restore starts from upto.
+		st := checkpoint.NewStorage(base, 1)
+		ids, err := st.List(context.Background())
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			if id > cfg.upto {
+				o.hidden[st.ManifestName(id)] = true
+			}
+		}
+	}
+	return cfg.withLatency(o), nil
 }
 
 func (cfg benchConfig) withLatency(s blob.Store) blob.Store {
@@ -493,14 +531,23 @@ func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
 }
 
+// onceFlags registers on fs, into cfg, the flags of bench restore-once.
+func (cfg *benchConfig) onceFlags(fs *flag.FlagSet) {
+	fs.StringVar(&cfg.job, "job", "value", "job: value or window")
+	fs.BoolVar(&cfg.changelog, "changelog", false, "the changelog is on")
+	fs.StringVar(&cfg.dir, "dir", "", "the configuration's working directory")
+	fs.Uint64Var(&cfg.upto, "checkpoint", 0, "the checkpoint to restore (default: the latest)")
+	cfg.settingFlags(fs)
+}
+
 // restoreFlags are the settings of cfg a restore needs, as flags of
 // `eddy bench restore-once`.
 func (cfg benchConfig) restoreFlags() []string {
-	args := []string{"--job", cfg.job, fmt.Sprintf("--changelog=%v", cfg.changelog), "--dir", cfg.dir}
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
 	var c benchConfig
-	c.settingFlags(fs) // the flags point into c, which then takes cfg's values
+	c.onceFlags(fs) // the flags point into c, which then takes cfg's values
 	c = cfg
+	var args []string
 	fs.VisitAll(func(f *flag.Flag) { args = append(args, "--"+f.Name+"="+f.Value.String()) })
 	return args
 }
@@ -542,10 +589,7 @@ func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench restore-once", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg benchConfig
-	fs.StringVar(&cfg.job, "job", "value", "job: value or window")
-	fs.BoolVar(&cfg.changelog, "changelog", false, "the changelog is on")
-	fs.StringVar(&cfg.dir, "dir", "", "the configuration's working directory")
-	cfg.settingFlags(fs)
+	cfg.onceFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -43,10 +43,15 @@ func TestBenchCheckpointRuns(t *testing.T) {
 			if len(rows) != 2 || rows[0][1] != "false" || rows[1][1] != "true" {
 				t.Fatalf("want a row without and one with the changelog:\n%s", out.String())
 			}
-			for _, r := range rows {
-				if r[2] == "0" || !strings.HasSuffix(r[len(r)-1], "x") || !strings.HasSuffix(r[len(r)-3], "x") {
+			// The recovery ratio ends the row without the changelog; the
+			// row with it adds the range of the per-round ratios.
+			for i, r := range rows {
+				if r[2] == "0" || !strings.HasSuffix(r[len(r)-1-i], "x") || !strings.HasSuffix(r[len(r)-3-i], "x") {
 					t.Fatalf("row %q lacks checkpoints, full/state or recovery/state", r)
 				}
+			}
+			if rng := rows[1][len(rows[1])-1]; !strings.HasPrefix(rng, "(") || !strings.Contains(rng, "-") {
+				t.Fatalf("row %q lacks the range of the recovery ratios", rows[1])
 			}
 		})
 	}
@@ -60,13 +65,10 @@ func TestBenchCheckpointRuns(t *testing.T) {
 // the child the parent's configuration.
 func TestRestoreFlagsRoundTrip(t *testing.T) {
 	want := benchConfig{job: "window", changelog: true, dir: "/x/y", stateMB: 7, valueBytes: 99,
-		interval: 30 * time.Millisecond, materialize: 3 * time.Second, latency: false, readLatency: true, logRatio: 0.4}
+		interval: 30 * time.Millisecond, materialize: 3 * time.Second, latency: false, readLatency: true, logRatio: 0.4, upto: 42}
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
 	var got benchConfig
-	fs.StringVar(&got.job, "job", "", "")
-	fs.BoolVar(&got.changelog, "changelog", false, "")
-	fs.StringVar(&got.dir, "dir", "", "")
-	got.settingFlags(fs)
+	got.onceFlags(fs)
 	if err := fs.Parse(want.restoreFlags()); err != nil {
 		t.Fatal(err)
 	}
