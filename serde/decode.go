@@ -88,6 +88,9 @@ type decoder struct {
 	seenExt   []uint64 // presence bits of fields 64 and up, a word per 64
 	arena     []byte
 	arenaBase int
+	// entry is a zeroed map entry temporary of the registered map code
+	// entryOf (see registeredMap.decode), kept with the pooled decoder.
+	entry, entryOf unsafe.Pointer
 }
 
 // decoderPool recycles decoders: map and custom-codec hooks are called
@@ -96,9 +99,9 @@ var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
 
 func decodeTop(src []byte, m *message, p unsafe.Pointer) error {
 	d := decoderPool.Get().(*decoder)
-	*d = decoder{src: src, seenExt: d.seenExt[:0]}
+	*d = decoder{src: src, seenExt: d.seenExt[:0], entry: d.entry, entryOf: d.entryOf}
 	err := d.decodeMessage(m, p, 0, len(src), 0, false)
-	*d = decoder{seenExt: d.seenExt[:0]}
+	*d = decoder{seenExt: d.seenExt[:0], entry: d.entry, entryOf: d.entryOf}
 	decoderPool.Put(d)
 	if err != nil {
 		return finishDecode(err, m)

@@ -163,12 +163,12 @@ func compareAs[K any, U cmp.Ordered](a, b K) int {
 type registeredMap[K comparable, V any] struct {
 	compare func(a, b mapEntry[K, V]) int
 	// scratch recycles *[]mapEntry[K, V]: the entries of a map being
-	// written, sorted, or the one entry being sized or decoded. The plans
-	// take unsafe pointers that escape through function values, so
-	// temporaries on the stack would move to the heap on every call; and a
-	// value inside a value can be a map of the same type, so one scratch
-	// per type would not do.
+	// written, sorted, or the one entry being sized. The plans take unsafe
+	// pointers that escape through function values, so temporaries on the
+	// stack would move to the heap on every call; and a value can hold a
+	// map of the same type, so one scratch per type would not do.
 	scratch sync.Pool
+	entries sync.Pool // zeroed *mapEntry[K, V]: decode's temporaries
 }
 
 type mapEntry[K comparable, V any] struct {
@@ -182,6 +182,7 @@ const maxScratch = 1 << 12
 func newRegisteredMap[K comparable, V any](compare func(a, b K) int) *mapOps {
 	r := &registeredMap[K, V]{compare: func(a, b mapEntry[K, V]) int { return compare(a.k, b.k) }}
 	r.scratch.New = func() any { return new([]mapEntry[K, V]) }
+	r.entries.New = func() any { return new(mapEntry[K, V]) }
 	return &mapOps{
 		append: r.append,
 		size:   r.size,
@@ -249,13 +250,18 @@ func (r *registeredMap[K, V]) size(f *field, p unsafe.Pointer, depth int) int {
 	return n
 }
 
-// decode decodes one entry into a zeroed scratch entry, as the reflect code
-// decodes into new temporaries: a value must not reuse the memory of the
-// one before, which the map holds now.
+// decode decodes one entry into a zeroed temporary, as the reflect code
+// decodes into new ones: a value must not reuse the memory of the one
+// before, which the map holds now. The temporary is the decoder's while it
+// is free and of this type (a value can hold a map of the same type, whose
+// entries then take one from the pool).
 func (r *registeredMap[K, V]) decode(d *decoder, f *field, p unsafe.Pointer, start, end, depth int) error {
-	s := r.scratch.Get().(*[]mapEntry[K, V])
-	es := append((*s)[:0], mapEntry[K, V]{})
-	e := &es[0]
+	var e *mapEntry[K, V]
+	if d.entry != nil && d.entryOf == unsafe.Pointer(r) {
+		e, d.entry = (*mapEntry[K, V])(d.entry), nil
+	} else {
+		e = r.entries.Get().(*mapEntry[K, V])
+	}
 	err := d.decodeEntry(f, unsafe.Pointer(&e.k), unsafe.Pointer(&e.v), start, end, depth)
 	if err == nil {
 		mp := (*map[K]V)(p)
@@ -264,7 +270,12 @@ func (r *registeredMap[K, V]) decode(d *decoder, f *field, p unsafe.Pointer, sta
 		}
 		(*mp)[e.k] = e.v
 	}
-	r.done(s, es)
+	*e = mapEntry[K, V]{}
+	if d.entry == nil {
+		d.entry, d.entryOf = unsafe.Pointer(e), unsafe.Pointer(r)
+	} else {
+		r.entries.Put(e)
+	}
 	return err
 }
 

@@ -98,3 +98,32 @@ func TestMapSnapshotMatchesGolden(t *testing.T) {
 		t.Fatal("restoring the golden snapshot and snapshotting again gives other bytes")
 	}
 }
+
+// FuzzRestoreMaps restores arbitrary bytes into map states of structs: it
+// must never panic, and what it accepts must snapshot and restore again.
+func FuzzRestoreMaps(f *testing.F) {
+	golden, err := os.ReadFile("testdata/maps.snapshot")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(golden)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := state.NewBackend(128, 0, 128, keySchema(t))
+		mapStates(t, r, false)
+		if err := r.Restore([][]byte{in}); err != nil {
+			return
+		}
+		snap, err := r.Snapshot()
+		if err != nil {
+			t.Fatalf("restored state does not snapshot: %v", err)
+		}
+		again := state.NewBackend(128, 0, 128, keySchema(t))
+		mapStates(t, again, false)
+		if err := again.Restore([][]byte{snap}); err != nil {
+			t.Fatalf("own snapshot does not restore: %v", err)
+		}
+		if again.Entries() != r.Entries() {
+			t.Fatalf("%d entries restored, then %d", r.Entries(), again.Entries())
+		}
+	})
+}
