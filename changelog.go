@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,30 +89,46 @@ type changelogState struct {
 	base     []checkpoint.StatePart
 	baseLogs []checkpoint.LogPart
 	after    uint64
-	// The materialization in progress.
+	// The materializations in progress, oldest first: at most
+	// maxMaterializations, all but the newest only waiting for uploads.
+	runs     []*materialization
 	count    int // materializations started by this subtask
-	running  bool
-	next     int
-	seq      uint64
-	parts    []checkpoint.StatePart
-	inFlight atomic.Int32
-	mu       sync.Mutex
-	putErr   error
-	started  time.Time
 	nextAt   time.Time
 	failures int
 	lastDur  time.Duration
 	// Bytes appended to the log (before deduplication), by the subtask's
-	// goroutine: in all, when the running materialization started, and
-	// when the base's materialization started. Their difference is the
-	// log a checkpoint would carry now, known at once rather than when a
-	// checkpoint has persisted it.
-	appended, appendedAtStart, appendedAtBase int64
-	// The last persisted log range, to report only new bytes per checkpoint.
+	// goroutine: in all, and when the base's materialization started.
+	// Their difference is the log a checkpoint would carry now, known at
+	// once rather than when a checkpoint has persisted it.
+	appended, appendedAtBase int64
+	// The last persisted log range, to report only new bytes per
+	// checkpoint; under mu, as checkpoints persist in the background.
+	mu        sync.Mutex
 	lastAfter uint64
 	lastSize  int64
 	newBytes  int64 // materialized bytes not yet reported by a checkpoint
 }
+
+// materialization is one snapshot of a subtask's state being written as
+// parts: serialized a step of key groups at a time on the subtask's
+// goroutine, each step uploaded in the background.
+type materialization struct {
+	count    int    // its number among the subtask's materializations
+	next     int    // the next key group to serialize
+	seq      uint64 // the writer's last sequence number at its start: its checkpoints carry the log after it
+	parts    []checkpoint.StatePart
+	started  time.Time
+	appended int64 // the changelogState's appended at its start
+	inFlight atomic.Int32
+	mu       sync.Mutex
+	putErr   error
+}
+
+// maxMaterializations is how many materializations of a subtask may run at
+// once. A second one starts only while the newest has serialized all its
+// key groups and just waits for uploads: one upload stuck in the store's
+// latency tail must not hold the log a checkpoint carries back.
+const maxMaterializations = 2
 
 func newRunID() string {
 	var b [6]byte
@@ -174,60 +191,93 @@ func (sc *subtaskCtx) materialize() error {
 		}
 		now := time.Now()
 		start, end := rt.backend.KeyGroups()
-		if !cl.running {
-			if now.Before(cl.nextAt) && !cl.logHeavy() {
-				continue
-			}
-			cl.running, cl.next, cl.seq, cl.parts, cl.started = true, start, cl.w.Seq(), nil, now
-			cl.appendedAtStart = cl.appended
+		if cl.shouldStart(now, end) {
 			cl.count++
+			cl.runs = append(cl.runs, &materialization{count: cl.count, next: start, seq: cl.w.Seq(), started: now, appended: cl.appended})
 		}
-		if cl.next < end {
-			if int(cl.inFlight.Load()) >= cl.cfg.uploads {
-				continue // pace uploads: leave bandwidth to the log
-			}
-			to := cl.stepEnd(rt.backend, end)
-			if rt.watermark != noTimestamp {
-				rt.backend.SetWatermark(rt.watermark)
-			}
-			data, err := rt.backend.SnapshotGroups(cl.next, to)
-			if err != nil {
-				return fmt.Errorf("eddy: materializing %s: %w", rt.uid, err)
-			}
-			// Unique per materialization: two in one checkpoint interval
-			// must not overwrite parts an earlier checkpoint refers to.
-			name := sc.job.storage.PartBlobName(sc.job.building.Load(), rt.uid, sc.subtask,
-				fmt.Sprintf("m%d-%d-%s", cl.count, cl.next, sc.job.runID))
-			cl.parts = append(cl.parts, checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(cl.next),
-				KeyGroupEnd: uint32(to), Blob: name, Size: int64(len(data))})
-			cl.next = to
-			sc.job.wg.Add(1) // the attempt waits for its uploads
-			cl.inFlight.Add(1)
-			go func() {
-				defer sc.job.wg.Done()
-				defer cl.inFlight.Add(-1)
-				// Hedged like the log's uploads: a part stuck in the
-				// store's latency tail would hold the whole materialization
-				// back while the log keeps growing.
-				o := sc.job.dlog.Options()
-				if err := blob.PutHedged(sc.ctx, sc.job.blobs, name, data, o.UploadTimeout, o.MaxAttempts); err != nil {
-					cl.mu.Lock()
-					if cl.putErr == nil {
-						cl.putErr = err
-					}
-					cl.mu.Unlock()
-				}
-			}()
-			continue
+		if err := sc.finishMaterializations(rt, now, end); err != nil {
+			return err
 		}
-		if cl.inFlight.Load() > 0 {
-			continue // uploads still running
+		if n := len(cl.runs); n > 0 && cl.runs[n-1].next < end {
+			if err := sc.materializeStep(rt, cl.runs[n-1], end); err != nil {
+				return err
+			}
 		}
-		cl.running = false
-		cl.mu.Lock()
-		err := cl.putErr
-		cl.putErr = nil
-		cl.mu.Unlock()
+	}
+	return nil
+}
+
+// shouldStart reports whether a materialization starts now: when none runs
+// and the interval has passed or the log since the base is heavy; or when
+// fewer than maxMaterializations run, the newest has serialized all of its
+// key groups (up to end) and only waits for uploads, and the log since its
+// start is itself heavy.
+func (cl *changelogState) shouldStart(now time.Time, end int) bool {
+	if len(cl.runs) == 0 {
+		return !now.Before(cl.nextAt) || cl.logHeavy(cl.appendedAtBase)
+	}
+	newest := cl.runs[len(cl.runs)-1]
+	return len(cl.runs) < maxMaterializations && newest.next >= end && cl.logHeavy(newest.appended)
+}
+
+// materializeStep serializes m's next step of key groups and uploads it in
+// the background, unless m already has the configured uploads in flight.
+func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end int) error {
+	cl := rt.cl
+	if int(m.inFlight.Load()) >= cl.cfg.uploads {
+		return nil // pace uploads: leave bandwidth to the log
+	}
+	to := cl.stepEnd(rt.backend, m.next, end)
+	if rt.watermark != noTimestamp {
+		rt.backend.SetWatermark(rt.watermark)
+	}
+	data, err := rt.backend.SnapshotGroups(m.next, to)
+	if err != nil {
+		return fmt.Errorf("eddy: materializing %s: %w", rt.uid, err)
+	}
+	// Unique per materialization: two in one checkpoint interval must not
+	// overwrite parts an earlier checkpoint refers to.
+	name := sc.job.storage.PartBlobName(sc.job.building.Load(), rt.uid, sc.subtask,
+		fmt.Sprintf("m%d-%d-%s", m.count, m.next, sc.job.runID))
+	m.parts = append(m.parts, checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(m.next),
+		KeyGroupEnd: uint32(to), Blob: name, Size: int64(len(data))})
+	m.next = to
+	sc.job.wg.Add(1) // the attempt waits for its uploads
+	m.inFlight.Add(1)
+	go func() {
+		defer sc.job.wg.Done()
+		defer m.inFlight.Add(-1)
+		// Hedged like the log's uploads: a part stuck in the store's
+		// latency tail would hold the whole materialization back while
+		// the log keeps growing.
+		o := sc.job.dlog.Options()
+		if err := blob.PutHedged(sc.ctx, sc.job.blobs, name, data, o.UploadTimeout, o.MaxAttempts); err != nil {
+			m.mu.Lock()
+			if m.putErr == nil {
+				m.putErr = err
+			}
+			m.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+// finishMaterializations settles the materializations whose uploads are
+// done, oldest first. One that succeeded becomes the base, and the older
+// ones still uploading are dropped: the base never goes back. It fails the
+// job after three consecutive failed materializations.
+func (sc *subtaskCtx) finishMaterializations(rt *keyedRuntime, now time.Time, end int) error {
+	cl := rt.cl
+	for i := 0; i < len(cl.runs); i++ {
+		m := cl.runs[i]
+		if m.next < end || m.inFlight.Load() > 0 {
+			continue // still serializing or uploading
+		}
+		cl.runs = slices.Delete(cl.runs, i, i+1)
+		i--
+		m.mu.Lock()
+		err := m.putErr
+		m.mu.Unlock()
 		if err != nil {
 			cl.failures++
 			sc.job.env.cfg.logger.Printf("materialization of %s subtask %d failed (%d in a row): %v", rt.uid, sc.subtask, cl.failures, err)
@@ -239,22 +289,24 @@ func (sc *subtaskCtx) materialize() error {
 		}
 		cl.failures = 0
 		var total int64
-		for _, p := range cl.parts {
+		for _, p := range m.parts {
 			total += p.Size
 		}
 		cl.newBytes += total
-		cl.base, cl.baseLogs, cl.after = cl.parts, nil, cl.seq
-		cl.appendedAtBase = cl.appendedAtStart
-		cl.parts = nil
+		cl.base, cl.baseLogs, cl.after = m.parts, nil, m.seq
+		cl.appendedAtBase = m.appended
 		// The log the next checkpoints carry starts here: it is empty,
 		// whatever a checkpoint of the old base still reports.
 		cl.mu.Lock()
 		cl.lastAfter, cl.lastSize = cl.after, 0
 		cl.mu.Unlock()
-		cl.lastDur = now.Sub(cl.started)
+		cl.lastDur = now.Sub(m.started)
 		cl.nextAt = now.Add(cl.cfg.materialize)
 		sc.job.env.stats.materializations.Add(1)
 		sc.job.env.stats.lastMaterialization.Store(int64(cl.lastDur))
+		// Older materializations still uploading would be a step back.
+		cl.runs = slices.Delete(cl.runs, 0, i+1)
+		i = -1
 	}
 	return nil
 }
@@ -263,18 +315,18 @@ func (sc *subtaskCtx) materialize() error {
 // tiny state is not rewritten for every few kilobytes of log.
 const minLogForRatio = 256 << 10
 
-// stepEnd returns where the next materialization step, from cl.next, ends:
+// stepEnd returns where the next materialization step, from key group from, ends:
 // about stepBytes of key groups by their sizes in the backend's last
 // snapshot or restore (a group of unknown size counts as 1/step of it), so
 // a small state is one part and a step of a large one stays short.
-func (cl *changelogState) stepEnd(b *state.Backend, end int) int {
-	to, sum := cl.next, 0
+func (cl *changelogState) stepEnd(b *state.Backend, from, end int) int {
+	to, sum := from, 0
 	for to < end {
 		g := b.GroupBytes(to)
 		if g == 0 {
 			g = int(cl.cfg.stepBytes) / cl.cfg.step
 		}
-		if to > cl.next && int64(sum+g) > cl.cfg.stepBytes {
+		if to > from && int64(sum+g) > cl.cfg.stepBytes {
 			break
 		}
 		sum += g
@@ -283,13 +335,13 @@ func (cl *changelogState) stepEnd(b *state.Backend, end int) int {
 	return to
 }
 
-// logHeavy reports whether the log since the base has grown past the
-// configured share of the materialized state.
-func (cl *changelogState) logHeavy() bool {
+// logHeavy reports whether the log appended since appended was since
+// has grown past the configured share of the materialized state.
+func (cl *changelogState) logHeavy(since int64) bool {
 	if cl.cfg.logRatio <= 0 {
 		return false
 	}
-	logBytes := cl.appended - cl.appendedAtBase
+	logBytes := cl.appended - since
 	var base int64
 	for _, p := range cl.base {
 		base += p.Size
@@ -325,10 +377,12 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 	}
 	a.uploaded += cl.newBytes
 	cl.newBytes = 0
-	// The running materialization's blobs are not part of this checkpoint,
-	// but must outlive its pruning.
-	for _, p := range cl.parts {
-		a.extraFiles = append(a.extraFiles, p.Blob)
+	// The running materializations' blobs are not part of this
+	// checkpoint, but must outlive its pruning.
+	for _, m := range cl.runs {
+		for _, p := range m.parts {
+			a.extraFiles = append(a.extraFiles, p.Blob)
+		}
 	}
 	after := cl.after
 	w := cl.w

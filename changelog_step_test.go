@@ -1,7 +1,13 @@
 package eddy
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy/checkpoint"
 
 	"github.com/eddyflow/eddy/serde"
 	"github.com/eddyflow/eddy/state"
@@ -14,7 +20,7 @@ func TestMaterializationSteps(t *testing.T) {
 	ks, _ := serde.SchemaOf[int64]()
 	b := state.NewBackend(128, 0, 16, ks)
 	cl := &changelogState{cfg: &changelogConfig{step: 4, stepBytes: 1000}}
-	if got := cl.stepEnd(b, 16); got != 4 {
+	if got := cl.stepEnd(b, 0, 16); got != 4 {
 		t.Fatalf("unknown sizes: step ends at %d, want 4", got)
 	}
 	v, _ := state.NewValue[string](b, "v")
@@ -30,12 +36,84 @@ func TestMaterializationSteps(t *testing.T) {
 	if _, err := b.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	cl.next = 0
-	if got := cl.stepEnd(b, 16); got != 1 {
+	if got := cl.stepEnd(b, 0, 16); got != 1 {
 		t.Fatalf("large groups: step ends at %d, want 1", got)
 	}
-	cl.next = 8
-	if got := cl.stepEnd(b, 16); got != 16 {
+	if got := cl.stepEnd(b, 8, 16); got != 16 {
 		t.Fatalf("small groups: step ends at %d, want 16", got)
+	}
+}
+
+// TestFinishMaterializations: a materialization that succeeded becomes the
+// base and drops the older ones still uploading, so the base never goes
+// back; a newer one still uploading stays; a failure counts until a
+// success.
+func TestFinishMaterializations(t *testing.T) {
+	const end = 8
+	mat := func(count int, seq uint64, uploading bool, err error) *materialization {
+		m := &materialization{count: count, next: end, seq: seq, putErr: err,
+			parts: []checkpoint.StatePart{{Blob: fmt.Sprintf("m%d", count)}}}
+		if uploading {
+			m.inFlight.Add(1)
+		}
+		return m
+	}
+	setup := func(runs ...*materialization) (*subtaskCtx, *keyedRuntime) {
+		sc := &subtaskCtx{job: &jobRun{env: New(Logger(io.Discard))}}
+		rt := &keyedRuntime{uid: "op", cl: &changelogState{cfg: &changelogConfig{materialize: time.Minute}, runs: runs}}
+		return sc, rt
+	}
+	finish := func(sc *subtaskCtx, rt *keyedRuntime) {
+		t.Helper()
+		if err := sc.finishMaterializations(rt, time.Now(), end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := func(rt *keyedRuntime) string {
+		if len(rt.cl.base) == 0 {
+			return ""
+		}
+		return rt.cl.base[0].Blob
+	}
+
+	// The newer one finishes first: the older, still uploading, is dropped
+	// and its later success cannot replace the base.
+	m1, m2 := mat(1, 10, true, nil), mat(2, 20, false, nil)
+	sc, rt := setup(m1, m2)
+	finish(sc, rt)
+	if base(rt) != "m2" || rt.cl.after != 20 || len(rt.cl.runs) != 0 {
+		t.Fatalf("base %q after %d, %d running; want m2 after 20, none running", base(rt), rt.cl.after, len(rt.cl.runs))
+	}
+	m1.inFlight.Add(-1)
+	finish(sc, rt)
+	if base(rt) != "m2" {
+		t.Fatalf("the older materialization replaced the base: %q", base(rt))
+	}
+
+	// The older one finishes first: it is the base until the newer one is.
+	m1, m2 = mat(1, 10, false, nil), mat(2, 20, true, nil)
+	sc, rt = setup(m1, m2)
+	finish(sc, rt)
+	if base(rt) != "m1" || len(rt.cl.runs) != 1 {
+		t.Fatalf("base %q, %d running; want m1, m2 running", base(rt), len(rt.cl.runs))
+	}
+	m2.inFlight.Add(-1)
+	finish(sc, rt)
+	if base(rt) != "m2" || rt.cl.after != 20 || len(rt.cl.runs) != 0 {
+		t.Fatalf("base %q after %d, %d running; want m2 after 20", base(rt), rt.cl.after, len(rt.cl.runs))
+	}
+
+	// A failure counts; the next success resets the count.
+	sc, rt = setup(mat(1, 10, false, errors.New("put failed")), mat(2, 20, false, nil))
+	rt.cl.failures = 1
+	finish(sc, rt)
+	if base(rt) != "m2" || rt.cl.failures != 0 {
+		t.Fatalf("base %q, %d failures; want m2, 0", base(rt), rt.cl.failures)
+	}
+	// A third failure in a row fails the job.
+	sc, rt = setup(mat(3, 30, false, errors.New("put failed")))
+	rt.cl.failures = 2
+	if err := sc.finishMaterializations(rt, time.Now(), end); err == nil {
+		t.Fatal("a third failure in a row did not fail the job")
 	}
 }

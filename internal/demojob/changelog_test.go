@@ -167,3 +167,80 @@ func TestRunWaitsForUploads(t *testing.T) {
 		t.Fatalf("%d uploads returned after Run did", n)
 	}
 }
+
+// stallStore holds the Puts whose names stall accepts until release is
+// closed (or their context ends).
+type stallStore struct {
+	blob.Store
+	stall   func(name string) bool
+	release chan struct{}
+	stalled atomic.Int64
+}
+
+func (s *stallStore) Put(ctx context.Context, name string, data []byte) error {
+	if s.stall(name) {
+		s.stalled.Add(1)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.Store.Put(ctx, name, data)
+}
+
+// TestMaterializationPastStuckUpload: while every subtask's first
+// materialization waits on a stuck upload of its first part, later ones
+// start and complete,
+// so the log checkpoints carry stays short; the first ones, finishing
+// afterwards, never replace the newer base.
+func TestMaterializationPastStuckUpload(t *testing.T) {
+	dir := t.TempDir()
+	inner, err := blob.Open(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first step of each subtask's first materialization (key groups
+	// from 0 and from 64 of 128).
+	first := func(name string) bool {
+		return (strings.Contains(name, "-m1-0-") || strings.Contains(name, "-m1-64-")) && strings.HasSuffix(name, ".state")
+	}
+	store := &stallStore{Store: inner, stall: first, release: make(chan struct{})}
+	c := Config{Seed: 6, Events: 1 << 30, Drivers: 5000, Out: filepath.Join(dir, "out"), Parallelism: 2,
+		EmitEvery: 5, Rate: 50_000, Changelog: true, Materialize: 10 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := Env(c, eddy.CheckpointStore(store, 10*time.Millisecond), eddy.Logger(testWriter{t}))
+	done := make(chan error, 1)
+	go func() { done <- env.Run(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for env.Stats().Materializations < 2 {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("%d materializations completed in 20 s while the first ones' uploads were stuck (%d stuck); %+v",
+				env.Stats().Materializations, store.stalled.Load(), env.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if store.stalled.Load() < 2 {
+		t.Fatalf("%d uploads stuck: the first materializations did not start", store.stalled.Load())
+	}
+	close(store.release)
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil && ctx.Err() == nil {
+		t.Fatal(err)
+	}
+	m, _, err := checkpoint.NewStorage(inner, 3).Latest(context.Background())
+	if err != nil || m == nil {
+		t.Fatalf("latest checkpoint: %v", err)
+	}
+	for _, op := range m.Operators {
+		for _, p := range op.Parts {
+			if first(p.Blob) {
+				t.Fatalf("checkpoint %d went back to a first materialization's part %s", m.ID, p.Blob)
+			}
+		}
+	}
+}
