@@ -36,8 +36,12 @@
 //     (default 1s). Log hedges instead of abandoning: after UploadTimeout a
 //     second attempt under another name ("-h1") runs in parallel with the
 //     first; the first to succeed wins, the others are cancelled and their
-//     objects deleted, also if they finish later. Failed attempts are
-//     retried with backoff; MaxAttempts bounds hedges and retries together.
+//     objects deleted, also if they finish later. The hedge starts sooner
+//     when the store is faster than that: after HedgeAfterP90 (3) times
+//     the 90th percentile of recent attempts, at least 50ms, so the
+//     checkpoint tail follows the store's own tail rather than a fixed
+//     second. Failed attempts are retried with backoff; MaxAttempts bounds
+//     hedges and retries together.
 //     A batch whose attempts all failed fails the log: Persist and Append
 //     return a *BatchError, and the job fails over to its last checkpoint.
 //   - Backpressure: like Flink's in-flight data limit, Append blocks while

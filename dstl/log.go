@@ -71,6 +71,7 @@ type Log struct {
 	closeOnce sync.Once
 	flusher   sync.WaitGroup
 	uploads   sync.WaitGroup // upload goroutines and their stragglers
+	putTimes  putWindow      // of recent successful attempts, for hedgeDelay
 
 	m struct {
 		changes, dropped, batches, uploads, failedBatches   atomic.Int64

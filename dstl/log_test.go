@@ -1229,3 +1229,44 @@ func TestReadScatteredKeyGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestHedgeAfterP90: once enough uploads are known to be fast, an upload
+// that stalls is hedged long before UploadTimeout (an hour here), and the
+// batch persists; with HedgeAfterP90 negative it is not hedged.
+func TestHedgeAfterP90(t *testing.T) {
+	for _, adaptive := range []bool{true, false} {
+		t.Run(fmt.Sprintf("adaptive=%v", adaptive), func(t *testing.T) {
+			var stallNext atomic.Bool
+			inner := newMemStore()
+			store := &hookStore{Store: inner, put: func(ctx context.Context, name string, data []byte) error {
+				if stallNext.CompareAndSwap(true, false) {
+					<-ctx.Done() // stuck until cancelled
+					return ctx.Err()
+				}
+				return inner.Put(ctx, name, data)
+			}}
+			opts := Options{FlushInterval: time.Hour, UploadTimeout: time.Hour}
+			if !adaptive {
+				opts.HedgeAfterP90 = -1
+			}
+			l := openLog(t, store, opts)
+			w := l.Writer("a")
+			for i := range 20 { // 20 fast uploads: enough to know the store
+				mustAppend(t, w, change{kg: 1, state: 1, key: fmt.Sprint(i), value: "v"})
+				mustPersist(t, w)
+			}
+			mustAppend(t, w, change{kg: 1, state: 1, key: "stuck", value: "v"})
+			stallNext.Store(true)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_, err := w.Persist(ctx, 0)
+			hedged := l.Metrics().HedgedUploads
+			if adaptive && (err != nil || hedged != 1) {
+				t.Fatalf("Persist: %v, %d hedged uploads; want it persisted by one hedge", err, hedged)
+			}
+			if !adaptive && (err == nil || hedged != 0) {
+				t.Fatalf("Persist: %v, %d hedged uploads; want no hedge before UploadTimeout", err, hedged)
+			}
+		})
+	}
+}

@@ -29,6 +29,16 @@ type Options struct {
 	// succeed wins; the others are cancelled and their objects deleted.
 	// Default 1s.
 	UploadTimeout time.Duration
+	// HedgeAfterP90 hedges sooner than UploadTimeout when the store is
+	// faster: once an attempt has run this many times the 90th percentile
+	// of the last 64 successful attempts (after 16 of them, and never
+	// sooner than 50ms), a second one starts. The hedge then follows the
+	// store's own tail, as hedged requests do in "The Tail at Scale",
+	// rather than waiting a fixed second: against object storage with a
+	// p50 of 20ms, about 1% of batches are hedged after some 200ms instead
+	// of 0.1-0.5% after 1s. UploadTimeout stays the latest a hedge starts.
+	// Default 3; negative turns it off (hedging after UploadTimeout only).
+	HedgeAfterP90 float64
 	// MaxAttempts is the number of upload attempts per batch, hedges and
 	// retries after failures together. When all of them have failed, the
 	// batch fails, and so do Persist and later Appends. Default 3.
@@ -70,6 +80,7 @@ const (
 	DefaultMaxAttempts      = 3
 	DefaultAttemptTimeout   = 30 * time.Second
 	DefaultRetryBackoff     = 10 * time.Millisecond
+	DefaultHedgeAfterP90    = 3
 
 	maxInFlightLimit = 512 << 20
 )
@@ -112,6 +123,9 @@ func (o Options) withDefaults() (Options, error) {
 	defInt(&o.WriterFlushBytes, DefaultWriterFlushBytes)
 	defInt(&o.MaxInFlight, DefaultMaxInFlight)
 	defInt(&o.MaxAttempts, DefaultMaxAttempts)
+	if o.HedgeAfterP90 == 0 {
+		o.HedgeAfterP90 = DefaultHedgeAfterP90
+	}
 	if o.MaxInFlight > maxInFlightLimit {
 		return o, fmt.Errorf("dstl: Options.MaxInFlight %d exceeds the limit of %d bytes", o.MaxInFlight, maxInFlightLimit)
 	}
@@ -133,7 +147,7 @@ type Metrics struct {
 	Uploads        int64 // batches uploaded successfully
 	FailedBatches  int64 // batches that failed after all attempts
 	Attempts       int64 // upload attempts started
-	HedgedUploads  int64 // attempts started because earlier ones were slower than UploadTimeout
+	HedgedUploads  int64 // attempts started because earlier ones were slow (HedgeAfterP90, UploadTimeout)
 	Retries        int64 // attempts started after a failed one
 	FailedAttempts int64 // attempts that failed (including those cancelled by AttemptTimeout)
 	LoserDeletes   int64 // objects of attempts that did not win, deleted
