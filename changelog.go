@@ -119,6 +119,9 @@ type materialization struct {
 	parts    []checkpoint.StatePart
 	started  time.Time
 	appended int64 // the changelogState's appended at its start
+	// ... and once all its key groups were serialized: from then on it
+	// only waits for uploads.
+	serialized int64
 	inFlight atomic.Int32
 	mu       sync.Mutex
 	putErr   error
@@ -126,8 +129,9 @@ type materialization struct {
 
 // maxMaterializations is how many materializations of a subtask may run at
 // once. A second one starts only while the newest has serialized all its
-// key groups and just waits for uploads: one upload stuck in the store's
-// latency tail must not hold the log a checkpoint carries back.
+// key groups and has waited for its uploads long enough for a heavy log:
+// one upload stuck in the store's latency tail must not hold the log a
+// checkpoint carries back.
 const maxMaterializations = 2
 
 func newRunID() string {
@@ -210,21 +214,28 @@ func (sc *subtaskCtx) materialize() error {
 // shouldStart reports whether a materialization starts now: when none runs
 // and the interval has passed or the log since the base is heavy; or when
 // fewer than maxMaterializations run, the newest has serialized all of its
-// key groups (up to end) and only waits for uploads, and the log since its
-// start is itself heavy.
+// key groups (up to end), and the log appended while it only waited for
+// uploads is itself heavy: its uploads, not its size, hold it back. (A
+// large state's materialization, seconds of serializing followed by its
+// last uploads, is not doubled.)
 func (cl *changelogState) shouldStart(now time.Time, end int) bool {
 	if len(cl.runs) == 0 {
 		return !now.Before(cl.nextAt) || cl.logHeavy(cl.appendedAtBase)
 	}
 	newest := cl.runs[len(cl.runs)-1]
-	return len(cl.runs) < maxMaterializations && newest.next >= end && cl.logHeavy(newest.appended)
+	return len(cl.runs) < maxMaterializations && newest.next >= end && cl.logHeavy(newest.serialized)
 }
 
 // materializeStep serializes m's next step of key groups and uploads it in
-// the background, unless m already has the configured uploads in flight.
+// the background, unless the subtask's materializations (m and an older
+// one still uploading) already have the configured uploads in flight.
 func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end int) error {
 	cl := rt.cl
-	if int(m.inFlight.Load()) >= cl.cfg.uploads {
+	inFlight := 0
+	for _, r := range cl.runs {
+		inFlight += int(r.inFlight.Load())
+	}
+	if inFlight >= cl.cfg.uploads {
 		return nil // pace uploads: leave bandwidth to the log
 	}
 	to := cl.stepEnd(rt.backend, m.next, end)
@@ -242,6 +253,9 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 	m.parts = append(m.parts, checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(m.next),
 		KeyGroupEnd: uint32(to), Blob: name, Size: int64(len(data))})
 	m.next = to
+	if m.next >= end {
+		m.serialized = cl.appended
+	}
 	sc.job.wg.Add(1) // the attempt waits for its uploads
 	m.inFlight.Add(1)
 	go func() {

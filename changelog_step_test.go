@@ -117,3 +117,39 @@ func TestFinishMaterializations(t *testing.T) {
 		t.Fatal("a third failure in a row did not fail the job")
 	}
 }
+
+// TestShouldStartMaterialization: a first materialization starts when due
+// or when the log since the base is heavy; a second only while the newest
+// has serialized everything and the log appended during its upload wait
+// alone is heavy; never a third.
+func TestShouldStartMaterialization(t *testing.T) {
+	const end = 8
+	now := time.Now()
+	cl := &changelogState{cfg: &changelogConfig{logRatio: 0.25}, nextAt: now.Add(time.Hour),
+		base: []checkpoint.StatePart{{Size: 4 << 20}}} // heavy: 1 MiB of log
+	if cl.shouldStart(now, end) {
+		t.Fatal("started before it was due, without log")
+	}
+	cl.appended = 2 << 20
+	if !cl.shouldStart(now, end) {
+		t.Fatal("did not start with 2 MiB of log on a 4 MiB base")
+	}
+	m := &materialization{next: 4, appended: 2 << 20}
+	cl.runs = []*materialization{m}
+	cl.appended = 8 << 20
+	if cl.shouldStart(now, end) {
+		t.Fatal("a second started while the first still serializes")
+	}
+	m.next, m.serialized = end, 7<<20+512<<10
+	if cl.shouldStart(now, end) {
+		t.Fatal("a second started after half a MiB of log during the upload wait")
+	}
+	m.serialized = 6 << 20
+	if !cl.shouldStart(now, end) {
+		t.Fatal("no second started after 2 MiB of log during the upload wait")
+	}
+	cl.runs = append(cl.runs, &materialization{next: end, serialized: 0})
+	if cl.shouldStart(now, end) {
+		t.Fatalf("a third started (at most %d)", maxMaterializations)
+	}
+}
