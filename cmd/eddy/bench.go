@@ -25,6 +25,7 @@ import (
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/discard"
+	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -172,6 +173,7 @@ type benchConfig struct {
 	rate                       float64
 	dur, interval, materialize time.Duration
 	logRatio                   float64
+	hedgeP90                   float64 // the log's dstl.Options.HedgeAfterP90
 	dir                        string
 	restores                   int    // how many of the measured run's last checkpoints recoveries restore
 	upto                       uint64 // restore-once: the checkpoint to restore (those after it are hidden)
@@ -415,7 +417,8 @@ func (cfg benchConfig) options(store blob.Store) []eddy.Option {
 	o := []eddy.Option{eddy.Parallelism(2), eddy.CheckpointStore(store, cfg.interval), eddy.Logger(io.Discard),
 		eddy.CheckpointTimeout(5 * time.Minute)}
 	if cfg.changelog {
-		o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio)))
+		o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio),
+			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90})))
 	}
 	return o
 }
@@ -529,6 +532,7 @@ func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.latency, "latency", true, "inject object-store latency (p50 20 ms, p99 200 ms, p99.9 3 s) on uploads")
 	fs.BoolVar(&cfg.readLatency, "read-latency", false, "with --latency, inject it on reads, lists and deletes too")
 	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
+	fs.Float64Var(&cfg.hedgeP90, "hedge-p90", dstl.DefaultHedgeAfterP90, "changelog: hedge a log upload after this many times the recent p90 (dstl.Options.HedgeAfterP90; negative: after the 1 s UploadTimeout only)")
 }
 
 // onceFlags registers on fs, into cfg, the flags of bench restore-once.
