@@ -122,9 +122,9 @@ type materialization struct {
 	// ... and once all its key groups were serialized: from then on it
 	// only waits for uploads.
 	serialized int64
-	inFlight atomic.Int32
-	mu       sync.Mutex
-	putErr   error
+	inFlight   atomic.Int32
+	mu         sync.Mutex
+	putErr     error
 }
 
 // maxMaterializations is how many materializations of a subtask may run at
