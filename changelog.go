@@ -219,11 +219,15 @@ func (sc *subtaskCtx) materialize() error {
 // large state's materialization, seconds of serializing followed by its
 // last uploads, is not doubled.)
 func (cl *changelogState) shouldStart(now time.Time, end int) bool {
+	base := partsSize(cl.base)
 	if len(cl.runs) == 0 {
-		return !now.Before(cl.nextAt) || cl.logHeavy(cl.appendedAtBase)
+		return !now.Before(cl.nextAt) || cl.logHeavy(cl.appendedAtBase, base)
 	}
+	// Against the state the newest has serialized too: a fresh job has no
+	// base yet, and the state may have grown since it.
 	newest := cl.runs[len(cl.runs)-1]
-	return len(cl.runs) < maxMaterializations && newest.next >= end && cl.logHeavy(newest.serialized)
+	return len(cl.runs) < maxMaterializations && newest.next >= end &&
+		cl.logHeavy(newest.serialized, max(base, partsSize(newest.parts)))
 }
 
 // materializeStep serializes m's next step of key groups and uploads it in
@@ -235,8 +239,10 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 	for _, r := range cl.runs {
 		inFlight += int(r.inFlight.Load())
 	}
-	if inFlight >= cl.cfg.uploads {
-		return nil // pace uploads: leave bandwidth to the log
+	// Pace uploads, leaving bandwidth to the log; m always has one: an
+	// older run's stuck uploads must not hold it back.
+	if inFlight >= cl.cfg.uploads && m.inFlight.Load() > 0 {
+		return nil
 	}
 	to := cl.stepEnd(rt.backend, m.next, end)
 	if rt.watermark != noTimestamp {
@@ -277,22 +283,22 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 }
 
 // finishMaterializations settles the materializations whose uploads are
-// done, oldest first. One that succeeded becomes the base, and the older
-// ones still uploading are dropped: the base never goes back. It fails the
-// job after three consecutive failed materializations.
+// done, newest first. One that succeeded becomes the base and drops the
+// older ones, still uploading or failed: the base never goes back, and a
+// failure older than a success does not count. It fails the job after
+// three consecutive failed materializations.
 func (sc *subtaskCtx) finishMaterializations(rt *keyedRuntime, now time.Time, end int) error {
 	cl := rt.cl
-	for i := 0; i < len(cl.runs); i++ {
+	for i := len(cl.runs) - 1; i >= 0; i-- {
 		m := cl.runs[i]
 		if m.next < end || m.inFlight.Load() > 0 {
 			continue // still serializing or uploading
 		}
-		cl.runs = slices.Delete(cl.runs, i, i+1)
-		i--
 		m.mu.Lock()
 		err := m.putErr
 		m.mu.Unlock()
 		if err != nil {
+			cl.runs = slices.Delete(cl.runs, i, i+1)
 			cl.failures++
 			sc.job.env.cfg.logger.Printf("materialization of %s subtask %d failed (%d in a row): %v", rt.uid, sc.subtask, cl.failures, err)
 			if cl.failures >= 3 {
@@ -302,10 +308,7 @@ func (sc *subtaskCtx) finishMaterializations(rt *keyedRuntime, now time.Time, en
 			continue
 		}
 		cl.failures = 0
-		var total int64
-		for _, p := range m.parts {
-			total += p.Size
-		}
+		total := partsSize(m.parts)
 		cl.newBytes += total
 		cl.base, cl.baseLogs, cl.after = m.parts, nil, m.seq
 		cl.appendedAtBase = m.appended
@@ -318,9 +321,10 @@ func (sc *subtaskCtx) finishMaterializations(rt *keyedRuntime, now time.Time, en
 		cl.nextAt = now.Add(cl.cfg.materialize)
 		sc.job.env.stats.materializations.Add(1)
 		sc.job.env.stats.lastMaterialization.Store(int64(cl.lastDur))
-		// Older materializations still uploading would be a step back.
+		// It and the older ones go: those still uploading would be a
+		// step back.
 		cl.runs = slices.Delete(cl.runs, 0, i+1)
-		i = -1
+		break
 	}
 	return nil
 }
@@ -350,17 +354,23 @@ func (cl *changelogState) stepEnd(b *state.Backend, from, end int) int {
 }
 
 // logHeavy reports whether the log appended since appended was since
-// has grown past the configured share of the materialized state.
-func (cl *changelogState) logHeavy(since int64) bool {
+// has grown past the configured share of state bytes of materialized
+// state.
+func (cl *changelogState) logHeavy(since, state int64) bool {
 	if cl.cfg.logRatio <= 0 {
 		return false
 	}
 	logBytes := cl.appended - since
-	var base int64
-	for _, p := range cl.base {
-		base += p.Size
+	return logBytes >= minLogForRatio && float64(logBytes) > cl.cfg.logRatio*float64(state)
+}
+
+// partsSize is the bytes of parts.
+func partsSize(parts []checkpoint.StatePart) int64 {
+	var n int64
+	for _, p := range parts {
+		n += p.Size
 	}
-	return logBytes >= minLogForRatio && float64(logBytes) > cl.cfg.logRatio*float64(base)
+	return n
 }
 
 // changelogCheckpoint is the changelog part of a checkpoint at a barrier:

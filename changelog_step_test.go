@@ -110,6 +110,14 @@ func TestFinishMaterializations(t *testing.T) {
 	if base(rt) != "m2" || rt.cl.failures != 0 {
 		t.Fatalf("base %q, %d failures; want m2, 0", base(rt), rt.cl.failures)
 	}
+	// An older failure settled with a newer success does not count, even
+	// as a third.
+	sc, rt = setup(mat(1, 10, false, errors.New("put failed")), mat(2, 20, false, nil))
+	rt.cl.failures = 2
+	finish(sc, rt)
+	if base(rt) != "m2" || rt.cl.failures != 0 {
+		t.Fatalf("base %q, %d failures; want m2, 0", base(rt), rt.cl.failures)
+	}
 	// A third failure in a row fails the job.
 	sc, rt = setup(mat(3, 30, false, errors.New("put failed")))
 	rt.cl.failures = 2
@@ -148,6 +156,13 @@ func TestShouldStartMaterialization(t *testing.T) {
 	if !cl.shouldStart(now, end) {
 		t.Fatal("no second started after 2 MiB of log during the upload wait")
 	}
+	// Against the newest's state when it is larger than the base (a fresh
+	// job has none): 2 MiB of log is light for 16 MiB.
+	m.parts = []checkpoint.StatePart{{Size: 16 << 20}}
+	if cl.shouldStart(now, end) {
+		t.Fatal("a second started after 2 MiB of log during the upload wait of a 16 MiB state")
+	}
+	m.parts = nil
 	cl.runs = append(cl.runs, &materialization{next: end, serialized: 0})
 	if cl.shouldStart(now, end) {
 		t.Fatalf("a third started (at most %d)", maxMaterializations)

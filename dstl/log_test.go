@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -1268,5 +1269,31 @@ func TestHedgeAfterP90(t *testing.T) {
 				t.Fatalf("Persist: %v, %d hedged uploads; want no hedge before UploadTimeout", err, hedged)
 			}
 		})
+	}
+}
+
+// TestHedgeDelayBounds: the adaptive delay stays between 50ms and
+// UploadTimeout, also for a factor too large to convert, and a NaN factor
+// is refused.
+func TestHedgeDelayBounds(t *testing.T) {
+	for _, tc := range []struct {
+		factor float64
+		want   time.Duration
+	}{
+		{3, 300 * time.Millisecond},
+		{0.001, minHedgeDelay},
+		{math.Inf(1), time.Second},
+		{1e300, time.Second},
+	} {
+		l := openLog(t, newMemStore(), Options{UploadTimeout: time.Second, HedgeAfterP90: tc.factor})
+		for range 20 {
+			l.putTimes.add(100 * time.Millisecond)
+		}
+		if got := l.hedgeDelay(); got != tc.want {
+			t.Errorf("factor %g: hedge after %v, want %v", tc.factor, got, tc.want)
+		}
+	}
+	if _, err := Open(newMemStore(), Options{HedgeAfterP90: math.NaN()}); err == nil {
+		t.Error("a NaN HedgeAfterP90 was accepted")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -123,6 +124,9 @@ func (o Options) withDefaults() (Options, error) {
 	defInt(&o.WriterFlushBytes, DefaultWriterFlushBytes)
 	defInt(&o.MaxInFlight, DefaultMaxInFlight)
 	defInt(&o.MaxAttempts, DefaultMaxAttempts)
+	if math.IsNaN(o.HedgeAfterP90) {
+		return o, fmt.Errorf("dstl: Options.HedgeAfterP90 is NaN")
+	}
 	if o.HedgeAfterP90 == 0 {
 		o.HedgeAfterP90 = DefaultHedgeAfterP90
 	}

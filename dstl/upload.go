@@ -315,8 +315,11 @@ func (l *Log) hedgeDelay() time.Duration {
 	if !ok {
 		return l.opts.UploadTimeout
 	}
-	d := time.Duration(l.opts.HedgeAfterP90 * float64(p90))
-	return min(max(d, minHedgeDelay), l.opts.UploadTimeout)
+	d := l.opts.HedgeAfterP90 * float64(p90) // clamped as a float: a huge factor must not overflow
+	if d >= float64(l.opts.UploadTimeout) {
+		return l.opts.UploadTimeout
+	}
+	return min(max(time.Duration(d), minHedgeDelay), l.opts.UploadTimeout)
 }
 
 // putWindow holds the durations of the last successful upload attempts.
