@@ -381,7 +381,6 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 	cl := rt.cl
 	upto := cl.w.Cut()
 	start, end := rt.backend.KeyGroups()
-	_ = end
 	// Carried parts and logs (restored, possibly written by a subtask of
 	// another parallelism) are listed for this subtask's key groups only,
 	// so no two entries of one checkpoint claim the same key group.
