@@ -87,6 +87,7 @@ type changelogState struct {
 	// restored checkpoint until this attempt's first materialization, and
 	// the sequence number of w after which its changes are needed.
 	base     []checkpoint.StatePart
+	baseSize int64 // the bytes of base, kept as base changes
 	baseLogs []checkpoint.LogPart
 	after    uint64
 	// The materializations in progress, oldest first: at most
@@ -117,6 +118,7 @@ type materialization struct {
 	next     int    // the next key group to serialize
 	seq      uint64 // the writer's last sequence number at its start: its checkpoints carry the log after it
 	parts    []checkpoint.StatePart
+	size     int64 // the bytes of parts
 	started  time.Time
 	appended int64 // the changelogState's appended at its start
 	// ... and once all its key groups were serialized: from then on it
@@ -166,7 +168,8 @@ func (sc *subtaskCtx) attachChangelog(rt *keyedRuntime, restoredParts []checkpoi
 	j := sc.job
 	cfg := j.env.cfg.changelog
 	name := fmt.Sprintf("%s/%d/%s", rt.uid, sc.subtask, j.runID)
-	cl := &changelogState{cfg: cfg, w: j.dlog.Writer(name), name: name, base: restoredParts, baseLogs: restoredLogs}
+	cl := &changelogState{cfg: cfg, w: j.dlog.Writer(name), name: name, base: restoredParts, baseSize: partsSize(restoredParts),
+		baseLogs: restoredLogs}
 	now := time.Now()
 	if len(restoredParts) > 0 || len(restoredLogs) > 0 {
 		cl.nextAt = now // a restored base is replaced at once
@@ -219,15 +222,14 @@ func (sc *subtaskCtx) materialize() error {
 // large state's materialization, seconds of serializing followed by its
 // last uploads, is not doubled.)
 func (cl *changelogState) shouldStart(now time.Time, end int) bool {
-	base := partsSize(cl.base)
 	if len(cl.runs) == 0 {
-		return !now.Before(cl.nextAt) || cl.logHeavy(cl.appendedAtBase, base)
+		return !now.Before(cl.nextAt) || cl.logHeavy(cl.appendedAtBase, cl.baseSize)
 	}
 	// Against the state the newest has serialized too: a fresh job has no
 	// base yet, and the state may have grown since it.
 	newest := cl.runs[len(cl.runs)-1]
 	return len(cl.runs) < maxMaterializations && newest.next >= end &&
-		cl.logHeavy(newest.serialized, max(base, partsSize(newest.parts)))
+		cl.logHeavy(newest.serialized, max(cl.baseSize, newest.size))
 }
 
 // materializeStep serializes m's next step of key groups and uploads it in
@@ -258,6 +260,7 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 		fmt.Sprintf("m%d-%d-%s", m.count, m.next, sc.job.runID))
 	m.parts = append(m.parts, checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(m.next),
 		KeyGroupEnd: uint32(to), Blob: name, Size: int64(len(data))})
+	m.size += int64(len(data))
 	m.next = to
 	if m.next >= end {
 		m.serialized = cl.appended
@@ -308,9 +311,8 @@ func (sc *subtaskCtx) finishMaterializations(rt *keyedRuntime, now time.Time, en
 			continue
 		}
 		cl.failures = 0
-		total := partsSize(m.parts)
-		cl.newBytes += total
-		cl.base, cl.baseLogs, cl.after = m.parts, nil, m.seq
+		cl.newBytes += m.size
+		cl.base, cl.baseSize, cl.baseLogs, cl.after = m.parts, m.size, nil, m.seq
 		cl.appendedAtBase = m.appended
 		// The log the next checkpoints carry starts here: it is empty,
 		// whatever a checkpoint of the old base still reports.

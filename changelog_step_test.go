@@ -134,7 +134,7 @@ func TestShouldStartMaterialization(t *testing.T) {
 	const end = 8
 	now := time.Now()
 	cl := &changelogState{cfg: &changelogConfig{logRatio: 0.25}, nextAt: now.Add(time.Hour),
-		base: []checkpoint.StatePart{{Size: 4 << 20}}} // heavy: 1 MiB of log
+		base: []checkpoint.StatePart{{Size: 4 << 20}}, baseSize: 4 << 20} // heavy: 1 MiB of log
 	if cl.shouldStart(now, end) {
 		t.Fatal("started before it was due, without log")
 	}
@@ -158,11 +158,11 @@ func TestShouldStartMaterialization(t *testing.T) {
 	}
 	// Against the newest's state when it is larger than the base (a fresh
 	// job has none): 2 MiB of log is light for 16 MiB.
-	m.parts = []checkpoint.StatePart{{Size: 16 << 20}}
+	m.parts, m.size = []checkpoint.StatePart{{Size: 16 << 20}}, 16<<20
 	if cl.shouldStart(now, end) {
 		t.Fatal("a second started after 2 MiB of log during the upload wait of a 16 MiB state")
 	}
-	m.parts = nil
+	m.parts, m.size = nil, 0
 	cl.runs = append(cl.runs, &materialization{next: end, serialized: 0})
 	if cl.shouldStart(now, end) {
 		t.Fatalf("a third started (at most %d)", maxMaterializations)
