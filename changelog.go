@@ -160,6 +160,8 @@ func (j *jobRun) openChangelog() error {
 		return fmt.Errorf("eddy: changelog: %w", err)
 	}
 	j.dlog = log
+	o := log.Options()
+	j.partHedger = blob.NewHedger(o.HedgeAfterP90, o.UploadTimeout)
 	return nil
 }
 
@@ -270,11 +272,11 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 	go func() {
 		defer sc.job.wg.Done()
 		defer m.inFlight.Add(-1)
-		// Hedged like the log's uploads: a part stuck in the store's
-		// latency tail would hold the whole materialization back while
-		// the log keeps growing.
-		o := sc.job.dlog.Options()
-		if err := blob.PutHedged(sc.ctx, sc.job.blobs, name, data, o.UploadTimeout, o.MaxAttempts); err != nil {
+		// Hedged like the log's uploads, after a delay learned from the
+		// parts uploaded before: a part stuck in the store's latency
+		// tail would hold the whole materialization back while the log
+		// keeps growing.
+		if err := sc.job.partHedger.Put(sc.ctx, sc.job.blobs, name, data, sc.job.dlog.Options().MaxAttempts); err != nil {
 			m.mu.Lock()
 			if m.putErr == nil {
 				m.putErr = err

@@ -18,21 +18,22 @@ import (
 // jobRun is one attempt of running the job: its channels, the restored
 // checkpoint and the coordinator's inboxes.
 type jobRun struct {
-	env       *Env
-	storage   *checkpoint.Storage
-	blobs     blob.Store
-	restored  *checkpoint.Manifest
-	nextID    uint64
-	chans     map[*edge][][]chan msg // [from subtask][to subtask]
-	triggers  [][]chan trigger       // [source][subtask]
-	wmSlots   [][]atomic.Int64       // [source][subtask] watermarks, for alignment
-	dlog      *dstl.Log              // the changelog's durable short-term log, if on
-	logShared *dstl.Shared           // the restored log's objects, fetched once for all subtasks
-	runID     string                 // names this attempt's log writers and objects
-	building  atomic.Uint64          // id of the checkpoint now being built
-	acks      chan ack
-	finished  chan struct{}
-	wg        sync.WaitGroup
+	env        *Env
+	storage    *checkpoint.Storage
+	blobs      blob.Store
+	restored   *checkpoint.Manifest
+	nextID     uint64
+	chans      map[*edge][][]chan msg // [from subtask][to subtask]
+	triggers   [][]chan trigger       // [source][subtask]
+	wmSlots    [][]atomic.Int64       // [source][subtask] watermarks, for alignment
+	dlog       *dstl.Log              // the changelog's durable short-term log, if on
+	partHedger *blob.Hedger           // when to hedge a materialization part's upload, learned from the parts before
+	logShared  *dstl.Shared           // the restored log's objects, fetched once for all subtasks
+	runID      string                 // names this attempt's log writers and objects
+	building   atomic.Uint64          // id of the checkpoint now being built
+	acks       chan ack
+	finished   chan struct{}
+	wg         sync.WaitGroup
 }
 
 // ack is a subtask's answer to a checkpoint barrier.

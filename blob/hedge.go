@@ -4,29 +4,130 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 )
+
+// Hedger decides when a write to a store is hedged: how long an attempt
+// may run before another attempt of the same write starts in parallel.
+// It learns the store's latency from the successful attempts recorded
+// with it, and hedges after Factor times their 90th percentile (of the
+// last 64, once 16 are known), never sooner than MinHedgeDelay and never
+// later than Max: the hedge follows the store's own tail, as hedged
+// requests do in "The Tail at Scale", rather than waiting a fixed time.
+// With Factor zero or negative, or until 16 attempts are known, it
+// hedges after Max. One Hedger is shared by the writes it learns from and
+// is safe for concurrent use; the zero value hedges after
+// DefaultHedgeMax.
+type Hedger struct {
+	Factor float64       // times the recent p90; 0 or negative: Max only
+	Max    time.Duration // the latest an attempt is hedged; 0 means DefaultHedgeMax
+
+	mu     sync.Mutex
+	d      [64]time.Duration
+	n      int // recorded in all
+	sorted [64]time.Duration
+}
+
+// NewHedger returns a Hedger hedging after factor times the recent p90 of
+// attempts, at the latest after max.
+func NewHedger(factor float64, max time.Duration) *Hedger {
+	return &Hedger{Factor: factor, Max: max}
+}
+
+// MinHedgeDelay is the soonest a Hedger hedges: below it, a pause of the
+// process (a collection, a busy machine) would look like a slow store.
+const MinHedgeDelay = 50 * time.Millisecond
+
+// DefaultHedgeMax is the latest a Hedger with a zero Max hedges.
+const DefaultHedgeMax = time.Second
+
+// minKnown is how many successful attempts a Hedger needs before it
+// trusts their p90.
+const minKnown = 16
+
+// Record adds the duration of a successful attempt.
+func (h *Hedger) Record(d time.Duration) {
+	h.mu.Lock()
+	h.d[h.n%len(h.d)] = d
+	h.n++
+	h.mu.Unlock()
+}
+
+// Delay is how long an attempt runs before the next one starts.
+func (h *Hedger) Delay() time.Duration {
+	limit := h.Max
+	if limit <= 0 {
+		limit = DefaultHedgeMax
+	}
+	if !(h.Factor > 0) {
+		return limit
+	}
+	p90, ok := h.p90()
+	if !ok {
+		return limit
+	}
+	d := h.Factor * float64(p90) // clamped as a float: a huge factor must not overflow
+	if d >= float64(limit) {
+		return limit
+	}
+	return min(max(time.Duration(d), MinHedgeDelay), limit)
+}
+
+// p90 returns the 90th percentile of the recorded durations, once at
+// least minKnown are.
+func (h *Hedger) p90() (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := min(h.n, len(h.d))
+	if n < minKnown {
+		return 0, false
+	}
+	s := h.sorted[:n]
+	copy(s, h.d[:n])
+	slices.Sort(s)
+	return s[n*9/10], true
+}
 
 // PutHedged stores data under name like s.Put, but hedges against a slow
 // store: when no attempt has finished after `after`, it starts another
 // attempt of the same write in parallel, and again after each further
-// `after` or failure, up to attempts in all. The first attempt to succeed
-// wins and the others are cancelled. Every attempt writes the same bytes
-// under the same name, so it suits objects whose name fixes their content
-// (a checkpoint's manifest). It returns the last attempt's error when all
-// fail, or the context's error. It returns once every attempt it started
-// has returned (the cancelled ones give up at once on a store that honours
-// its context), so no write of data lands after it.
+// `after` or failure, up to attempts in all. It is Hedger.Put with a
+// fixed delay.
 func PutHedged(ctx context.Context, s Store, name string, data []byte, after time.Duration, attempts int) error {
+	return (&Hedger{Max: after}).Put(ctx, s, name, data, attempts)
+}
+
+// Put stores data under name like s.Put, but hedges against a slow store:
+// when no attempt has finished after h.Delay(), it starts another attempt
+// of the same write in parallel, and again after each further delay or
+// failure, up to attempts in all. The first attempt to succeed wins, the
+// others are cancelled, and the winner's duration is recorded in h. Every
+// attempt writes the same bytes under the same name, so it suits objects
+// whose name fixes their content (a checkpoint's manifest, a
+// materialized part). It returns the last attempt's error when all fail,
+// or the context's error. It returns once every attempt it started has
+// returned (the cancelled ones give up at once on a store that honours
+// its context), so no write of data lands after it.
+func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, attempts int) error {
 	if attempts < 1 {
 		attempts = 1
 	}
 	actx, cancel := context.WithCancel(ctx)
-	results := make(chan error, attempts)
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	results := make(chan result, attempts)
 	launched, done := 0, 0
 	launch := func() {
 		launched++
-		go func() { results <- s.Put(actx, name, data) }()
+		go func() {
+			began := time.Now()
+			err := s.Put(actx, name, data)
+			results <- result{err, time.Since(began)}
+		}()
 	}
 	defer func() {
 		cancel()
@@ -36,18 +137,19 @@ func PutHedged(ctx context.Context, s Store, name string, data []byte, after tim
 	}()
 	launch()
 	failed := 0
-	timer := time.NewTimer(after)
+	timer := time.NewTimer(h.Delay())
 	defer timer.Stop()
 	var errs []error
 	for {
 		select {
-		case err := <-results:
+		case r := <-results:
 			done++
-			if err == nil {
+			if r.err == nil {
+				h.Record(r.took)
 				return nil
 			}
 			failed++
-			errs = append(errs, err)
+			errs = append(errs, r.err)
 			if failed == attempts {
 				return fmt.Errorf("blob: put %q: %d attempts failed: %w", name, attempts, errors.Join(errs...))
 			}
@@ -57,7 +159,7 @@ func PutHedged(ctx context.Context, s Store, name string, data []byte, after tim
 		case <-timer.C:
 			if launched < attempts {
 				launch()
-				timer.Reset(after)
+				timer.Reset(h.Delay())
 			}
 		case <-ctx.Done():
 			return fmt.Errorf("blob: put %q: %w", name, ctx.Err())

@@ -3,6 +3,7 @@ package blob_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -101,5 +102,83 @@ func TestPutHedged(t *testing.T) {
 	defer cancel()
 	if err := blob.PutHedged(ctx, s, "m", []byte("x"), 10*time.Millisecond, 3); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want the context's", err)
+	}
+}
+
+// TestHedgerDelay: a Hedger hedges after Max until 16 attempts are known,
+// then after Factor times their p90, between MinHedgeDelay and Max, also
+// for a factor too large to convert; with no factor, after Max.
+func TestHedgerDelay(t *testing.T) {
+	h := blob.NewHedger(3, time.Second)
+	for i := range 15 {
+		h.Record(time.Duration(i+1) * time.Millisecond)
+	}
+	if got := h.Delay(); got != time.Second {
+		t.Errorf("15 attempts known: hedge after %v, want Max", got)
+	}
+	for range 64 { // pushes the first 15 out of the window
+		h.Record(100 * time.Millisecond)
+	}
+	h.Record(900 * time.Millisecond) // one slow attempt is above the p90
+	if got := h.Delay(); got != 300*time.Millisecond {
+		t.Errorf("hedge after %v, want 3 x 100ms", got)
+	}
+	for _, tc := range []struct {
+		factor float64
+		max    time.Duration
+		want   time.Duration
+	}{
+		{0.001, time.Second, blob.MinHedgeDelay},
+		{math.Inf(1), time.Second, time.Second},
+		{1e300, time.Second, time.Second},
+		{0, 2 * time.Second, 2 * time.Second},
+		{-1, 0, blob.DefaultHedgeMax},
+		{3, 10 * time.Millisecond, 10 * time.Millisecond}, // Max wins over MinHedgeDelay
+	} {
+		h := blob.NewHedger(tc.factor, tc.max)
+		for range 20 {
+			h.Record(100 * time.Millisecond)
+		}
+		if got := h.Delay(); got != tc.want {
+			t.Errorf("factor %g, max %v: hedge after %v, want %v", tc.factor, tc.max, got, tc.want)
+		}
+	}
+}
+
+// TestHedgerPutLearns: once a Hedger has learned from fast writes, a
+// stalled write is hedged after a few times their p90, not after Max.
+func TestHedgerPutLearns(t *testing.T) {
+	inner, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := make([]string, 20)
+	for i := range plan {
+		plan[i] = "ok"
+	}
+	s := &slowStore{Store: inner, plan: append(plan, "stall")}
+	h := blob.NewHedger(3, time.Hour)
+	ctx := context.Background()
+	for i := range 20 {
+		if err := h.Put(ctx, s, "m", []byte{byte(i)}, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- h.Put(ctx, s, "m", []byte("last"), 3) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a stalled write was not hedged after %v (delay %v)", time.Since(start), h.Delay())
+	}
+	if s.canceled != 1 {
+		t.Errorf("%d stalled attempts cancelled, want 1", s.canceled)
+	}
+	if got, err := inner.Get(ctx, "m"); err != nil || string(got) != "last" {
+		t.Errorf("stored %q, %v", got, err)
 	}
 }

@@ -33,6 +33,7 @@ type Storage struct {
 	retain  int
 	mu      sync.Mutex // serializes Write
 	pruneMu sync.Mutex // serializes Prune, so prunes never interleave
+	hedger  *blob.Hedger
 }
 
 // NewStorage returns the checkpoints kept in store, retaining the newest
@@ -41,7 +42,7 @@ func NewStorage(store blob.Store, retain int) *Storage {
 	if retain < 1 {
 		retain = DefaultRetain
 	}
-	return &Storage{store: store, retain: retain}
+	return &Storage{store: store, retain: retain, hedger: blob.NewHedger(ManifestHedgeAfterP90, ManifestHedgeAfter)}
 }
 
 // StateBlobName returns the blob name for the state that subtask of operator
@@ -184,17 +185,24 @@ func (s *Storage) Write(ctx context.Context, m *Manifest) error {
 	}
 	// Hedged like the changelog's uploads: an object store's long tail
 	// would otherwise stall every checkpoint that hits it.
-	if err := blob.PutHedged(ctx, s.store, s.ManifestName(m.ID), data, ManifestHedgeAfter, 3); err != nil {
+	if err := s.hedger.Put(ctx, s.store, s.ManifestName(m.ID), data, 3); err != nil {
 		return fmt.Errorf("checkpoint: complete checkpoint %d: write manifest: %w", m.ID, err)
 	}
 	return nil
 }
 
-// ManifestHedgeAfter is how long a manifest write may take before a second
-// attempt of it starts in parallel (blob.PutHedged, at most 3 attempts). A
-// losing attempt is cancelled; one that still lands writes the same bytes,
-// and if its checkpoint was pruned meanwhile, the next prune deletes it.
+// ManifestHedgeAfter is the longest a manifest write may take before a
+// second attempt of it starts in parallel (blob.Hedger, at most 3
+// attempts); once the storage has written 16 manifests, it is
+// ManifestHedgeAfterP90 times the 90th percentile of the recent ones if
+// that is sooner (at least blob.MinHedgeDelay). A losing attempt is
+// cancelled; one that still lands writes the same bytes, and if its
+// checkpoint was pruned meanwhile, the next prune deletes it.
 const ManifestHedgeAfter = time.Second
+
+// ManifestHedgeAfterP90 is the factor of the recent manifest writes' 90th
+// percentile after which a manifest write is hedged.
+const ManifestHedgeAfterP90 = 3
 
 // Prune is the second half of Complete: keep the newest retained complete
 // checkpoints up to m and delete what none of them uses. Its error is a

@@ -71,7 +71,7 @@ type Log struct {
 	closeOnce sync.Once
 	flusher   sync.WaitGroup
 	uploads   sync.WaitGroup // upload goroutines and their stragglers
-	putTimes  putWindow      // of recent successful attempts, for hedgeDelay
+	hedger    *blob.Hedger   // learns from the successful attempts when to hedge
 
 	m struct {
 		changes, dropped, batches, uploads, failedBatches   atomic.Int64
@@ -103,6 +103,7 @@ func Open(store blob.Store, opts Options) (*Log, error) {
 		started: make(chan struct{}, 1),
 		kickCh:  make(chan struct{}, 1),
 		quit:    make(chan struct{}),
+		hedger:  blob.NewHedger(o.HedgeAfterP90, o.UploadTimeout),
 	}
 	l.bpCond = sync.NewCond(&l.bpMu)
 	l.flusher.Add(1)

@@ -1275,23 +1275,24 @@ func TestHedgeAfterP90(t *testing.T) {
 // TestHedgeDelayBounds: the adaptive delay stays between 50ms and
 // UploadTimeout, also for a factor too large to convert, and a NaN factor
 // is refused.
-func TestHedgeDelayBounds(t *testing.T) {
-	for _, tc := range []struct {
-		factor float64
-		want   time.Duration
-	}{
-		{3, 300 * time.Millisecond},
-		{0.001, minHedgeDelay},
-		{math.Inf(1), time.Second},
-		{1e300, time.Second},
-	} {
-		l := openLog(t, newMemStore(), Options{UploadTimeout: time.Second, HedgeAfterP90: tc.factor})
-		for range 20 {
-			l.putTimes.add(100 * time.Millisecond)
-		}
-		if got := l.hedgeDelay(); got != tc.want {
-			t.Errorf("factor %g: hedge after %v, want %v", tc.factor, got, tc.want)
-		}
+
+// TestHedgeAfterP90Options: the log hedges after the factor times the
+// recent p90 (blob.Hedger), at the latest after UploadTimeout, and a NaN
+// factor is refused.
+func TestHedgeAfterP90Options(t *testing.T) {
+	l := openLog(t, newMemStore(), Options{UploadTimeout: 700 * time.Millisecond, HedgeAfterP90: 2})
+	for range 20 {
+		l.hedger.Record(100 * time.Millisecond)
+	}
+	if got := l.hedger.Delay(); got != 200*time.Millisecond {
+		t.Errorf("hedge after %v, want 2 x 100ms", got)
+	}
+	l = openLog(t, newMemStore(), Options{UploadTimeout: 700 * time.Millisecond, HedgeAfterP90: -1})
+	for range 20 {
+		l.hedger.Record(100 * time.Millisecond)
+	}
+	if got := l.hedger.Delay(); got != 700*time.Millisecond {
+		t.Errorf("HedgeAfterP90 -1: hedge after %v, want UploadTimeout", got)
 	}
 	if _, err := Open(newMemStore(), Options{HedgeAfterP90: math.NaN()}); err == nil {
 		t.Error("a NaN HedgeAfterP90 was accepted")

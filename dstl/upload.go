@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"time"
 )
 
@@ -110,7 +108,7 @@ type attempt struct {
 
 // put uploads data as batch b: a first attempt under b.name, a hedge
 // (named b.name+"-h<k>") whenever the newest attempt has run for the hedge
-// delay (hedgeDelay), and a retry after each failure, MaxAttempts in all. The
+// delay (blob.Hedger), and a retry after each failure, MaxAttempts in all. The
 // first attempt to succeed wins; the others are cancelled and their
 // objects deleted once they have finished, best effort.
 func (l *Log) put(b *batch, data []byte) (string, error) {
@@ -136,7 +134,7 @@ func (l *Log) put(b *batch, data []byte) (string, error) {
 			err := l.store.Put(actx, name, data)
 			acancel()
 			if err == nil {
-				l.putTimes.add(time.Since(began))
+				l.hedger.Record(time.Since(began))
 			}
 			l.unrefData(b, data)
 			results <- attempt{k, err}
@@ -144,7 +142,7 @@ func (l *Log) put(b *batch, data []byte) (string, error) {
 	}
 
 	start()
-	hedge := time.NewTimer(l.hedgeDelay())
+	hedge := time.NewTimer(l.hedger.Delay())
 	defer hedge.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
@@ -180,14 +178,14 @@ func (l *Log) put(b *batch, data []byte) (string, error) {
 			if len(names) < l.opts.MaxAttempts && running > 0 {
 				l.m.hedged.Add(1)
 				start()
-				hedge.Reset(l.hedgeDelay())
+				hedge.Reset(l.hedger.Delay())
 			}
 		case <-retry.C:
 			retryArmed = false
 			if len(names) < l.opts.MaxAttempts {
 				l.m.retries.Add(1)
 				start()
-				hedge.Reset(l.hedgeDelay())
+				hedge.Reset(l.hedger.Delay())
 			}
 		case <-l.ctx.Done():
 			return l.abandon(b, names, running, -1, results, cancel, ErrClosed)
@@ -297,57 +295,4 @@ func (l *Log) release(b *batch) {
 		l.m.localDeletes.Add(1)
 	}
 	b.local = ""
-}
-
-// minHedgeDelay is the soonest an attempt is hedged: below it, a pause of
-// the process (a collection, a busy machine) would look like a slow store.
-const minHedgeDelay = 50 * time.Millisecond
-
-// hedgeDelay is how long an attempt runs before the next one starts:
-// HedgeAfterP90 times the 90th percentile of recent successful attempts,
-// between minHedgeDelay and UploadTimeout; UploadTimeout until enough
-// attempts are known, or with HedgeAfterP90 negative.
-func (l *Log) hedgeDelay() time.Duration {
-	if l.opts.HedgeAfterP90 < 0 {
-		return l.opts.UploadTimeout
-	}
-	p90, ok := l.putTimes.p90()
-	if !ok {
-		return l.opts.UploadTimeout
-	}
-	d := l.opts.HedgeAfterP90 * float64(p90) // clamped as a float: a huge factor must not overflow
-	if d >= float64(l.opts.UploadTimeout) {
-		return l.opts.UploadTimeout
-	}
-	return min(max(time.Duration(d), minHedgeDelay), l.opts.UploadTimeout)
-}
-
-// putWindow holds the durations of the last successful upload attempts.
-type putWindow struct {
-	mu     sync.Mutex
-	d      [64]time.Duration
-	n      int // recorded in all
-	sorted [64]time.Duration
-}
-
-func (w *putWindow) add(d time.Duration) {
-	w.mu.Lock()
-	w.d[w.n%len(w.d)] = d
-	w.n++
-	w.mu.Unlock()
-}
-
-// p90 returns the 90th percentile of the recorded durations, once at
-// least 16 are.
-func (w *putWindow) p90() (time.Duration, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := min(w.n, len(w.d))
-	if n < 16 {
-		return 0, false
-	}
-	s := w.sorted[:n]
-	copy(s, w.d[:n])
-	slices.Sort(s)
-	return s[n*9/10], true
 }
