@@ -52,6 +52,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	recoveries := fs.Int("recoveries", 3, "restores to time per configuration, alternating between the configurations; round k restores the k-th of the measured run's last checkpoints (medians are reported, with the range of the per-round ratios)")
 	recovery := fs.String("recovery", "cold", "cold: each restore in a new process, as after a crash; warm: in this process, after an untimed restore of the same state and a GC, as a failover inside a running process")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.DurationVar(&base.traceSlow, "trace-slow", 0, "keep a flight recording of the execution trace and write the last seconds of it when a measured checkpoint takes longer than this (go tool trace; -pprof=sync shows where goroutines blocked)")
+	fs.StringVar(&base.traceOut, "trace-out", "slow-checkpoint", "with --trace-slow: file name prefix of the traces written (at most 3 per run)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -177,6 +179,8 @@ type benchConfig struct {
 	dir                        string
 	restores                   int    // how many of the measured run's last checkpoints recoveries restore
 	upto                       uint64 // restore-once: the checkpoint to restore (those after it are hidden)
+	traceSlow                  time.Duration
+	traceOut                   string
 }
 
 type benchResult struct {
@@ -313,6 +317,8 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	var ckpts []benchCkpt // the measured run's checkpoints
 	var current *eddy.Env // the environment whose checkpoints count
 	started := make(chan struct{})
+	slow := cfg.slowTracer(stderr)
+	defer slow.stop()
 	opts := func(extra ...eddy.Option) []eddy.Option {
 		o := append(cfg.options(store), eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
 			mu.Lock()
@@ -325,6 +331,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 				close(started)
 			}
 			if measuring {
+				slow.check(s)
 				res.durs = append(res.durs, s.Duration)
 				res.syncs = append(res.syncs, s.SyncDuration)
 				res.uploaded += s.Bytes
