@@ -88,8 +88,12 @@ type changelogState struct {
 	// the sequence number of w after which its changes are needed.
 	base     []checkpoint.StatePart
 	baseSize int64 // the bytes of base, kept as base changes
-	baseLogs []checkpoint.LogPart
-	after    uint64
+	// The state entries when base's materialization started (0 if not
+	// known): with baseSize, the bytes per entry that estimate the live
+	// state (logHeavy).
+	baseEntries int64
+	baseLogs    []checkpoint.LogPart
+	after       uint64
 	// The materializations in progress, oldest first: at most
 	// maxMaterializations, all but the newest only waiting for uploads.
 	runs     []*materialization
@@ -121,6 +125,7 @@ type materialization struct {
 	size     int64 // the bytes of parts
 	started  time.Time
 	appended int64 // the changelogState's appended at its start
+	entries  int64 // the backend's state entries at its start
 	// ... and once all its key groups were serialized: from then on it
 	// only waits for uploads.
 	serialized int64
@@ -200,9 +205,11 @@ func (sc *subtaskCtx) materialize() error {
 		}
 		now := time.Now()
 		start, end := rt.backend.KeyGroups()
-		if cl.shouldStart(now, end) {
+		entries := int64(rt.backend.Entries())
+		if cl.shouldStart(now, end, entries) {
 			cl.count++
-			cl.runs = append(cl.runs, &materialization{count: cl.count, next: start, seq: cl.w.Seq(), started: now, appended: cl.appended})
+			cl.runs = append(cl.runs, &materialization{count: cl.count, next: start, seq: cl.w.Seq(), started: now,
+				appended: cl.appended, entries: entries})
 		}
 		if err := sc.finishMaterializations(rt, now, end); err != nil {
 			return err
@@ -216,22 +223,29 @@ func (sc *subtaskCtx) materialize() error {
 	return nil
 }
 
-// shouldStart reports whether a materialization starts now: when none runs
-// and the interval has passed or the log since the base is heavy; or when
-// fewer than maxMaterializations run, the newest has serialized all of its
-// key groups (up to end), and the log appended while it only waited for
+// shouldStart reports whether a materialization starts now, with the
+// backend holding entries state entries: when none runs and the interval
+// has passed or the log since the base is heavy; or when fewer than
+// maxMaterializations run, the newest has serialized all of its key
+// groups (up to end), and the log appended while it only waited for
 // uploads is itself heavy: its uploads, not its size, hold it back. (A
 // large state's materialization, seconds of serializing followed by its
 // last uploads, is not doubled.)
-func (cl *changelogState) shouldStart(now time.Time, end int) bool {
+func (cl *changelogState) shouldStart(now time.Time, end int, entries int64) bool {
 	if len(cl.runs) == 0 {
-		return !now.Before(cl.nextAt) || cl.logHeavy(cl.appendedAtBase, cl.baseSize)
+		return !now.Before(cl.nextAt) || cl.logHeavy(cl.appendedAtBase, cl.baseSize, cl.baseEntries, entries)
 	}
-	// Against the state the newest has serialized too: a fresh job has no
-	// base yet, and the state may have grown since it.
 	newest := cl.runs[len(cl.runs)-1]
-	return len(cl.runs) < maxMaterializations && newest.next >= end &&
-		cl.logHeavy(newest.serialized, max(cl.baseSize, newest.size))
+	if len(cl.runs) >= maxMaterializations || newest.next < end {
+		return false
+	}
+	// Against the larger of the base and the state the newest has
+	// serialized: a fresh job has no base yet, and the state may have
+	// grown since it.
+	if newest.size > cl.baseSize {
+		return cl.logHeavy(newest.serialized, newest.size, newest.entries, entries)
+	}
+	return cl.logHeavy(newest.serialized, cl.baseSize, cl.baseEntries, entries)
 }
 
 // materializeStep serializes m's next step of key groups and uploads it in
@@ -315,6 +329,7 @@ func (sc *subtaskCtx) finishMaterializations(rt *keyedRuntime, now time.Time, en
 		cl.failures = 0
 		cl.newBytes += m.size
 		cl.base, cl.baseSize, cl.baseLogs, cl.after = m.parts, m.size, nil, m.seq
+		cl.baseEntries = m.entries
 		cl.appendedAtBase = m.appended
 		// The log the next checkpoints carry starts here: it is empty,
 		// whatever a checkpoint of the old base still reports.
@@ -357,15 +372,30 @@ func (cl *changelogState) stepEnd(b *state.Backend, from, end int) int {
 	return to
 }
 
-// logHeavy reports whether the log appended since appended was since
-// has grown past the configured share of state bytes of materialized
-// state.
-func (cl *changelogState) logHeavy(since, state int64) bool {
+// logHeavy reports whether the log appended since appended was since,
+// on top of a materialized state of state bytes that held stateEntries
+// entries, makes a checkpoint carry more redundant bytes than the
+// configured share of the live state: the bytes of that state and the
+// log beyond the live state, which is estimated as the materialized bytes
+// per entry times the entries the backend holds now (entries). Log that
+// adds entries (a new key per event) is live state, not redundant; log
+// that updates or deletes entries (windows) makes as many bytes redundant.
+// So a growing state is not rewritten early for its growth, and the full
+// size of a checkpoint stays near the state's. Without the entries of the
+// materialized state, all of the log counts as redundant.
+func (cl *changelogState) logHeavy(since, state, stateEntries, entries int64) bool {
 	if cl.cfg.logRatio <= 0 {
 		return false
 	}
 	logBytes := cl.appended - since
-	return logBytes >= minLogForRatio && float64(logBytes) > cl.cfg.logRatio*float64(state)
+	if logBytes < minLogForRatio {
+		return false
+	}
+	if state <= 0 || stateEntries <= 0 {
+		return float64(logBytes) > cl.cfg.logRatio*float64(state)
+	}
+	live := float64(state) * float64(entries) / float64(stateEntries)
+	return float64(state+logBytes)-live > cl.cfg.logRatio*live
 }
 
 // partsSize is the bytes of parts.

@@ -135,36 +135,71 @@ func TestShouldStartMaterialization(t *testing.T) {
 	now := time.Now()
 	cl := &changelogState{cfg: &changelogConfig{logRatio: 0.25}, nextAt: now.Add(time.Hour),
 		base: []checkpoint.StatePart{{Size: 4 << 20}}, baseSize: 4 << 20} // heavy: 1 MiB of log
-	if cl.shouldStart(now, end) {
+	if cl.shouldStart(now, end, 0) {
 		t.Fatal("started before it was due, without log")
 	}
 	cl.appended = 2 << 20
-	if !cl.shouldStart(now, end) {
+	if !cl.shouldStart(now, end, 0) {
 		t.Fatal("did not start with 2 MiB of log on a 4 MiB base")
 	}
 	m := &materialization{next: 4, appended: 2 << 20}
 	cl.runs = []*materialization{m}
 	cl.appended = 8 << 20
-	if cl.shouldStart(now, end) {
+	if cl.shouldStart(now, end, 0) {
 		t.Fatal("a second started while the first still serializes")
 	}
 	m.next, m.serialized = end, 7<<20+512<<10
-	if cl.shouldStart(now, end) {
+	if cl.shouldStart(now, end, 0) {
 		t.Fatal("a second started after half a MiB of log during the upload wait")
 	}
 	m.serialized = 6 << 20
-	if !cl.shouldStart(now, end) {
+	if !cl.shouldStart(now, end, 0) {
 		t.Fatal("no second started after 2 MiB of log during the upload wait")
 	}
 	// Against the newest's state when it is larger than the base (a fresh
 	// job has none): 2 MiB of log is light for 16 MiB.
 	m.parts, m.size = []checkpoint.StatePart{{Size: 16 << 20}}, 16<<20
-	if cl.shouldStart(now, end) {
+	if cl.shouldStart(now, end, 0) {
 		t.Fatal("a second started after 2 MiB of log during the upload wait of a 16 MiB state")
 	}
 	m.parts, m.size = nil, 0
 	cl.runs = append(cl.runs, &materialization{next: end, serialized: 0})
-	if cl.shouldStart(now, end) {
+	if cl.shouldStart(now, end, 0) {
 		t.Fatalf("a third started (at most %d)", maxMaterializations)
+	}
+}
+
+// TestLogHeavyCountsRedundantBytes: a log that only adds entries does not
+// start a materialization early, however long; a log that updates or
+// deletes entries does once its redundant bytes pass the ratio.
+func TestLogHeavyCountsRedundantBytes(t *testing.T) {
+	const end = 8
+	now := time.Now()
+	// A 4 MiB base of 4096 entries of 1 KiB.
+	cl := &changelogState{cfg: &changelogConfig{logRatio: 0.25}, nextAt: now.Add(time.Hour),
+		base: []checkpoint.StatePart{{Size: 4 << 20}}, baseSize: 4 << 20, baseEntries: 4096}
+	cl.appended = 8 << 20 // 8 MiB of log: twice the base
+	if cl.shouldStart(now, end, 4096+8192) {
+		t.Error("started early for 8 MiB of log that added 8192 entries of 1 KiB")
+	}
+	if !cl.shouldStart(now, end, 4096) {
+		t.Error("did not start for 8 MiB of log that updated entries")
+	}
+	cl.appended = 1 << 20
+	if cl.shouldStart(now, end, 4096+1024-64) {
+		t.Error("started early for 1 MiB of log with 64 of its 1024 entries updates (6%)")
+	}
+	if !cl.shouldStart(now, end, 4096-1024) {
+		t.Error("did not start after a quarter of the entries were deleted")
+	}
+	// The second materialization: against the newest's bytes per entry.
+	m := &materialization{next: end, serialized: 1 << 20, size: 16 << 20, entries: 16384}
+	cl.runs = []*materialization{m}
+	cl.appended = 1<<20 + 8<<20
+	if cl.shouldStart(now, end, 16384+8192) {
+		t.Error("a second started for log that added entries during the upload wait")
+	}
+	if !cl.shouldStart(now, end, 16384) {
+		t.Error("no second started for 8 MiB of updates during the upload wait of a 16 MiB state")
 	}
 }
