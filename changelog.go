@@ -37,10 +37,13 @@ type changelogConfig struct {
 }
 
 // MaterializeAtLogRatio starts a materialization early, before the interval
-// has passed, once the log a checkpoint carries exceeds ratio times the
-// materialized state (default 0.25, at least 256 KiB of log). It keeps the
-// full size of a checkpoint near the state size when most writes update
-// existing keys (windows); 0 turns it off.
+// has passed, once the redundant bytes a checkpoint carries exceed ratio
+// times the live state (default 0.25, and at least 256 KiB of log): the
+// materialized state and the log since it beyond the state the backend
+// holds now, estimated from the materialized bytes per entry. It keeps
+// the full size of a checkpoint near the state size when most writes
+// update existing keys (windows), while a state that grows by new keys is
+// not rewritten early for its growth; 0 turns it off.
 func MaterializeAtLogRatio(ratio float64) ChangelogOption {
 	return func(c *changelogConfig) { c.logRatio = ratio }
 }
@@ -476,7 +479,7 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 }
 
 func (sc *subtaskCtx) logReadOptions() dstl.ReadOptions {
-	ro := dstl.ReadOptions{Shared: sc.job.logShared}
+	ro := dstl.ReadOptions{Shared: sc.job.logShared, Hedger: sc.job.readHedger}
 	if cfg := sc.job.env.cfg.changelog; cfg != nil {
 		ro.LocalDir = cfg.log.LocalDir
 	}

@@ -341,7 +341,13 @@ func (sc *subtaskCtx) loadParts(uid string, b *state.Backend, parts []checkpoint
 				if ctx.Err() != nil {
 					return
 				}
-				data, err := blob.GetInto(ctx, sc.job.blobs, parts[i].Blob, &buf)
+				var data []byte
+				var err error
+				if parts[i].Size <= maxHedgedPart {
+					data, err = sc.job.readHedger.GetInto(ctx, sc.job.blobs, parts[i].Blob, &buf, 3)
+				} else {
+					data, err = blob.GetInto(ctx, sc.job.blobs, parts[i].Blob, &buf)
+				}
 				select {
 				case out <- fetched{i: i, data: data, err: err, loaded: loaded}:
 				case <-ctx.Done():
@@ -374,6 +380,12 @@ func (sc *subtaskCtx) loadParts(uid string, b *state.Backend, parts []checkpoint
 	}
 	return first
 }
+
+// maxHedgedPart is the largest state part whose read is hedged: a
+// materialized part (a few MiB) waits on the store's latency, a whole
+// subtask's snapshot on its bandwidth, which a second read would only
+// share.
+const maxHedgedPart = 16 << 20
 
 // restoreError is a checkpoint that turned out unreadable while restoring;
 // the job falls back to the one before it.

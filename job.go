@@ -28,6 +28,7 @@ type jobRun struct {
 	wmSlots    [][]atomic.Int64       // [source][subtask] watermarks, for alignment
 	dlog       *dstl.Log              // the changelog's durable short-term log, if on
 	partHedger *blob.Hedger           // when to hedge a materialization part's upload, learned from the parts before
+	readHedger *blob.Hedger           // when to hedge a restore's read of a part or log object, learned from the reads before
 	logShared  *dstl.Shared           // the restored log's objects, fetched once for all subtasks
 	runID      string                 // names this attempt's log writers and objects
 	building   atomic.Uint64          // id of the checkpoint now being built
@@ -90,7 +91,8 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	j := &jobRun{env: e, storage: storage, blobs: blobs, nextID: 1, chans: map[*edge][][]chan msg{},
-		acks: make(chan ack, 64), finished: make(chan struct{}, 64)}
+		acks: make(chan ack, 64), finished: make(chan struct{}, 64),
+		readHedger: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout)}
 	// Restore the newest readable checkpoint. Its state is read by the
 	// subtasks as they start; if some of it turns out unreadable, the
 	// attempt fails with a *restoreError and Run falls back to the one

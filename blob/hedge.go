@@ -166,3 +166,80 @@ func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, att
 		}
 	}
 }
+
+// GetInto reads the object name like blob.GetInto, hedged: when no
+// attempt has returned after h.Delay(), another read of the object starts
+// in parallel, up to attempts in all, and one more starts at once when
+// every attempt so far has failed. The first attempt to succeed wins, the
+// others are cancelled, and the winner's duration is recorded in h. A
+// missing or damaged object is an answer, not a slow store: its error is
+// returned at once. The first attempt reads into *buf, the others into
+// memory of their own, so the payload may alias *buf or not; GetInto
+// returns once every attempt it started has returned, so *buf is free
+// again.
+func (h *Hedger) GetInto(ctx context.Context, s Store, name string, buf *[]byte, attempts int) ([]byte, error) {
+	if attempts < 1 {
+		attempts = 1
+	}
+	actx, cancel := context.WithCancel(ctx)
+	type result struct {
+		data []byte
+		err  error
+		took time.Duration
+	}
+	results := make(chan result, attempts)
+	launched, done := 0, 0
+	launch := func() {
+		first := launched == 0
+		launched++
+		go func() {
+			began := time.Now()
+			var data []byte
+			var err error
+			if first {
+				data, err = GetInto(actx, s, name, buf)
+			} else {
+				data, err = s.Get(actx, name)
+			}
+			results <- result{data, err, time.Since(began)}
+		}()
+	}
+	defer func() {
+		cancel()
+		for ; done < launched; done++ {
+			<-results
+		}
+	}()
+	launch()
+	timer := time.NewTimer(h.Delay())
+	defer timer.Stop()
+	var errs []error
+	for {
+		select {
+		case r := <-results:
+			done++
+			if r.err == nil {
+				h.Record(r.took)
+				return r.data, nil
+			}
+			var corrupt *CorruptError
+			if errors.Is(r.err, ErrNotFound) || errors.As(r.err, &corrupt) {
+				return nil, r.err
+			}
+			errs = append(errs, r.err)
+			if len(errs) == attempts {
+				return nil, fmt.Errorf("blob: get %q: %d attempts failed: %w", name, attempts, errors.Join(errs...))
+			}
+			if done == launched && launched < attempts {
+				launch()
+			}
+		case <-timer.C:
+			if launched < attempts {
+				launch()
+				timer.Reset(h.Delay())
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("blob: get %q: %w", name, ctx.Err())
+		}
+	}
+}

@@ -182,3 +182,77 @@ func TestHedgerPutLearns(t *testing.T) {
 		t.Errorf("stored %q, %v", got, err)
 	}
 }
+
+// getPlanStore answers its Gets by plan ("stall" until cancelled, "fail",
+// "missing", "corrupt", or "ok" from the real store).
+type getPlanStore struct {
+	blob.Store
+	mu    sync.Mutex
+	calls int
+	plan  []string
+}
+
+func (s *getPlanStore) Get(ctx context.Context, name string) ([]byte, error) {
+	s.mu.Lock()
+	what := "ok"
+	if s.calls < len(s.plan) {
+		what = s.plan[s.calls]
+	}
+	s.calls++
+	s.mu.Unlock()
+	switch what {
+	case "stall":
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case "fail":
+		return nil, errors.New("injected")
+	case "missing":
+		return nil, blob.NotFound(name)
+	case "corrupt":
+		return nil, &blob.CorruptError{Name: name, Reason: "injected"}
+	}
+	return s.Store.Get(ctx, name)
+}
+
+// TestHedgerGetInto: a read stuck in the store is hedged and the hedge's
+// payload returned; a failed read is retried up to the attempts; a
+// missing or damaged object is answered at once, without another read.
+func TestHedgerGetInto(t *testing.T) {
+	inner, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := inner.Put(ctx, "o", []byte("payload")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		plan      []string
+		wantErr   func(error) bool
+		wantCalls int
+	}{
+		{[]string{"stall"}, nil, 2},
+		{[]string{"fail", "fail"}, nil, 3},
+		{[]string{"fail", "fail", "fail"}, func(err error) bool { return err != nil }, 3},
+		{[]string{"missing"}, func(err error) bool { return errors.Is(err, blob.ErrNotFound) }, 1},
+		{[]string{"corrupt"}, func(err error) bool { var c *blob.CorruptError; return errors.As(err, &c) }, 1},
+	} {
+		s := &getPlanStore{Store: inner, plan: tc.plan}
+		h := blob.NewHedger(3, time.Hour)
+		for range 20 {
+			h.Record(time.Millisecond) // learned: hedge after MinHedgeDelay
+		}
+		var buf []byte
+		got, err := h.GetInto(ctx, s, "o", &buf, 3)
+		if tc.wantErr != nil {
+			if !tc.wantErr(err) {
+				t.Errorf("plan %v: err = %v", tc.plan, err)
+			}
+		} else if err != nil || string(got) != "payload" {
+			t.Errorf("plan %v: got %q, %v", tc.plan, got, err)
+		}
+		if s.calls != tc.wantCalls {
+			t.Errorf("plan %v: %d reads, want %d", tc.plan, s.calls, tc.wantCalls)
+		}
+	}
+}

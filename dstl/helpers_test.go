@@ -89,6 +89,14 @@ func (s *memStore) Delete(ctx context.Context, name string) error {
 type hookStore struct {
 	blob.Store
 	put func(ctx context.Context, name string, data []byte) error // nil: pass through
+	get func(ctx context.Context, name string) ([]byte, error)    // nil: pass through
+}
+
+func (s *hookStore) Get(ctx context.Context, name string) ([]byte, error) {
+	if s.get != nil {
+		return s.get(ctx, name)
+	}
+	return s.Store.Get(ctx, name)
 }
 
 func (s *hookStore) Put(ctx context.Context, name string, data []byte) error {

@@ -1298,3 +1298,57 @@ func TestHedgeAfterP90Options(t *testing.T) {
 		t.Error("a NaN HedgeAfterP90 was accepted")
 	}
 }
+
+// TestReadHedgesStuckObject: with ReadOptions.Hedger, a read of an object
+// stuck in the store is hedged, and the log replays in full; reads run
+// ReadOptions.Fetches at a time.
+func TestReadHedgesStuckObject(t *testing.T) {
+	inner := newMemStore()
+	var stuck atomic.Bool
+	var running, most atomic.Int64
+	store := &hookStore{Store: inner, get: func(ctx context.Context, name string) ([]byte, error) {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		if stuck.CompareAndSwap(true, false) {
+			<-ctx.Done() // stuck until cancelled
+			return nil, ctx.Err()
+		}
+		time.Sleep(time.Millisecond) // so reads overlap
+		return inner.Get(ctx, name)
+	}}
+	l := openLog(t, store, Options{FlushInterval: time.Hour})
+	w := l.Writer("a")
+	var hs []Handle
+	for i := range 40 {
+		mustAppend(t, w, change{kg: 1, state: 1, key: fmt.Sprint(i), value: "v"})
+		hs = append(hs, mustPersist(t, w))
+	}
+	h := blob.NewHedger(3, time.Hour)
+	for range 20 {
+		h.Record(time.Millisecond)
+	}
+	stuck.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var applied int
+	err := Read(ctx, store, ReadOptions{Hedger: h, Fetches: 3}, hs, 0, 2, func(c *Change) error {
+		applied++
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if applied != 40 {
+		t.Errorf("applied %d changes, want 40", applied)
+	}
+	// Three fetches, and a hedge beside the stuck one.
+	if got := most.Load(); got > 4 {
+		t.Errorf("%d reads at once, want at most 3 fetches and a hedge", got)
+	}
+}

@@ -26,9 +26,17 @@ type ReadOptions struct {
 	// set, Read reads an object's local copy first, and the store only if
 	// the copy is missing or fails verification.
 	LocalDir string
-	// Parallelism is the number of objects fetched, and of key groups
-	// applied, concurrently. Default 4.
+	// Parallelism is the number of key groups applied concurrently.
+	// Default 4.
 	Parallelism int
+	// Fetches is the number of objects fetched concurrently: a log holds
+	// many small objects, and fetching them waits on the store, not on
+	// the CPU. Default 16.
+	Fetches int
+	// Hedger, if not nil, hedges the reads of objects from the store
+	// (blob.Hedger.GetInto): a read stuck in the store's latency tail
+	// gets a second one in parallel.
+	Hedger *blob.Hedger
 	// Stats, if not nil, receives counts of what Read did.
 	Stats *ReadStats
 	// Prefetched holds objects already fetched by Fetch for the same
@@ -527,9 +535,9 @@ type fetchStats struct{ local, missing, corrupt, remote atomic.Int64 }
 // fetchAll fetches and decodes the named objects, par at a time, from
 // opts.Prefetched, the local copies, or the store.
 func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []string, wanted func(string) bool, st *fetchStats) ([]*Batch, error) {
-	par := opts.Parallelism
+	par := opts.Fetches
 	if par <= 0 {
-		par = 4
+		par = DefaultFetches
 	}
 	objs := make([]*Batch, len(names))
 	err := parallel(ctx, par, len(names), func(ctx context.Context, _, i int) error {
@@ -541,10 +549,10 @@ func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []s
 		var err error
 		if opts.Shared != nil {
 			objs[i], err = opts.Shared.acquire(ctx, name, func() (*Batch, error) {
-				return fetchOne(ctx, store, opts.LocalDir, name, nil, st)
+				return fetchOne(ctx, store, opts.LocalDir, opts.Hedger, name, nil, st)
 			})
 		} else {
-			objs[i], err = fetchOne(ctx, store, opts.LocalDir, name, wanted, st)
+			objs[i], err = fetchOne(ctx, store, opts.LocalDir, opts.Hedger, name, wanted, st)
 		}
 		return err
 	})
@@ -573,7 +581,7 @@ func releaseFetched(opts ReadOptions, names []string, objs []*Batch) {
 // fetchOne fetches and decodes the object name (the sections of the writers
 // wanted accepts, all if it is nil) from its local copy in localDir, or
 // from the store if there is none or it fails verification.
-func fetchOne(ctx context.Context, store blob.Store, localDir, name string, wanted func(string) bool, st *fetchStats) (*Batch, error) {
+func fetchOne(ctx context.Context, store blob.Store, localDir string, h *blob.Hedger, name string, wanted func(string) bool, st *fetchStats) (*Batch, error) {
 	if localDir != "" {
 		data, err := os.ReadFile(localPath(localDir, name))
 		if err == nil {
@@ -586,7 +594,7 @@ func fetchOne(ctx context.Context, store blob.Store, localDir, name string, want
 			st.missing.Add(1)
 		}
 	}
-	o, err := fetchRemote(ctx, store, name, wanted)
+	o, err := fetchRemote(ctx, store, h, name, wanted)
 	if err != nil {
 		return nil, err
 	}
@@ -720,9 +728,12 @@ func parallel(ctx context.Context, par, n int, fn func(ctx context.Context, w, i
 	return nil
 }
 
+// DefaultFetches is ReadOptions.Fetches' default.
+const DefaultFetches = 16
+
 // fetchRemote gets and decodes an object from the store, retrying
 // transient errors twice.
-func fetchRemote(ctx context.Context, store blob.Store, name string, keep func(string) bool) (*Batch, error) {
+func fetchRemote(ctx context.Context, store blob.Store, h *blob.Hedger, name string, keep func(string) bool) (*Batch, error) {
 	var err error
 	for try := 0; try < 3; try++ {
 		if try > 0 {
@@ -733,7 +744,12 @@ func fetchRemote(ctx context.Context, store blob.Store, name string, keep func(s
 			}
 		}
 		var data []byte
-		data, err = store.Get(ctx, name)
+		if h != nil {
+			// One read and one hedge per try; the tries retry failures.
+			data, err = h.GetInto(ctx, store, name, &data, 2)
+		} else {
+			data, err = store.Get(ctx, name)
+		}
 		if err == nil {
 			o, derr := decodeBatch(data, keep)
 			if derr != nil {
