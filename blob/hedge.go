@@ -17,7 +17,8 @@ import (
 // later than Max: the hedge follows the store's own tail, as hedged
 // requests do in "The Tail at Scale", rather than waiting a fixed time.
 // With Factor zero or negative, or until 16 attempts are known, it
-// hedges after Max. One Hedger is shared by the writes it learns from and
+// hedges after Max; an attempt started before then is hedged as soon as
+// what was learned meanwhile says it is late. One Hedger is shared by the writes it learns from and
 // is safe for concurrent use; the zero value hedges after
 // DefaultHedgeMax.
 type Hedger struct {
@@ -75,6 +76,33 @@ func (h *Hedger) Delay() time.Duration {
 	return min(max(time.Duration(d), MinHedgeDelay), limit)
 }
 
+// hedgeCheck is how often an attempt started before the Hedger knew the
+// store looks again at whether it is due for a hedge: a restore in a new
+// process learns the store from its first reads, and the reads it started
+// before that are hedged by what it learned, not after Max.
+const hedgeCheck = MinHedgeDelay
+
+// due reports whether an attempt started at began is due for a hedge now,
+// and if not, how long to wait before asking again.
+func (h *Hedger) due(began time.Time) (bool, time.Duration) {
+	left := h.Delay() - time.Since(began)
+	if left <= 0 {
+		return true, 0
+	}
+	if h.Factor > 0 && !h.known() {
+		left = min(left, hedgeCheck)
+	}
+	return false, left
+}
+
+// known reports whether the Hedger has seen enough attempts to hedge by
+// their p90.
+func (h *Hedger) known() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n >= minKnown
+}
+
 // p90 returns the 90th percentile of the recorded durations, once at
 // least minKnown are.
 func (h *Hedger) p90() (time.Duration, bool) {
@@ -121,7 +149,9 @@ func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, att
 	}
 	results := make(chan result, attempts)
 	launched, done := 0, 0
+	var newest time.Time // when the newest attempt started
 	launch := func() {
+		newest = time.Now()
 		launched++
 		go func() {
 			began := time.Now()
@@ -137,7 +167,8 @@ func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, att
 	}()
 	launch()
 	failed := 0
-	timer := time.NewTimer(h.Delay())
+	_, wait := h.due(newest)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var errs []error
 	for {
@@ -157,10 +188,16 @@ func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, att
 				launch()
 			}
 		case <-timer.C:
-			if launched < attempts {
-				launch()
-				timer.Reset(h.Delay())
+			if launched >= attempts {
+				break
 			}
+			if now, wait := h.due(newest); !now {
+				timer.Reset(wait)
+				break
+			}
+			launch()
+			_, wait := h.due(newest)
+			timer.Reset(wait)
 		case <-ctx.Done():
 			return fmt.Errorf("blob: put %q: %w", name, ctx.Err())
 		}
@@ -189,7 +226,9 @@ func (h *Hedger) GetInto(ctx context.Context, s Store, name string, buf *[]byte,
 	}
 	results := make(chan result, attempts)
 	launched, done := 0, 0
+	var newest time.Time // when the newest attempt started
 	launch := func() {
+		newest = time.Now()
 		first := launched == 0
 		launched++
 		go func() {
@@ -211,7 +250,8 @@ func (h *Hedger) GetInto(ctx context.Context, s Store, name string, buf *[]byte,
 		}
 	}()
 	launch()
-	timer := time.NewTimer(h.Delay())
+	_, wait := h.due(newest)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	var errs []error
 	for {
@@ -234,10 +274,16 @@ func (h *Hedger) GetInto(ctx context.Context, s Store, name string, buf *[]byte,
 				launch()
 			}
 		case <-timer.C:
-			if launched < attempts {
-				launch()
-				timer.Reset(h.Delay())
+			if launched >= attempts {
+				break
 			}
+			if now, wait := h.due(newest); !now {
+				timer.Reset(wait)
+				break
+			}
+			launch()
+			_, wait := h.due(newest)
+			timer.Reset(wait)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("blob: get %q: %w", name, ctx.Err())
 		}

@@ -256,3 +256,37 @@ func TestHedgerGetInto(t *testing.T) {
 		}
 	}
 }
+
+// TestHedgerLearnsDuringAttempt: an attempt started before the Hedger
+// knew the store is hedged once it has learned, not after Max: a restore
+// in a new process learns the store from its first reads.
+func TestHedgerLearnsDuringAttempt(t *testing.T) {
+	inner, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := inner.Put(ctx, "o", []byte("payload")); err != nil {
+		t.Fatal(err)
+	}
+	s := &getPlanStore{Store: inner, plan: []string{"stall"}}
+	h := blob.NewHedger(3, time.Hour)
+	done := make(chan error, 1)
+	go func() {
+		var buf []byte
+		_, err := h.GetInto(ctx, s, "o", &buf, 3)
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // the stalled read has started
+	for range 20 {
+		h.Record(time.Millisecond) // other reads finish meanwhile
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a read started before the Hedger had learned was not hedged once it had")
+	}
+}
