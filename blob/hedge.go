@@ -139,69 +139,10 @@ func PutHedged(ctx context.Context, s Store, name string, data []byte, after tim
 // returned (the cancelled ones give up at once on a store that honours
 // its context), so no write of data lands after it.
 func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, attempts int) error {
-	if attempts < 1 {
-		attempts = 1
-	}
-	actx, cancel := context.WithCancel(ctx)
-	type result struct {
-		err  error
-		took time.Duration
-	}
-	results := make(chan result, attempts)
-	launched, done := 0, 0
-	var newest time.Time // when the newest attempt started
-	launch := func() {
-		newest = time.Now()
-		launched++
-		go func() {
-			began := time.Now()
-			err := s.Put(actx, name, data)
-			results <- result{err, time.Since(began)}
-		}()
-	}
-	defer func() {
-		cancel()
-		for ; done < launched; done++ {
-			<-results
-		}
-	}()
-	launch()
-	failed := 0
-	_, wait := h.due(newest)
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	var errs []error
-	for {
-		select {
-		case r := <-results:
-			done++
-			if r.err == nil {
-				h.Record(r.took)
-				return nil
-			}
-			failed++
-			errs = append(errs, r.err)
-			if failed == attempts {
-				return fmt.Errorf("blob: put %q: %d attempts failed: %w", name, attempts, errors.Join(errs...))
-			}
-			if launched == failed && launched < attempts {
-				launch()
-			}
-		case <-timer.C:
-			if launched >= attempts {
-				break
-			}
-			if now, wait := h.due(newest); !now {
-				timer.Reset(wait)
-				break
-			}
-			launch()
-			_, wait := h.due(newest)
-			timer.Reset(wait)
-		case <-ctx.Done():
-			return fmt.Errorf("blob: put %q: %w", name, ctx.Err())
-		}
-	}
+	_, err := hedged(ctx, h, attempts, "put", name, func(ctx context.Context, _ bool) (struct{}, error) {
+		return struct{}{}, s.Put(ctx, name, data)
+	}, func(error) bool { return false })
+	return err
 }
 
 // GetInto reads the object name like blob.GetInto, hedged: when no
@@ -215,12 +156,32 @@ func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, att
 // returns once every attempt it started has returned, so *buf is free
 // again.
 func (h *Hedger) GetInto(ctx context.Context, s Store, name string, buf *[]byte, attempts int) ([]byte, error) {
+	return hedged(ctx, h, attempts, "get", name, func(ctx context.Context, first bool) ([]byte, error) {
+		if first {
+			return GetInto(ctx, s, name, buf)
+		}
+		return s.Get(ctx, name)
+	}, func(err error) bool {
+		var corrupt *CorruptError
+		return errors.Is(err, ErrNotFound) || errors.As(err, &corrupt)
+	})
+}
+
+// hedged runs attempt, the first time with first set, and again in
+// parallel whenever the newest attempt is due for a hedge (h) or every
+// attempt so far has failed, up to attempts in all. The first success
+// wins and its duration is recorded in h; an error final says is final
+// is returned at once. It cancels the others and waits for every attempt
+// it started before it returns.
+func hedged[T any](ctx context.Context, h *Hedger, attempts int, op, name string,
+	attempt func(ctx context.Context, first bool) (T, error), final func(error) bool) (T, error) {
+	var zero T
 	if attempts < 1 {
 		attempts = 1
 	}
 	actx, cancel := context.WithCancel(ctx)
 	type result struct {
-		data []byte
+		v    T
 		err  error
 		took time.Duration
 	}
@@ -233,14 +194,8 @@ func (h *Hedger) GetInto(ctx context.Context, s Store, name string, buf *[]byte,
 		launched++
 		go func() {
 			began := time.Now()
-			var data []byte
-			var err error
-			if first {
-				data, err = GetInto(actx, s, name, buf)
-			} else {
-				data, err = s.Get(actx, name)
-			}
-			results <- result{data, err, time.Since(began)}
+			v, err := attempt(actx, first)
+			results <- result{v, err, time.Since(began)}
 		}()
 	}
 	defer func() {
@@ -260,15 +215,14 @@ func (h *Hedger) GetInto(ctx context.Context, s Store, name string, buf *[]byte,
 			done++
 			if r.err == nil {
 				h.Record(r.took)
-				return r.data, nil
+				return r.v, nil
 			}
-			var corrupt *CorruptError
-			if errors.Is(r.err, ErrNotFound) || errors.As(r.err, &corrupt) {
-				return nil, r.err
+			if final(r.err) {
+				return zero, r.err
 			}
 			errs = append(errs, r.err)
 			if len(errs) == attempts {
-				return nil, fmt.Errorf("blob: get %q: %d attempts failed: %w", name, attempts, errors.Join(errs...))
+				return zero, fmt.Errorf("blob: %s %q: %d attempts failed: %w", op, name, attempts, errors.Join(errs...))
 			}
 			if done == launched && launched < attempts {
 				launch()
@@ -285,7 +239,7 @@ func (h *Hedger) GetInto(ctx context.Context, s Store, name string, buf *[]byte,
 			_, wait := h.due(newest)
 			timer.Reset(wait)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("blob: get %q: %w", name, ctx.Err())
+			return zero, fmt.Errorf("blob: %s %q: %w", op, name, ctx.Err())
 		}
 	}
 }

@@ -12,17 +12,20 @@ import (
 	"github.com/eddyflow/eddy/blob/file"
 )
 
-// slowStore stalls the Puts its plan says to stall (until cancelled) and
-// fails those it says to fail; the others go to a real file store.
+// slowStore answers its Puts, and its Gets, by plan: "stall" until
+// cancelled, "fail", for Gets also "missing" and "corrupt", or "ok" from a
+// real file store.
 type slowStore struct {
 	blob.Store
 	mu       sync.Mutex
 	calls    int
-	plan     []string // per call: "stall", "fail" or "ok"
+	plan     []string // per call
 	canceled int
 }
 
-func (s *slowStore) Put(ctx context.Context, name string, data []byte) error {
+// next returns what the plan says for this call, and for a stall waits
+// until ctx ends.
+func (s *slowStore) next(ctx context.Context) (string, error) {
 	s.mu.Lock()
 	what := "ok"
 	if s.calls < len(s.plan) {
@@ -36,11 +39,31 @@ func (s *slowStore) Put(ctx context.Context, name string, data []byte) error {
 		s.mu.Lock()
 		s.canceled++
 		s.mu.Unlock()
-		return ctx.Err()
+		return what, ctx.Err()
 	case "fail":
-		return errors.New("injected")
+		return what, errors.New("injected")
+	}
+	return what, nil
+}
+
+func (s *slowStore) Put(ctx context.Context, name string, data []byte) error {
+	if _, err := s.next(ctx); err != nil {
+		return err
 	}
 	return s.Store.Put(ctx, name, data)
+}
+
+func (s *slowStore) Get(ctx context.Context, name string) ([]byte, error) {
+	what, err := s.next(ctx)
+	switch {
+	case err != nil:
+		return nil, err
+	case what == "missing":
+		return nil, blob.NotFound(name)
+	case what == "corrupt":
+		return nil, &blob.CorruptError{Name: name, Reason: "injected"}
+	}
+	return s.Store.Get(ctx, name)
 }
 
 func TestPutHedged(t *testing.T) {
@@ -183,49 +206,25 @@ func TestHedgerPutLearns(t *testing.T) {
 	}
 }
 
-// getPlanStore answers its Gets by plan ("stall" until cancelled, "fail",
-// "missing", "corrupt", or "ok" from the real store).
-type getPlanStore struct {
-	blob.Store
-	mu    sync.Mutex
-	calls int
-	plan  []string
-}
-
-func (s *getPlanStore) Get(ctx context.Context, name string) ([]byte, error) {
-	s.mu.Lock()
-	what := "ok"
-	if s.calls < len(s.plan) {
-		what = s.plan[s.calls]
+// storeWithObject returns a file store holding one object.
+func storeWithObject(t *testing.T, name, payload string) *file.Store {
+	t.Helper()
+	s, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	s.calls++
-	s.mu.Unlock()
-	switch what {
-	case "stall":
-		<-ctx.Done()
-		return nil, ctx.Err()
-	case "fail":
-		return nil, errors.New("injected")
-	case "missing":
-		return nil, blob.NotFound(name)
-	case "corrupt":
-		return nil, &blob.CorruptError{Name: name, Reason: "injected"}
+	if err := s.Put(context.Background(), name, []byte(payload)); err != nil {
+		t.Fatal(err)
 	}
-	return s.Store.Get(ctx, name)
+	return s
 }
 
 // TestHedgerGetInto: a read stuck in the store is hedged and the hedge's
 // payload returned; a failed read is retried up to the attempts; a
 // missing or damaged object is answered at once, without another read.
 func TestHedgerGetInto(t *testing.T) {
-	inner, err := file.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	inner := storeWithObject(t, "o", "payload")
 	ctx := context.Background()
-	if err := inner.Put(ctx, "o", []byte("payload")); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		plan      []string
 		wantErr   func(error) bool
@@ -237,7 +236,7 @@ func TestHedgerGetInto(t *testing.T) {
 		{[]string{"missing"}, func(err error) bool { return errors.Is(err, blob.ErrNotFound) }, 1},
 		{[]string{"corrupt"}, func(err error) bool { var c *blob.CorruptError; return errors.As(err, &c) }, 1},
 	} {
-		s := &getPlanStore{Store: inner, plan: tc.plan}
+		s := &slowStore{Store: inner, plan: tc.plan}
 		h := blob.NewHedger(3, time.Hour)
 		for range 20 {
 			h.Record(time.Millisecond) // learned: hedge after MinHedgeDelay
@@ -261,15 +260,9 @@ func TestHedgerGetInto(t *testing.T) {
 // knew the store is hedged once it has learned, not after Max: a restore
 // in a new process learns the store from its first reads.
 func TestHedgerLearnsDuringAttempt(t *testing.T) {
-	inner, err := file.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	inner := storeWithObject(t, "o", "payload")
 	ctx := context.Background()
-	if err := inner.Put(ctx, "o", []byte("payload")); err != nil {
-		t.Fatal(err)
-	}
-	s := &getPlanStore{Store: inner, plan: []string{"stall"}}
+	s := &slowStore{Store: inner, plan: []string{"stall"}}
 	h := blob.NewHedger(3, time.Hour)
 	done := make(chan error, 1)
 	go func() {
