@@ -19,8 +19,8 @@ import (
 // With Factor zero or negative, or until 16 attempts are known, it
 // hedges after Max; an attempt started before then is hedged as soon as
 // what was learned meanwhile says it is late. One Hedger is shared by the writes it learns from and
-// is safe for concurrent use; the zero value hedges after
-// DefaultHedgeMax.
+// is safe for concurrent use; the zero value, and a nil *Hedger (which
+// learns nothing), hedge after DefaultHedgeMax.
 type Hedger struct {
 	Factor float64       // times the recent p90; 0 or negative: Max only
 	Max    time.Duration // the latest an attempt is hedged; 0 means DefaultHedgeMax
@@ -50,6 +50,9 @@ const minKnown = 16
 
 // Record adds the duration of a successful attempt.
 func (h *Hedger) Record(d time.Duration) {
+	if h == nil {
+		return
+	}
 	h.mu.Lock()
 	h.d[h.n%len(h.d)] = d
 	h.n++
@@ -58,6 +61,9 @@ func (h *Hedger) Record(d time.Duration) {
 
 // Delay is how long an attempt runs before the next one starts.
 func (h *Hedger) Delay() time.Duration {
+	if h == nil {
+		return DefaultHedgeMax
+	}
 	limit := h.Max
 	if limit <= 0 {
 		limit = DefaultHedgeMax
@@ -89,7 +95,7 @@ func (h *Hedger) due(began time.Time) (bool, time.Duration) {
 	if left <= 0 {
 		return true, 0
 	}
-	if h.Factor > 0 && !h.known() {
+	if h != nil && h.Factor > 0 && !h.known() {
 		left = min(left, hedgeCheck)
 	}
 	return false, left

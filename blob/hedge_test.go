@@ -283,3 +283,21 @@ func TestHedgerLearnsDuringAttempt(t *testing.T) {
 		t.Fatal("a read started before the Hedger had learned was not hedged once it had")
 	}
 }
+
+// TestNilHedger: a nil *Hedger hedges after DefaultHedgeMax and learns
+// nothing, so a caller without one still writes and reads.
+func TestNilHedger(t *testing.T) {
+	var h *blob.Hedger
+	h.Record(time.Millisecond)
+	if got := h.Delay(); got != blob.DefaultHedgeMax {
+		t.Errorf("nil Hedger: hedge after %v, want %v", got, blob.DefaultHedgeMax)
+	}
+	s := storeWithObject(t, "o", "payload")
+	if err := h.Put(context.Background(), s, "p", []byte("x"), 3); err != nil {
+		t.Fatal(err)
+	}
+	var buf []byte
+	if got, err := h.GetInto(context.Background(), s, "o", &buf, 3); err != nil || string(got) != "payload" {
+		t.Errorf("GetInto: %q, %v", got, err)
+	}
+}
