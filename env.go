@@ -112,6 +112,22 @@ type CheckpointStats struct {
 	FullSize     int64 // bytes of every state blob and log object the checkpoint refers to
 	StateEntries int64 // keyed state entries (state, key) at the checkpoint
 	Final        bool  // the checkpoint that ends a bounded job
+	// Last is the subtask whose acknowledgement completed the checkpoint
+	// and where its time went; with ManifestWrite it explains a slow one.
+	Last AckTiming
+	// ManifestWrite is the time spent writing the manifest, retries
+	// included, after the last acknowledgement.
+	ManifestWrite time.Duration
+}
+
+// AckTiming splits one subtask's part of a checkpoint: Barrier from the
+// trigger until the barrier reached the subtask (aligned over its
+// inputs), Sync at the barrier, Async after it (uploading state, or
+// waiting for the log to be durable) until the coordinator had the
+// acknowledgement.
+type AckTiming struct {
+	Stage, Subtask       int // the stage's position in the job graph, sources first
+	Barrier, Sync, Async time.Duration
 }
 
 // New returns an environment for one job.

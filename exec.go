@@ -415,8 +415,8 @@ func restoreFailure(id uint64, err error) error {
 // sinks, forward the barrier, and acknowledge to the coordinator. State is
 // written to storage in the background; the ack follows the write.
 func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.SplitState) error {
-	a := ack{stage: sc.st.id, subtask: sc.subtask, id: id, splits: splits, sinkTxns: map[string][]byte{}}
 	syncStart := time.Now()
+	a := ack{stage: sc.st.id, subtask: sc.subtask, id: id, splits: splits, sinkTxns: map[string][]byte{}, barrier: syncStart}
 	type pending struct {
 		op   *keyedRuntime
 		data []byte

@@ -49,6 +49,7 @@ type ack struct {
 	entries, bytes int64
 	uploaded       int64
 	syncDur        time.Duration // time the subtask spent at the barrier
+	barrier        time.Time     // when the barrier reached the subtask
 	err            error
 	fatal          bool // err means the job must fail over, not only this checkpoint
 }
@@ -250,6 +251,7 @@ type pendingCheckpoint struct {
 	started time.Time
 	syncDur time.Duration // the longest synchronous part of a subtask
 	acks    []ack
+	last    AckTiming // of the acknowledgement that completed it
 }
 
 // coordinate triggers checkpoints, collects acks, writes manifests and
@@ -349,6 +351,8 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			if len(inflight.acks) < totalTasks {
 				continue
 			}
+			inflight.last = AckTiming{Stage: a.stage, Subtask: a.subtask, Barrier: a.barrier.Sub(inflight.started),
+				Sync: a.syncDur, Async: time.Since(a.barrier) - a.syncDur}
 			c := inflight
 			inflight = nil
 			timeout.Reset(time.Hour)
@@ -427,6 +431,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			}
 			m.Files = sortedKeys(files)
 			m.Keep = sortedKeys(keepFiles)
+			writeStart := time.Now()
 			if j.storage != nil {
 				// A manifest write is retried a few times: a lost final
 				// checkpoint cannot be taken again without a restart.
@@ -467,6 +472,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 					e.cfg.logger.Printf("checkpoint %d complete; cleaning up old checkpoints failed: %v", c.id, err)
 				}
 			}
+			manifestWrite := time.Since(writeStart)
 			pendingTxns = keep
 			// The checkpoint exists; now its output becomes visible.
 			for _, s := range e.sinks {
@@ -484,7 +490,8 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			e.stats.lastUploaded.Store(bytes + uploaded)
 			e.stats.lastFull.Store(full)
 			if e.cfg.onCheckpoint != nil {
-				e.cfg.onCheckpoint(CheckpointStats{ID: c.id, Duration: dur, SyncDuration: c.syncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.final})
+				e.cfg.onCheckpoint(CheckpointStats{ID: c.id, Duration: dur, SyncDuration: c.syncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.final,
+					Last: c.last, ManifestWrite: manifestWrite})
 			}
 			if c.final {
 				return nil

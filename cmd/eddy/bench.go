@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -110,6 +111,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cl, err)
 				return 1
 			}
+			explainSlow(stderr, job, cl, r)
 			runs, cls = append(runs, r), append(cls, cl)
 		}
 		// Recoveries alternate between the configurations. Round k
@@ -191,6 +193,32 @@ type benchResult struct {
 	ckpts   []benchCkpt
 	restore func(round int) (time.Duration, error) // restores ckpts[round%len(ckpts)]
 	recs    []time.Duration                        // of each round
+	slowest []eddy.CheckpointStats                 // the measured run's slowest checkpoints, slowest first
+}
+
+// slowestKept is how many of a run's slowest checkpoints are explained.
+const slowestKept = 3
+
+// keepSlow adds s to the slowest checkpoints if it is one of them.
+func (r *benchResult) keepSlow(s eddy.CheckpointStats) {
+	i, _ := slices.BinarySearchFunc(r.slowest, s.Duration, func(a eddy.CheckpointStats, d time.Duration) int {
+		return cmp.Compare(d, a.Duration) // descending
+	})
+	if i < slowestKept {
+		r.slowest = slices.Insert(r.slowest, i, s)
+		r.slowest = r.slowest[:min(len(r.slowest), slowestKept)]
+	}
+}
+
+// explainSlow writes where the slowest checkpoints of a run spent their
+// time: the subtask that acknowledged last and the manifest write.
+func explainSlow(w io.Writer, job string, cl bool, r benchResult) {
+	for _, s := range r.slowest {
+		l := s.Last
+		fmt.Fprintf(w, "eddy bench: %s changelog=%v: checkpoint %d took %v: last ack stage %d subtask %d (barrier after %v, sync %v, async %v), manifest %v\n",
+			job, cl, s.ID, s.Duration.Round(time.Millisecond), l.Stage, l.Subtask, l.Barrier.Round(time.Millisecond),
+			l.Sync.Round(time.Millisecond), l.Async.Round(time.Millisecond), s.ManifestWrite.Round(time.Millisecond))
+	}
 }
 
 type benchCkpt struct {
@@ -332,6 +360,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 			}
 			if measuring {
 				slow.check(s)
+				res.keepSlow(s)
 				res.durs = append(res.durs, s.Duration)
 				res.syncs = append(res.syncs, s.SyncDuration)
 				res.uploaded += s.Bytes

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eddyflow/eddy"
 )
 
 // TestMain lets the test binary stand in for eddy when the bench runs a
@@ -74,5 +77,25 @@ func TestRestoreFlagsRoundTrip(t *testing.T) {
 	}
 	if got != want {
 		t.Fatalf("the child gets %+v, want %+v", got, want)
+	}
+}
+
+func TestKeepSlowKeepsTheSlowest(t *testing.T) {
+	var r benchResult
+	for i, ms := range []int{5, 9, 1, 7, 9, 3, 12} {
+		r.keepSlow(eddy.CheckpointStats{ID: uint64(i), Duration: time.Duration(ms) * time.Millisecond})
+	}
+	var got []time.Duration
+	for _, s := range r.slowest {
+		got = append(got, s.Duration)
+	}
+	want := []time.Duration{12 * time.Millisecond, 9 * time.Millisecond, 9 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Fatalf("slowest %v, want %v", got, want)
+	}
+	var b strings.Builder
+	explainSlow(&b, "value", true, r)
+	if n := strings.Count(b.String(), "\n"); n != slowestKept || !strings.Contains(b.String(), "checkpoint 6 took 12ms") {
+		t.Fatalf("explanation (%d lines):\n%s", n, b.String())
 	}
 }
