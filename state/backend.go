@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -127,6 +128,8 @@ type keyedState interface {
 	appendGroup(dst []byte, kg int) ([]byte, int, error)
 	// groupEntries returns the number of entries of key group kg.
 	groupEntries(kg int) int
+	// groupWalk walks key group kg for a GroupSnapshot.
+	groupWalk(kg int, w *entryWriter) iter.Seq[struct{}]
 	// load adds one entry of key group kg.
 	load(kg int, key, val []byte) error
 	// apply replays one logged change of key group kg.
@@ -226,15 +229,12 @@ const snapshotMagic = "EDSN\x01"
 // with the schemas of the key and value types.
 func (b *Backend) Snapshot() ([]byte, error) { return b.SnapshotGroups(b.kgStart, b.kgEnd) }
 
-// SnapshotGroups is Snapshot for the key groups [from, to) only. The
-// changelog backend materializes state a few key groups at a time between
-// records, so it never stalls processing for long; Restore accepts any set of
-// such parts.
-func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
-	from, to = max(from, b.kgStart), min(to, b.kgEnd)
+// snapshotHeader returns the header of a snapshot of b without groups:
+// the key and value schemas and the watermark.
+func (b *Backend) snapshotHeader() (snapshotHeader, error) {
 	ks, err := b.keySchema.MarshalBinary()
 	if err != nil {
-		return nil, err
+		return snapshotHeader{}, err
 	}
 	h := snapshotHeader{MaxParallelism: uint32(b.maxPar), KeySchema: ks}
 	if b.hasWatermark {
@@ -244,9 +244,22 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 	for _, s := range b.states {
 		vs, err := s.valueSchema().MarshalBinary()
 		if err != nil {
-			return nil, fmt.Errorf("state %q: %w", s.stateName(), err)
+			return snapshotHeader{}, fmt.Errorf("state %q: %w", s.stateName(), err)
 		}
 		h.States = append(h.States, stateMeta{Name: s.stateName(), Kind: s.kind(), ValueSchema: vs})
+	}
+	return h, nil
+}
+
+// SnapshotGroups is Snapshot for the key groups [from, to) only. The
+// changelog backend materializes state a few key groups at a time between
+// records, so it never stalls processing for long; Restore accepts any set of
+// such parts.
+func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
+	from, to = max(from, b.kgStart), min(to, b.kgEnd)
+	h, err := b.snapshotHeader()
+	if err != nil {
+		return nil, err
 	}
 	// The header's fields first, then each group as it is written: a
 	// group's entries go to a reused scratch buffer and are copied once
