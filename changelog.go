@@ -31,9 +31,9 @@ type changelogConfig struct {
 	materialize time.Duration
 	logRatio    float64 // materialize early once the log since the base exceeds this share of it
 	log         dstl.Options
-	step        int   // a key group of unknown size counts as stepBytes/step
-	stepBytes   int64 // otherwise as many key groups as hold about this many bytes
-	uploads     int   // materialization uploads in flight per subtask
+	stepBytes   int // bytes of entries a materialization step serializes between records
+	partBytes   int // a materialized part ends at the first key group boundary past this size
+	uploads     int // materialization uploads in flight per subtask
 }
 
 // MaterializeAtLogRatio starts a materialization early, before the interval
@@ -64,11 +64,12 @@ func LogOptions(o dstl.Options) ChangelogOption {
 // last materialized snapshot plus the log since it, so it uploads only the
 // last few milliseconds of changes whatever the state size. State is
 // materialized in the background every materializeEvery (default 10 min;
-// the first one jittered per subtask), a few key groups at a time between
-// records so processing never stalls for long.
+// the first one jittered per subtask), a megabyte of entries at a time
+// between records (and while the subtask waits for them) so processing
+// never stalls for more than a few milliseconds, however large a key group.
 func Changelog(materializeEvery time.Duration, opts ...ChangelogOption) Option {
 	return func(c *config) {
-		cc := &changelogConfig{materialize: materializeEvery, step: 4, stepBytes: 4 << 20, logRatio: 0.25, uploads: 2}
+		cc := &changelogConfig{materialize: materializeEvery, stepBytes: 1 << 20, partBytes: 4 << 20, logRatio: 0.25, uploads: 2}
 		if cc.materialize <= 0 {
 			cc.materialize = 10 * time.Minute
 		}
@@ -118,12 +119,15 @@ type changelogState struct {
 }
 
 // materialization is one snapshot of a subtask's state being written as
-// parts: serialized a step of key groups at a time on the subtask's
-// goroutine, each step uploaded in the background.
+// parts: serialized a step at a time on the subtask's goroutine, between
+// which the state changes (the snapshot is fuzzy; the log since its start,
+// which its checkpoints carry, makes it exact), each part uploaded in the
+// background.
 type materialization struct {
-	count    int    // its number among the subtask's materializations
-	next     int    // the next key group to serialize
-	seq      uint64 // the writer's last sequence number at its start: its checkpoints carry the log after it
+	count    int                  // its number among the subtask's materializations
+	next     int                  // the first key group not in a part yet
+	snap     *state.GroupSnapshot // serializing from next on; nil before the first step and once done
+	seq      uint64               // the writer's last sequence number at its start: its checkpoints carry the log after it
 	parts    []checkpoint.StatePart
 	size     int64 // the bytes of parts
 	started  time.Time
@@ -251,9 +255,10 @@ func (cl *changelogState) shouldStart(now time.Time, end int, entries int64) boo
 	return cl.logHeavy(newest.serialized, cl.baseSize, cl.baseEntries, entries)
 }
 
-// materializeStep serializes m's next step of key groups and uploads it in
-// the background, unless the subtask's materializations (m and an older
-// one still uploading) already have the configured uploads in flight.
+// materializeStep serializes the next step of m (about stepBytes of
+// entries) and uploads in the background the part it completed, if any,
+// unless the subtask's materializations (m and an older one still
+// uploading) already have the configured uploads in flight.
 func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end int) error {
 	cl := rt.cl
 	inFlight := 0
@@ -265,24 +270,33 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 	if inFlight >= cl.cfg.uploads && m.inFlight.Load() > 0 {
 		return nil
 	}
-	to := cl.stepEnd(rt.backend, m.next, end)
+	if m.snap == nil {
+		m.snap = rt.backend.NewGroupSnapshot(m.next, end, cl.cfg.partBytes)
+	}
 	if rt.watermark != noTimestamp {
 		rt.backend.SetWatermark(rt.watermark)
 	}
-	data, err := rt.backend.SnapshotGroups(m.next, to)
+	stepStart := time.Now()
+	p, err := m.snap.Step(cl.cfg.stepBytes)
+	sc.job.env.stats.noteStall(time.Since(stepStart))
 	if err != nil {
 		return fmt.Errorf("eddy: materializing %s: %w", rt.uid, err)
+	}
+	if p == nil {
+		return nil
 	}
 	// Unique per materialization: two in one checkpoint interval must not
 	// overwrite parts an earlier checkpoint refers to.
 	name := sc.job.storage.PartBlobName(sc.job.building.Load(), rt.uid, sc.subtask,
-		fmt.Sprintf("m%d-%d-%s", m.count, m.next, sc.job.runID))
-	m.parts = append(m.parts, checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(m.next),
-		KeyGroupEnd: uint32(to), Blob: name, Size: int64(len(data))})
-	m.size += int64(len(data))
-	m.next = to
+		fmt.Sprintf("m%d-%d-%s", m.count, p.From, sc.job.runID))
+	size := int64(p.Size())
+	m.parts = append(m.parts, checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(p.From),
+		KeyGroupEnd: uint32(p.To), Blob: name, Size: size})
+	m.size += size
+	m.next = p.To
 	if m.next >= end {
 		m.serialized = cl.appended
+		m.snap = nil
 	}
 	sc.job.wg.Add(1) // the attempt waits for its uploads
 	m.inFlight.Add(1)
@@ -293,7 +307,7 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 		// parts uploaded before: a part stuck in the store's latency
 		// tail would hold the whole materialization back while the log
 		// keeps growing.
-		if err := sc.job.partHedger.Put(sc.ctx, sc.job.blobs, name, data, sc.job.dlog.Options().MaxAttempts); err != nil {
+		if err := sc.job.partHedger.Put(sc.ctx, sc.job.blobs, name, p.Bytes(), sc.job.dlog.Options().MaxAttempts); err != nil {
 			m.mu.Lock()
 			if m.putErr == nil {
 				m.putErr = err
@@ -302,6 +316,40 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 		}
 	}()
 	return nil
+}
+
+// materializeIdleStep is how soon a subtask waiting for records steps a
+// materialization that is serializing.
+const materializeIdleStep = time.Millisecond
+
+// serializing reports whether a materialization of the subtask has key
+// groups left to serialize: the subtask then steps it while it waits for
+// records too.
+func (sc *subtaskCtx) serializing() bool {
+	for _, rt := range sc.keyed {
+		if cl := rt.cl; cl != nil && len(cl.runs) > 0 {
+			if _, end := rt.backend.KeyGroups(); cl.runs[len(cl.runs)-1].next < end {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// closeMaterializations releases the snapshots of materializations still
+// serializing when the subtask ends.
+func (sc *subtaskCtx) closeMaterializations() {
+	for _, rt := range sc.keyed {
+		if rt.cl == nil {
+			continue
+		}
+		for _, m := range rt.cl.runs {
+			if m.snap != nil {
+				m.snap.Close()
+				m.snap = nil
+			}
+		}
+	}
 }
 
 // finishMaterializations settles the materializations whose uploads are
@@ -354,26 +402,6 @@ func (sc *subtaskCtx) finishMaterializations(rt *keyedRuntime, now time.Time, en
 // minLogForRatio is the least log that starts a materialization early: a
 // tiny state is not rewritten for every few kilobytes of log.
 const minLogForRatio = 256 << 10
-
-// stepEnd returns where the next materialization step, from key group from, ends:
-// about stepBytes of key groups by their sizes in the backend's last
-// snapshot or restore (a group of unknown size counts as 1/step of it), so
-// a small state is one part and a step of a large one stays short.
-func (cl *changelogState) stepEnd(b *state.Backend, from, end int) int {
-	to, sum := from, 0
-	for to < end {
-		g := b.GroupBytes(to)
-		if g == 0 {
-			g = int(cl.cfg.stepBytes) / cl.cfg.step
-		}
-		if to > from && int64(sum+g) > cl.cfg.stepBytes {
-			break
-		}
-		sum += g
-		to++
-	}
-	return to
-}
 
 // logHeavy reports whether the log appended since appended was since,
 // on top of a materialized state of state bytes that held stateEntries

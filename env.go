@@ -164,13 +164,18 @@ type Stats struct {
 	LastFullSize        int64         // bytes of everything the last checkpoint refers to
 	Materializations    int64         // changelog materializations completed
 	LastMaterialization time.Duration // duration of the last one
-	Recovery            time.Duration // time the current attempt spent restoring state: its slowest subtask's restore
-	RestoredFrom        uint64        // checkpoint the current attempt restored from (0: none)
+	// MaterializationStall is the longest time one step of a
+	// materialization held up its subtask's records (serializing key
+	// groups); the uploads run in the background.
+	MaterializationStall time.Duration
+	Recovery             time.Duration // time the current attempt spent restoring state: its slowest subtask's restore
+	RestoredFrom         uint64        // checkpoint the current attempt restored from (0: none)
 }
 
 type stats struct {
 	recordsIn, recordsOut, stateEntries, checkpoints, lastDur, lastBytes, restarts, restored, lateRecords atomic.Int64
 	lastUploaded, lastFull, materializations, lastMaterialization, recovery                               atomic.Int64
+	materializationStall                                                                                  atomic.Int64
 }
 
 // Stats returns the job's counters.
@@ -180,7 +185,8 @@ func (e *Env) Stats() Stats {
 		Checkpoints: s.checkpoints.Load(), LastCheckpoint: time.Duration(s.lastDur.Load()), LastBytes: s.lastBytes.Load(),
 		Restarts: s.restarts.Load(), RestoredFrom: uint64(s.restored.Load()), LateRecords: s.lateRecords.Load(),
 		LastUploaded: s.lastUploaded.Load(), LastFullSize: s.lastFull.Load(), Materializations: s.materializations.Load(),
-		LastMaterialization: time.Duration(s.lastMaterialization.Load()), Recovery: time.Duration(s.recovery.Load())}
+		LastMaterialization: time.Duration(s.lastMaterialization.Load()), Recovery: time.Duration(s.recovery.Load()),
+		MaterializationStall: time.Duration(s.materializationStall.Load())}
 }
 
 // permanentError marks a failure that a restart cannot fix (an incompatible
@@ -261,4 +267,14 @@ func (e *Env) validate() error {
 		return fmt.Errorf("eddy: checkpoint interval %v is below the 10ms minimum", e.cfg.interval)
 	}
 	return nil
+}
+
+// noteStall records a materialization step that held its subtask for d.
+func (s *stats) noteStall(d time.Duration) {
+	for {
+		old := s.materializationStall.Load()
+		if int64(d) <= old || s.materializationStall.CompareAndSwap(old, int64(d)) {
+			return
+		}
+	}
 }

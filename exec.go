@@ -564,10 +564,24 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 		if err := sc.fireTimers(); err != nil {
 			return err
 		}
+		if sc.job.dlog != nil {
+			if err := sc.materialize(); err != nil {
+				return err
+			}
+		}
 		return sc.flushOut()
 	}
+	defer sc.closeMaterializations()
 	for live > 0 {
 		next := sc.nextTimer()
+		if sc.job.dlog != nil && sc.serializing() {
+			// Step the materialization while no record comes, too: a
+			// step per record batch alone would take minutes over a
+			// large state at a low rate.
+			if soon := time.Now().Add(materializeIdleStep).UnixNano(); next == 0 || soon < next {
+				next = soon
+			}
+		}
 		hasTimers = next != 0
 		if next != armed {
 			armed = next

@@ -87,7 +87,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v (on reads too: %v), recoveries: %s\n",
 		base.stateMB, *rate, base.interval, *dur, base.latency, base.readLatency, *recovery)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\trecovery/state (median of rounds)\t")
+	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tstep stall (max)\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\trecovery/state (median of rounds)\t")
 	for _, job := range []string{"value", "window"} {
 		if !slices.Contains(strings.Split(*which, ","), job) {
 			continue
@@ -160,8 +160,12 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			} else if !cl {
 				recRatio = "1.00x"
 			}
-			fmt.Fprintf(tw, "%s\t%v\t%d\t%v\t%v\t%v\t%v\t%v\t%s\t%s\t%s\t%v\t%s\t\n", job, cl, len(r.durs), r.p(0.5), r.p(0.99), r.p(0.999), r.p(1),
-				pct(r.syncs, 0.99),
+			stall := "-"
+			if cl {
+				stall = r.stall.Round(100 * time.Microsecond).String()
+			}
+			fmt.Fprintf(tw, "%s\t%v\t%d\t%v\t%v\t%v\t%v\t%v\t%s\t%s\t%s\t%s\t%v\t%s\t\n", job, cl, len(r.durs), r.p(0.5), r.p(0.99), r.p(0.999), r.p(1),
+				pct(r.syncs, 0.99), stall,
 				bytesString(r.uploaded), bytesString(r.full), ratio, pct(r.recs, 0.5).Round(time.Millisecond), recRatio)
 		}
 	}
@@ -194,6 +198,7 @@ type benchResult struct {
 	restore func(round int) (time.Duration, error) // restores ckpts[round%len(ckpts)]
 	recs    []time.Duration                        // of each round
 	slowest []eddy.CheckpointStats                 // the measured run's slowest checkpoints, slowest first
+	stall   time.Duration                          // the longest materialization step of the measured run's job
 }
 
 // slowestKept is how many of a run's slowest checkpoints are explained.
@@ -401,6 +406,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	if err := env.Run(ctx); err != nil && ctx.Err() == nil {
 		return res, fmt.Errorf("measuring: %w", err)
 	}
+	res.stall = env.Stats().MaterializationStall
 	mu.Lock()
 	measuring, current = false, nil
 	n := len(res.durs)
