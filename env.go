@@ -118,6 +118,10 @@ type CheckpointStats struct {
 	// ManifestWrite is the time spent writing the manifest, retries
 	// included, after the last acknowledgement.
 	ManifestWrite time.Duration
+	// MaterializationStall is the longest time one step of a changelog
+	// materialization held up a subtask's records since the previous
+	// checkpoint completed (see Stats.MaterializationStall).
+	MaterializationStall time.Duration
 }
 
 // AckTiming splits one subtask's part of a checkpoint: Barrier from the
@@ -175,7 +179,7 @@ type Stats struct {
 type stats struct {
 	recordsIn, recordsOut, stateEntries, checkpoints, lastDur, lastBytes, restarts, restored, lateRecords atomic.Int64
 	lastUploaded, lastFull, materializations, lastMaterialization, recovery                               atomic.Int64
-	materializationStall                                                                                  atomic.Int64
+	materializationStall, stallSinceCheckpoint                                                            atomic.Int64
 }
 
 // Stats returns the job's counters.
@@ -271,9 +275,15 @@ func (e *Env) validate() error {
 
 // noteStall records a materialization step that held its subtask for d.
 func (s *stats) noteStall(d time.Duration) {
+	storeMax(&s.materializationStall, int64(d))
+	storeMax(&s.stallSinceCheckpoint, int64(d))
+}
+
+// storeMax sets a to v if v is larger.
+func storeMax(a *atomic.Int64, v int64) {
 	for {
-		old := s.materializationStall.Load()
-		if int64(d) <= old || s.materializationStall.CompareAndSwap(old, int64(d)) {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
 			return
 		}
 	}

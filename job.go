@@ -491,7 +491,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			e.stats.lastFull.Store(full)
 			if e.cfg.onCheckpoint != nil {
 				e.cfg.onCheckpoint(CheckpointStats{ID: c.id, Duration: dur, SyncDuration: c.syncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.final,
-					Last: c.last, ManifestWrite: manifestWrite})
+					Last: c.last, ManifestWrite: manifestWrite, MaterializationStall: time.Duration(e.stats.stallSinceCheckpoint.Swap(0))})
 			}
 			if c.final {
 				return nil

@@ -198,7 +198,7 @@ type benchResult struct {
 	restore func(round int) (time.Duration, error) // restores ckpts[round%len(ckpts)]
 	recs    []time.Duration                        // of each round
 	slowest []eddy.CheckpointStats                 // the measured run's slowest checkpoints, slowest first
-	stall   time.Duration                          // the longest materialization step of the measured run's job
+	stall   time.Duration                          // the longest materialization step during the measured checkpoints
 }
 
 // slowestKept is how many of a run's slowest checkpoints are explained.
@@ -366,6 +366,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 			if measuring {
 				slow.check(s)
 				res.keepSlow(s)
+				res.stall = max(res.stall, s.MaterializationStall)
 				res.durs = append(res.durs, s.Duration)
 				res.syncs = append(res.syncs, s.SyncDuration)
 				res.uploaded += s.Bytes
@@ -406,7 +407,6 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	if err := env.Run(ctx); err != nil && ctx.Err() == nil {
 		return res, fmt.Errorf("measuring: %w", err)
 	}
-	res.stall = env.Stats().MaterializationStall
 	mu.Lock()
 	measuring, current = false, nil
 	n := len(res.durs)

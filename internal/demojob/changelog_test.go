@@ -28,7 +28,9 @@ func TestChangelogStopResumeRescale(t *testing.T) {
 		c.Parallelism = par
 		ctx, cancel := context.WithCancel(context.Background())
 		seen := 0
-		env := Env(c, eddy.Logger(testWriter{t}), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+		var ckptStall time.Duration // the longest step reported with a checkpoint
+		env := Env(c, eddy.Logger(testWriter{t}), eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
+			ckptStall = max(ckptStall, s.MaterializationStall)
 			seen++
 			if seen == 5+i {
 				cancel()
@@ -38,6 +40,14 @@ func TestChangelogStopResumeRescale(t *testing.T) {
 		cancel()
 		st := env.Stats()
 		materialized += st.Materializations
+		// Every completed materialization took steps, each timed; the
+		// checkpoints report the longest since the one before.
+		if st.Materializations > 0 && st.MaterializationStall <= 0 {
+			t.Fatalf("run %d: %d materializations but no step timed", i, st.Materializations)
+		}
+		if ckptStall > st.MaterializationStall {
+			t.Fatalf("run %d: a checkpoint reported a step of %v, longer than the longest (%v)", i, ckptStall, st.MaterializationStall)
+		}
 		if st.RestoredFrom != 0 {
 			restored++
 		}
