@@ -261,13 +261,7 @@ func (cl *changelogState) shouldStart(now time.Time, end int, entries int64) boo
 // uploading) already have the configured uploads in flight.
 func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end int) error {
 	cl := rt.cl
-	inFlight := 0
-	for _, r := range cl.runs {
-		inFlight += int(r.inFlight.Load())
-	}
-	// Pace uploads, leaving bandwidth to the log; m always has one: an
-	// older run's stuck uploads must not hold it back.
-	if inFlight >= cl.cfg.uploads && m.inFlight.Load() > 0 {
+	if cl.paced(m) {
 		return nil
 	}
 	if m.snap == nil {
@@ -322,18 +316,36 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 // materialization that is serializing.
 const materializeIdleStep = time.Millisecond
 
-// serializing reports whether a materialization of the subtask has key
-// groups left to serialize: the subtask then steps it while it waits for
-// records too.
-func (sc *subtaskCtx) serializing() bool {
+// paced reports whether m waits for uploads before its next step: the
+// subtask's materializations have the configured uploads in flight,
+// leaving bandwidth to the log; m always gets one, so an older run's
+// stuck uploads do not hold it back.
+func (cl *changelogState) paced(m *materialization) bool {
+	inFlight := 0
+	for _, r := range cl.runs {
+		inFlight += int(r.inFlight.Load())
+	}
+	return inFlight >= cl.cfg.uploads && m.inFlight.Load() > 0
+}
+
+// materializeDue returns how soon a subtask waiting for records steps its
+// materializations, 0 if none has key groups left to serialize: at once
+// (materializeIdleStep) if one may step, a little later if its uploads
+// hold it back, to see whether they are done.
+func (sc *subtaskCtx) materializeDue() time.Duration {
+	due := time.Duration(0)
 	for _, rt := range sc.keyed {
 		if cl := rt.cl; cl != nil && len(cl.runs) > 0 {
-			if _, end := rt.backend.KeyGroups(); cl.runs[len(cl.runs)-1].next < end {
-				return true
+			m := cl.runs[len(cl.runs)-1]
+			if _, end := rt.backend.KeyGroups(); m.next < end {
+				if !cl.paced(m) {
+					return materializeIdleStep
+				}
+				due = 5 * materializeIdleStep
 			}
 		}
 	}
-	return false
+	return due
 }
 
 // closeMaterializations releases the snapshots of materializations still

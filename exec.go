@@ -574,12 +574,14 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 	defer sc.closeMaterializations()
 	for live > 0 {
 		next := sc.nextTimer()
-		if sc.job.dlog != nil && sc.serializing() {
-			// Step the materialization while no record comes, too: a
-			// step per record batch alone would take minutes over a
-			// large state at a low rate.
-			if soon := time.Now().Add(materializeIdleStep).UnixNano(); next == 0 || soon < next {
-				next = soon
+		if sc.job.dlog != nil {
+			// Step a materialization while no record comes, too: a step
+			// per record batch alone would take minutes over a large
+			// state at a low rate.
+			if d := sc.materializeDue(); d > 0 {
+				if soon := time.Now().Add(d).UnixNano(); next == 0 || soon < next {
+					next = soon
+				}
 			}
 		}
 		hasTimers = next != 0
