@@ -344,7 +344,7 @@ func (sc *subtaskCtx) loadParts(uid string, b *state.Backend, parts []checkpoint
 				var data []byte
 				var err error
 				if parts[i].Size <= maxHedgedPart {
-					data, err = sc.job.readHedger.GetInto(ctx, sc.job.blobs, parts[i].Blob, &buf, 3)
+					data, err = sc.job.partReader.GetInto(ctx, sc.job.blobs, parts[i].Blob, &buf, 3)
 				} else {
 					data, err = blob.GetInto(ctx, sc.job.blobs, parts[i].Blob, &buf)
 				}

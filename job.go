@@ -28,7 +28,8 @@ type jobRun struct {
 	wmSlots    [][]atomic.Int64       // [source][subtask] watermarks, for alignment
 	dlog       *dstl.Log              // the changelog's durable short-term log, if on
 	partHedger *blob.Hedger           // when to hedge a materialization part's upload, learned from the parts before
-	readHedger *blob.Hedger           // when to hedge a restore's read of a part or log object, learned from the reads before
+	readHedger *blob.Hedger           // when to hedge a restore's read of a log object, learned from the reads before
+	partReader *blob.Hedger           // the same for materialized parts: megabytes, not the log's kilobytes, so learned apart
 	logShared  *dstl.Shared           // the restored log's objects, fetched once for all subtasks
 	runID      string                 // names this attempt's log writers and objects
 	building   atomic.Uint64          // id of the checkpoint now being built
@@ -93,7 +94,8 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 	defer cancel(nil)
 	j := &jobRun{env: e, storage: storage, blobs: blobs, nextID: 1, chans: map[*edge][][]chan msg{},
 		acks: make(chan ack, 64), finished: make(chan struct{}, 64),
-		readHedger: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout)}
+		readHedger: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout),
+		partReader: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout)}
 	// Restore the newest readable checkpoint. Its state is read by the
 	// subtasks as they start; if some of it turns out unreadable, the
 	// attempt fails with a *restoreError and Run falls back to the one

@@ -9,18 +9,22 @@ import (
 	"time"
 )
 
-// Hedger decides when a write to a store is hedged: how long an attempt
-// may run before another attempt of the same write starts in parallel.
-// It learns the store's latency from the successful attempts recorded
-// with it, and hedges after Factor times their 90th percentile (of the
-// last 64, once 16 are known), never sooner than MinHedgeDelay and never
-// later than Max: the hedge follows the store's own tail, as hedged
-// requests do in "The Tail at Scale", rather than waiting a fixed time.
-// With Factor zero or negative, or until 16 attempts are known, it
-// hedges after Max; an attempt started before then is hedged as soon as
-// what was learned meanwhile says it is late. One Hedger is shared by the writes it learns from and
-// is safe for concurrent use; the zero value, and a nil *Hedger (which
-// learns nothing), hedge after DefaultHedgeMax.
+// Hedger decides when a write to or a read from a store is hedged: how
+// long an attempt may run before another attempt of the same operation
+// starts in parallel. It learns the store's latency from the successful
+// attempts recorded with it, and hedges after Factor times their 90th
+// percentile (of the last 64, once 16 are known), never sooner than
+// MinHedgeDelay and never later than Max: the hedge follows the store's
+// own tail, as hedged requests do in "The Tail at Scale", rather than
+// waiting a fixed time. With Factor zero or negative, or until 16
+// attempts are known, it hedges after Max; an attempt started before then
+// is hedged as soon as what was learned meanwhile says it is late. Give
+// operations of very different sizes their own Hedgers: one learned from
+// kilobyte reads hedges every megabyte read. A call returns once all of
+// its attempts have: a hedge saves time only with a store whose calls end
+// when their context is cancelled. One Hedger is shared by the operations
+// it learns from and is safe for concurrent use; the zero value, and a nil
+// *Hedger (which learns nothing), hedge after DefaultHedgeMax.
 type Hedger struct {
 	Factor float64       // times the recent p90; 0 or negative: Max only
 	Max    time.Duration // the latest an attempt is hedged; 0 means DefaultHedgeMax
@@ -230,7 +234,7 @@ func hedged[T any](ctx context.Context, h *Hedger, attempts int, op, name string
 			if len(errs) == attempts {
 				return zero, fmt.Errorf("blob: %s %q: %d attempts failed: %w", op, name, attempts, errors.Join(errs...))
 			}
-			if done == launched && launched < attempts {
+			if done == launched && launched < attempts && ctx.Err() == nil {
 				launch()
 			}
 		case <-timer.C:

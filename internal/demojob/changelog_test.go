@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,5 +253,94 @@ func TestMaterializationPastStuckUpload(t *testing.T) {
 				t.Fatalf("checkpoint %d went back to a first materialization's part %s", m.ID, p.Blob)
 			}
 		}
+	}
+}
+
+// firstAttemptStore stalls the first Put and the first read of each
+// materialized part until its context ends: only a hedged second attempt
+// gets it through.
+type firstAttemptStore struct {
+	blob.Store
+	seen                 sync.Map
+	stalled, stalledGets atomic.Int64
+}
+
+func (s *firstAttemptStore) stall(ctx context.Context, op, name string) error {
+	if !strings.Contains(name, "-m") || !strings.HasSuffix(name, ".state") {
+		return nil
+	}
+	if _, loaded := s.seen.LoadOrStore(op+" "+name, true); loaded {
+		return nil
+	}
+	if op == "get" {
+		s.stalledGets.Add(1)
+	}
+	s.stalled.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *firstAttemptStore) Put(ctx context.Context, name string, data []byte) error {
+	if err := s.stall(ctx, "put", name); err != nil {
+		return err
+	}
+	return s.Store.Put(ctx, name, data)
+}
+
+func (s *firstAttemptStore) Get(ctx context.Context, name string) ([]byte, error) {
+	if err := s.stall(ctx, "get", name); err != nil {
+		return nil, err
+	}
+	return s.Store.Get(ctx, name)
+}
+
+func (s *firstAttemptStore) GetInto(ctx context.Context, name string, buf *[]byte) ([]byte, error) {
+	if err := s.stall(ctx, "get", name); err != nil {
+		return nil, err
+	}
+	return blob.GetInto(ctx, s.Store, name, buf)
+}
+
+// TestMaterializedPartsAreHedged: a materialized part whose upload hangs
+// is uploaded by a hedged attempt, and a restore whose read of a part
+// hangs reads it with a hedged one; without hedging both would wait
+// forever.
+func TestMaterializedPartsAreHedged(t *testing.T) {
+	dir := t.TempDir()
+	inner, err := blob.Open(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &firstAttemptStore{Store: inner}
+	c := Config{Seed: 6, Events: 1 << 30, Drivers: 2000, Out: filepath.Join(dir, "out"), Parallelism: 2,
+		EmitEvery: 5, Rate: 20_000, Changelog: true, Materialize: 10 * time.Millisecond}
+	run := func(until func(eddy.Stats) bool, what string) eddy.Stats {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		env := Env(c, eddy.CheckpointStore(store, 10*time.Millisecond), eddy.Logger(testWriter{t}))
+		done := make(chan error, 1)
+		go func() { done <- env.Run(ctx) }()
+		deadline := time.Now().Add(30 * time.Second)
+		for !until(env.Stats()) {
+			if time.Now().After(deadline) {
+				cancel()
+				<-done
+				t.Fatalf("%s: not within 30 s (%d attempts stalled); %+v", what, store.stalled.Load(), env.Stats())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+		<-done
+		return env.Stats()
+	}
+	// Six: each of the 2 operators' 2 subtasks has likely completed one,
+	// so the last checkpoint has parts to read.
+	run(func(s eddy.Stats) bool { return s.Materializations >= 6 && s.Checkpoints >= 3 }, "materializations past stuck part uploads")
+	if puts := store.stalled.Load(); puts < 2 {
+		t.Fatalf("%d part uploads stalled, want every part's first one (at least 2)", puts)
+	}
+	st := run(func(s eddy.Stats) bool { return s.RestoredFrom != 0 && s.Checkpoints >= 1 }, "restore past stuck part reads")
+	if store.stalledGets.Load() == 0 {
+		t.Fatalf("the restore (from checkpoint %d) read no materialized part", st.RestoredFrom)
 	}
 }
