@@ -475,6 +475,12 @@ func (sc *subtaskCtx) changelogCheckpoint(rt *keyedRuntime, a *ack) func(ctx con
 			a.logs = append(a.logs, opLog{uid: rt.uid, part: l})
 		}
 	}
+	// The watermark now: the materialized parts carry the one of their
+	// materialization, older.
+	if rt.watermark != noTimestamp {
+		a.watermarks = append(a.watermarks, opWatermark{uid: rt.uid, wm: checkpoint.Watermark{
+			KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Nanos: rt.watermark}})
+	}
 	a.uploaded += cl.newBytes
 	cl.newBytes = 0
 	// The running materializations' blobs are not part of this

@@ -297,6 +297,11 @@ func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.S
 		if err != nil {
 			return nil, nil, restoreFailure(m.ID, fmt.Errorf("operator %s: replaying the changelog: %w", uid, err))
 		}
+		// The watermark at the checkpoint, not the parts' older one: the
+		// least of the subtasks whose key groups this one takes.
+		if wm, ok := checkpointWatermark(op.Watermarks, start, end); ok {
+			b.SetWatermark(wm)
+		}
 	}
 	return usedParts, usedLogs, nil
 }
@@ -396,6 +401,21 @@ type restoreError struct {
 
 func (e *restoreError) Error() string {
 	return fmt.Sprintf("restoring checkpoint %d: %v", e.id, e.err)
+}
+
+// checkpointWatermark returns the least watermark of those recorded for
+// key groups overlapping [start, end), and whether there is one.
+func checkpointWatermark(wms []checkpoint.Watermark, start, end int) (int64, bool) {
+	wm, ok := int64(0), false
+	for _, w := range wms {
+		if int(w.KeyGroupEnd) <= start || int(w.KeyGroupStart) >= end {
+			continue
+		}
+		if !ok || w.Nanos < wm {
+			wm, ok = w.Nanos, true
+		}
+	}
+	return wm, ok
 }
 
 // restoreFailure classifies an error reading checkpoint id: a corrupt or

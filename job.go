@@ -45,7 +45,8 @@ type ack struct {
 	splits         []checkpoint.SplitState
 	parts          []opPart
 	logs           []opLog
-	extraFiles     []string // blobs to keep though no part lists them
+	watermarks     []opWatermark // of changelog operators
+	extraFiles     []string      // blobs to keep though no part lists them
 	sinkTxns       map[string][]byte
 	entries, bytes int64
 	uploaded       int64
@@ -58,6 +59,11 @@ type ack struct {
 type opLog struct {
 	uid  string
 	part checkpoint.LogPart
+}
+
+type opWatermark struct {
+	uid string
+	wm  checkpoint.Watermark
 }
 
 type opPart struct {
@@ -398,6 +404,10 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 					}
 					full += p.part.Size
 				}
+				for _, w := range a.watermarks {
+					op := opState(w.uid)
+					op.Watermarks = append(op.Watermarks, w.wm)
+				}
 				for _, l := range a.logs {
 					op := opState(l.uid)
 					op.Changelog = append(op.Changelog, l.part)
@@ -415,6 +425,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			for _, name := range sortedKeys(ops) {
 				op := ops[name]
 				sort.Slice(op.Parts, func(a, b int) bool { return op.Parts[a].KeyGroupStart < op.Parts[b].KeyGroupStart })
+				sort.Slice(op.Watermarks, func(a, b int) bool { return op.Watermarks[a].KeyGroupStart < op.Watermarks[b].KeyGroupStart })
 				m.Operators = append(m.Operators, *op)
 			}
 			commits := map[string][][]byte{}

@@ -57,6 +57,18 @@ type OperatorState struct {
 	// Changelog lists, with the changelog state backend, the log ranges to
 	// replay on top of Parts (the last materialization).
 	Changelog []LogPart `proto:"6"`
+	// Watermarks are, with the changelog state backend, each subtask's
+	// event-time watermark at the checkpoint: Parts were materialized
+	// earlier and carry older ones.
+	Watermarks []Watermark `proto:"7"`
+}
+
+// Watermark is the event-time watermark, in Unix nanoseconds, of the
+// subtask that owned the key groups [KeyGroupStart, KeyGroupEnd).
+type Watermark struct {
+	KeyGroupStart uint32 `proto:"1,name=key_group_start"`
+	KeyGroupEnd   uint32 `proto:"2,name=key_group_end"`
+	Nanos         int64  `proto:"3"`
 }
 
 // LogPart is a range of one durable short-term log writer's changes to
