@@ -23,6 +23,7 @@ type slowTracer struct {
 	mu      sync.Mutex
 	written int
 	busy    bool
+	notes   []string // what the background writes did, printed by stop
 	wg      sync.WaitGroup
 }
 
@@ -59,15 +60,14 @@ func (t *slowTracer) check(s eddy.CheckpointStats) {
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
-		err := t.write(name)
+		note := fmt.Sprintf("eddy bench: checkpoint %d took %v (sync %v): trace in %s", s.ID, s.Duration, s.SyncDuration, name)
+		if err := t.write(name); err != nil {
+			note = fmt.Sprintf("eddy bench: writing %s: %v", name, err)
+		}
 		t.mu.Lock()
 		t.busy = false
+		t.notes = append(t.notes, note)
 		t.mu.Unlock()
-		if err != nil {
-			fmt.Fprintf(t.stderr, "eddy bench: writing %s: %v\n", name, err)
-			return
-		}
-		fmt.Fprintf(t.stderr, "eddy bench: checkpoint %d took %v (sync %v): trace in %s\n", s.ID, s.Duration, s.SyncDuration, name)
 	}()
 }
 
@@ -83,11 +83,16 @@ func (t *slowTracer) write(name string) error {
 	return f.Close()
 }
 
-// stop waits for traces being written and stops the recorder.
+// stop waits for traces being written, stops the recorder and reports
+// the traces (here, not from the writers: the bench writes to stderr
+// meanwhile, and stderr need not be safe for concurrent use).
 func (t *slowTracer) stop() {
 	if t == nil {
 		return
 	}
 	t.wg.Wait()
 	t.fr.Stop()
+	for _, n := range t.notes {
+		fmt.Fprintln(t.stderr, n)
+	}
 }
