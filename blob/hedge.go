@@ -132,7 +132,7 @@ func (h *Hedger) p90() (time.Duration, bool) {
 // store: when no attempt has finished after `after`, it starts another
 // attempt of the same write in parallel, and again after each further
 // `after` or failure, up to attempts in all. It is Hedger.Put with a
-// fixed delay.
+// fixed delay; an `after` of zero or less means DefaultHedgeMax.
 func PutHedged(ctx context.Context, s Store, name string, data []byte, after time.Duration, attempts int) error {
 	return (&Hedger{Max: after}).Put(ctx, s, name, data, attempts)
 }
