@@ -598,8 +598,13 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 			// Step a materialization while no record comes, too: a step
 			// per record batch alone would take minutes over a large
 			// state at a low rate.
+			// A timer armed to fire by then is kept: no re-arming per
+			// batch while a materialization serializes.
 			if d := sc.materializeDue(); d > 0 {
-				if soon := time.Now().Add(d).UnixNano(); next == 0 || soon < next {
+				now := time.Now().UnixNano()
+				if armed > now && armed <= now+int64(d) && (next == 0 || armed <= next) {
+					next = armed
+				} else if soon := now + int64(d); next == 0 || soon < next {
 					next = soon
 				}
 			}

@@ -274,7 +274,6 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 	if out, err = serde.MustFor[snapshotHeader]().Append(out, &h); err != nil {
 		return nil, err
 	}
-	gcodec := serde.MustFor[groupData]()
 	var gh []byte
 	for kg := from; kg < to; kg++ {
 		size := 0
@@ -288,16 +287,10 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 			}
 			data := b.snapScratch
 			size += len(data)
-			// groupData{KeyGroup, State, Count} then its Data field.
-			if gh, err = gcodec.Append(gh[:0], &groupData{KeyGroup: uint32(kg), State: uint32(si), Count: uint32(n)}); err != nil {
+			if out, err = appendGroupHead(out, &gh, kg, si, n, len(data)); err != nil {
 				return nil, err
 			}
-			msg := len(gh) + protowire.SizeTag(groupDataField) + protowire.SizeBytes(len(data))
-			out = protowire.AppendTag(out, groupsField, protowire.BytesType)
-			out = protowire.AppendVarint(out, uint64(msg))
-			out = append(out, gh...)
-			out = protowire.AppendTag(out, groupDataField, protowire.BytesType)
-			out = protowire.AppendBytes(out, data)
+			out = append(out, data...)
 		}
 		b.groupBytes[kg-b.kgStart] = size
 	}
@@ -305,6 +298,25 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 		b.snapScratch = nil // do not hold a huge group's buffer for good
 	}
 	return out, nil
+}
+
+// appendGroupHead appends one element of snapshotHeader.Groups up to the
+// bytes of its Data: the element's tag and length, groupData{KeyGroup,
+// State, Count} (encoded in *scratch, reused), and the tag and length of
+// Data, whose dataLen bytes the caller appends. Snapshots write groups by
+// hand so that Data is never copied into a message first.
+func appendGroupHead(dst []byte, scratch *[]byte, kg, state, count, dataLen int) ([]byte, error) {
+	gh, err := serde.MustFor[groupData]().Append((*scratch)[:0], &groupData{KeyGroup: uint32(kg), State: uint32(state), Count: uint32(count)})
+	if err != nil {
+		return dst, err
+	}
+	*scratch = gh
+	msg := len(gh) + protowire.SizeTag(groupDataField) + protowire.SizeBytes(dataLen)
+	dst = protowire.AppendTag(dst, groupsField, protowire.BytesType)
+	dst = protowire.AppendVarint(dst, uint64(msg))
+	dst = append(dst, gh...)
+	dst = protowire.AppendTag(dst, groupDataField, protowire.BytesType)
+	return protowire.AppendVarint(dst, uint64(dataLen)), nil
 }
 
 // The field numbers of snapshotHeader.Groups and groupData.Data, which

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"iter"
 
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"github.com/eddyflow/eddy/serde"
 )
 
@@ -37,15 +35,21 @@ type GroupSnapshot struct {
 	stop func()
 	data [][]byte // the chunks of (next, state) written so far
 
-	partFrom int      // the first group of the pending part
-	segs     [][]byte // the pending part's segments after its header
-	size     int      // their bytes
-	err      error
+	gh        []byte   // scratch for the groupData headers
+	groupSize int      // the data bytes of group next so far
+	partFrom  int      // the first group of the pending part
+	segs      [][]byte // the pending part's segments after its header
+	size      int      // their bytes
+	err       error
 }
 
 // SnapshotChunk is how many bytes of entries a GroupSnapshot writes into
 // one buffer: a step's work is counted, and stops, in chunks.
 const SnapshotChunk = 256 << 10
+
+// minChunkRoom is the least a chunk's buffer starts with; it grows by
+// append up to about a chunk.
+const minChunkRoom = 4 << 10
 
 // entryWriter is where a walk of a key group appends its entries.
 type entryWriter struct {
@@ -97,7 +101,8 @@ func (s *GroupSnapshot) Step(budget int) (*SnapshotPart, error) {
 			return nil, nil
 		}
 		if s.state == len(s.b.states) {
-			s.state = 0
+			s.b.groupBytes[s.next-s.b.kgStart] = s.groupSize
+			s.state, s.groupSize = 0, 0
 			s.next++
 			if s.size >= s.partBytes || s.next == s.end {
 				return s.cut(), nil
@@ -133,7 +138,11 @@ func (s *GroupSnapshot) walk() (n int, done bool, err error) {
 		}
 		s.pull, s.stop = iter.Pull(st.groupWalk(s.next, &s.w))
 	}
-	s.w.dst = make([]byte, 0, s.chunk+s.chunk/8)
+	// A chunk's room: the group's size at its last snapshot (all its
+	// states), with some slack, up to a chunk; a small group does not
+	// take a whole chunk's buffer per state.
+	est := s.b.GroupBytes(s.next)
+	s.w.dst = make([]byte, 0, min(max(est+est/8, minChunkRoom), s.chunk+s.chunk/8))
 	_, more := s.pull()
 	if s.w.err != nil {
 		return 0, false, fmt.Errorf("state %q: %w", st.stateName(), s.w.err)
@@ -149,32 +158,29 @@ func (s *GroupSnapshot) walk() (n int, done bool, err error) {
 	s.stop()
 	s.pull, s.stop = nil, nil
 	if s.w.n > 0 {
-		s.addGroup(uint32(s.next), uint32(s.state), s.w.n, s.data)
+		err = s.addGroup(s.next, s.state, s.w.n, s.data)
 	}
 	s.data = nil
-	return n, true, nil
+	return n, true, err
 }
 
-// addGroup appends one groupData message, written by hand as
-// SnapshotGroups does: its header fields, then its Data field as chunks.
-func (s *GroupSnapshot) addGroup(kg, state uint32, count int, chunks [][]byte) {
+// addGroup appends the groupData message of (kg, state), whose count
+// entries are chunks, to the pending part, and counts its bytes for the
+// group's size (Backend.GroupBytes).
+func (s *GroupSnapshot) addGroup(kg, state, count int, chunks [][]byte) error {
 	dataLen := 0
 	for _, c := range chunks {
 		dataLen += len(c)
 	}
-	gh, err := serde.MustFor[groupData]().Append(nil, &groupData{KeyGroup: kg, State: state, Count: uint32(count)})
+	head, err := appendGroupHead(nil, &s.gh, kg, state, count, dataLen)
 	if err != nil {
-		panic(err) // three integers always encode
+		return err
 	}
-	msg := len(gh) + protowire.SizeTag(groupDataField) + protowire.SizeBytes(dataLen)
-	head := protowire.AppendTag(nil, groupsField, protowire.BytesType)
-	head = protowire.AppendVarint(head, uint64(msg))
-	head = append(head, gh...)
-	head = protowire.AppendTag(head, groupDataField, protowire.BytesType)
-	head = protowire.AppendVarint(head, uint64(dataLen))
 	s.segs = append(s.segs, head)
 	s.segs = append(s.segs, chunks...)
 	s.size += len(head) + dataLen
+	s.groupSize += dataLen
+	return nil
 }
 
 // cut ends the pending part at s.next.

@@ -155,6 +155,10 @@ func TestGroupSnapshotPartsMatchSnapshotGroups(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var sizes []int // each group's bytes as SnapshotGroups counts them
+		for kg := range 4 {
+			sizes = append(sizes, w.b.GroupBytes(kg))
+		}
 		s := w.b.NewGroupSnapshot(0, 4, 64<<10)
 		s.chunk = testChunk
 		var parts [][]byte
@@ -180,6 +184,11 @@ func TestGroupSnapshotPartsMatchSnapshotGroups(t *testing.T) {
 		}
 		if next != 4 {
 			t.Fatalf("parts end at group %d, want 4", next)
+		}
+		for kg, want := range sizes {
+			if got := w.b.GroupBytes(kg); got != want || got == 0 {
+				t.Fatalf("GroupBytes(%d) = %d after the GroupSnapshot, %d after SnapshotGroups", kg, got, want)
+			}
 		}
 		if got := restored(t, parts, nil); !bytes.Equal(got, want) {
 			t.Fatalf("deterministic=%v: the parts restore to a different state", det)

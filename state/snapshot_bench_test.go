@@ -48,3 +48,31 @@ func BenchmarkSnapshotGroups(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGroupSnapshot is BenchmarkSnapshotGroups done as a changelog
+// materialization does it: steps of 1 MiB of entries, parts of 4 MiB,
+// each part joined into one buffer (which the upload goroutine does). It
+// reports the mean time of a step, what a materialization holds a subtask
+// up for.
+//
+//	go test ./state -run '^$' -bench 'SnapshotGroups|GroupSnapshot' -benchmem
+func BenchmarkGroupSnapshot(b *testing.B) {
+	be := payloadBackend(b)
+	b.SetBytes(payloadKeys * 1024)
+	b.ResetTimer()
+	steps := 0
+	for range b.N {
+		s := be.NewGroupSnapshot(0, 64, 4<<20)
+		for !s.Done() {
+			p, err := s.Step(1 << 20)
+			if err != nil {
+				b.Fatal(err)
+			}
+			steps++
+			if p != nil {
+				_ = p.Bytes()
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(steps), "ns/step")
+}

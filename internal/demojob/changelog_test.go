@@ -179,6 +179,19 @@ func TestRunWaitsForUploads(t *testing.T) {
 	}
 }
 
+// waitStats polls env's stats until cond holds and reports whether it did
+// within d.
+func waitStats(env *eddy.Env, d time.Duration, cond func(eddy.Stats) bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond(env.Stats()) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
 // stallStore holds the Puts whose names stall accepts until release is
 // closed (or their context ends).
 type stallStore struct {
@@ -224,15 +237,11 @@ func TestMaterializationPastStuckUpload(t *testing.T) {
 	env := Env(c, eddy.CheckpointStore(store, 10*time.Millisecond), eddy.Logger(testWriter{t}))
 	done := make(chan error, 1)
 	go func() { done <- env.Run(ctx) }()
-	deadline := time.Now().Add(20 * time.Second)
-	for env.Stats().Materializations < 2 {
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatalf("%d materializations completed in 20 s while the first ones' uploads were stuck (%d stuck); %+v",
-				env.Stats().Materializations, store.stalled.Load(), env.Stats())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !waitStats(env, 20*time.Second, func(s eddy.Stats) bool { return s.Materializations >= 2 }) {
+		cancel()
+		<-done
+		t.Fatalf("%d materializations completed in 20 s while the first ones' uploads were stuck (%d stuck); %+v",
+			env.Stats().Materializations, store.stalled.Load(), env.Stats())
 	}
 	if store.stalled.Load() < 2 {
 		t.Fatalf("%d uploads stuck: the first materializations did not start", store.stalled.Load())
@@ -320,14 +329,10 @@ func TestMaterializedPartsAreHedged(t *testing.T) {
 		env := Env(c, eddy.CheckpointStore(store, 10*time.Millisecond), eddy.Logger(testWriter{t}))
 		done := make(chan error, 1)
 		go func() { done <- env.Run(ctx) }()
-		deadline := time.Now().Add(30 * time.Second)
-		for !until(env.Stats()) {
-			if time.Now().After(deadline) {
-				cancel()
-				<-done
-				t.Fatalf("%s: not within 30 s (%d attempts stalled); %+v", what, store.stalled.Load(), env.Stats())
-			}
-			time.Sleep(5 * time.Millisecond)
+		if !waitStats(env, 30*time.Second, until) {
+			cancel()
+			<-done
+			t.Fatalf("%s: not within 30 s (%d attempts stalled); %+v", what, store.stalled.Load(), env.Stats())
 		}
 		cancel()
 		<-done
