@@ -36,7 +36,17 @@ type jobRun struct {
 	acks       chan ack
 	finished   chan struct{}
 	wg         sync.WaitGroup
+	pruneCtx   context.Context    // the retention goroutines' context: the attempt's, cut short at its end
+	stopPrune  context.CancelFunc // cancels pruneCtx
+	prunes     sync.WaitGroup     // retention goroutines
+	pruneID    atomic.Uint64      // the checkpoint whose retention runs now, if any
 }
+
+// PruneGrace is how long a job that has finished waits for the retention of
+// its last checkpoints to finish deleting what they replaced. Past it the
+// deletion is cancelled and Run returns: nothing needed is lost, and the
+// next prune (the first checkpoint of the next run) deletes the rest.
+const PruneGrace = 3 * time.Second
 
 // ack is a subtask's answer to a checkpoint barrier.
 type ack struct {
@@ -98,7 +108,9 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	j := &jobRun{env: e, storage: storage, blobs: blobs, nextID: 1, chans: map[*edge][][]chan msg{},
+	pruneCtx, stopPrune := context.WithCancel(ctx)
+	defer stopPrune()
+	j := &jobRun{pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, chans: map[*edge][][]chan msg{},
 		acks: make(chan ack, 64), finished: make(chan struct{}, 64),
 		readHedger: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout),
 		partReader: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout)}
@@ -219,6 +231,7 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 		// A subtask failed, or the caller cancelled; let the coordinator stop.
 		coordErr = <-done
 	}
+	j.finishPrunes(PruneGrace)
 	j.wg.Wait()
 	select {
 	case err := <-errs:
@@ -231,6 +244,28 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 		return coordErr
 	}
 	return parent.Err()
+}
+
+// finishPrunes waits up to grace for the retention goroutine, then cancels
+// it (saying so) and waits for it to return.
+func (j *jobRun) finishPrunes(grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		j.prunes.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	if j.pruneCtx.Err() == nil {
+		j.env.cfg.logger.Printf("the job is done; cleaning up after checkpoint %d did not finish within %v and was cut short: the next run's first checkpoint deletes the rest", j.pruneID.Load(), grace)
+	}
+	j.stopPrune()
+	<-done
 }
 
 // runSubtask builds a subtask's operator chain and runs its loop.
@@ -459,11 +494,12 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 					// Retention runs in the background, one at a time: the
 					// checkpoint is complete once its manifest is written.
 					pruning.Store(true)
-					j.wg.Add(1)
+					j.pruneID.Store(m.ID)
+					j.prunes.Add(1)
 					go func(m *checkpoint.Manifest) {
-						defer j.wg.Done()
+						defer j.prunes.Done()
 						defer pruning.Store(false)
-						if err := j.storage.Prune(ctx, m); err != nil && ctx.Err() == nil {
+						if err := j.storage.Prune(j.pruneCtx, m); err != nil && j.pruneCtx.Err() == nil {
 							e.cfg.logger.Printf("checkpoint %d complete; cleaning up old checkpoints failed: %v", m.ID, err)
 						}
 					}(m)

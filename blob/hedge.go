@@ -155,6 +155,17 @@ func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, att
 	return err
 }
 
+// Delete removes the object name like s.Delete, hedged like Put: when no
+// attempt has finished after h.Delay(), or all so far have failed, another
+// starts in parallel, up to attempts in all. Deleting is idempotent, so
+// the attempts cannot disagree; the first success wins.
+func (h *Hedger) Delete(ctx context.Context, s Store, name string, attempts int) error {
+	_, err := hedged(ctx, h, attempts, "delete", name, func(ctx context.Context, _ bool) (struct{}, error) {
+		return struct{}{}, s.Delete(ctx, name)
+	}, func(error) bool { return false })
+	return err
+}
+
 // GetInto reads the object name like blob.GetInto, hedged: when no
 // attempt has returned after h.Delay(), another read of the object starts
 // in parallel, up to attempts in all, and one more starts at once when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,6 +65,48 @@ func (s *slowStore) Get(ctx context.Context, name string) ([]byte, error) {
 		return nil, &blob.CorruptError{Name: name, Reason: "injected"}
 	}
 	return s.Store.Get(ctx, name)
+}
+
+func (s *slowStore) Delete(ctx context.Context, name string) error {
+	if _, err := s.next(ctx); err != nil {
+		return err
+	}
+	return s.Store.Delete(ctx, name)
+}
+
+// TestHedgerDelete: a stalled or failed delete gets another attempt, and
+// the object is gone when one succeeds; when all fail, the error says so.
+func TestHedgerDelete(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		plan    []string
+		wantErr bool
+		calls   int
+	}{
+		{"first succeeds", []string{"ok"}, false, 1},
+		{"stalled first, hedge wins", []string{"stall", "ok"}, false, 2},
+		{"failure retried at once", []string{"fail", "ok"}, false, 2},
+		{"all fail", []string{"fail", "fail", "fail"}, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner := storeWithObject(t, "o", "payload")
+			s := &slowStore{Store: inner, plan: tc.plan}
+			err := (&blob.Hedger{Max: 20 * time.Millisecond}).Delete(context.Background(), s, "o", 3)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr && !strings.Contains(err.Error(), `delete "o": 3 attempts failed`) {
+				t.Errorf("err = %v, want it to name the delete and its attempts", err)
+			}
+			if s.calls != tc.calls {
+				t.Errorf("%d attempts, want %d", s.calls, tc.calls)
+			}
+			_, gerr := inner.Get(context.Background(), "o")
+			if gone := errors.Is(gerr, blob.ErrNotFound); gone == tc.wantErr {
+				t.Errorf("after Delete (err %v) the object is gone=%v", err, gone)
+			}
+		})
+	}
 }
 
 func TestPutHedged(t *testing.T) {

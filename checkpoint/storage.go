@@ -31,9 +31,10 @@ var ErrSubsumed = errors.New("subsumed by a newer complete checkpoint")
 type Storage struct {
 	store   blob.Store
 	retain  int
-	mu      sync.Mutex // serializes Write
-	pruneMu sync.Mutex // serializes Prune, so prunes never interleave
-	hedger  *blob.Hedger
+	mu      sync.Mutex   // serializes Write
+	pruneMu sync.Mutex   // serializes Prune, so prunes never interleave
+	hedger  *blob.Hedger // when to hedge a manifest write
+	deleter *blob.Hedger // when to hedge a prune's delete
 }
 
 // NewStorage returns the checkpoints kept in store, retaining the newest
@@ -42,7 +43,8 @@ func NewStorage(store blob.Store, retain int) *Storage {
 	if retain < 1 {
 		retain = DefaultRetain
 	}
-	return &Storage{store: store, retain: retain, hedger: blob.NewHedger(ManifestHedgeAfterP90, ManifestHedgeAfter)}
+	return &Storage{store: store, retain: retain, hedger: blob.NewHedger(ManifestHedgeAfterP90, ManifestHedgeAfter),
+		deleter: blob.NewHedger(ManifestHedgeAfterP90, ManifestHedgeAfter)}
 }
 
 // StateBlobName returns the blob name for the state that subtask of operator
@@ -265,14 +267,55 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 			files = append(files, n)
 		}
 	}
-	var errs []error
-	for _, n := range append(manifests, files...) {
-		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, err)...)
+	// Manifests go first, all of them, then the files; each group is
+	// deleted PruneParallelism at a time, so one slow delete does not hold
+	// up the others.
+	if err := s.deleteAll(ctx, manifests); err != nil {
+		return err
+	}
+	return s.deleteAll(ctx, files)
+}
+
+// PruneParallelism is how many deletes a prune has in flight at once.
+const PruneParallelism = 8
+
+// PruneAttempts is how many attempts a prune makes at most to delete one
+// object: a delete that fails, or takes longer than ManifestHedgeAfter (or
+// ManifestHedgeAfterP90 times the recent deletes' 90th percentile), gets
+// another attempt in parallel.
+const PruneAttempts = 3
+
+// deleteAll deletes names, PruneParallelism at a time, and joins the errors.
+// Once ctx is done it starts no more deletes.
+func (s *Storage) deleteAll(ctx context.Context, names []string) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	slots := make(chan struct{}, PruneParallelism)
+	for _, n := range names {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
 		}
-		if err := s.store.Delete(ctx, n); err != nil {
-			errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			if err := s.deleter.Delete(ctx, s.store, n, PruneAttempts); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -518,5 +520,94 @@ func TestWriteDoesNotWaitForPrune(t *testing.T) {
 		if _, err := inner.Get(ctx, f); err != nil {
 			t.Fatalf("the prune deleted %s, which checkpoint 4 uses: %v", f, err)
 		}
+	}
+}
+
+// stallingDeletes records the Deletes that start and end, in order, and
+// holds a Delete of stall until its context is done.
+type stallingDeletes struct {
+	blob.Store
+	stall string
+	mu    sync.Mutex
+	log   []string // "start name" and "end name"
+}
+
+func (s *stallingDeletes) note(ev string) {
+	s.mu.Lock()
+	s.log = append(s.log, ev)
+	s.mu.Unlock()
+}
+
+func (s *stallingDeletes) events() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.log)
+}
+
+func (s *stallingDeletes) Delete(ctx context.Context, name string) error {
+	s.note("start " + name)
+	defer s.note("end " + name)
+	if name == s.stall {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.Store.Delete(ctx, name)
+}
+
+// TestPruneDeletesInParallelManifestsFirst: one delete that hangs does not
+// hold up the others, every manifest is gone before any file is deleted,
+// a cancelled prune says so, and the next prune deletes what it left.
+func TestPruneDeletesInParallelManifestsFirst(t *testing.T) {
+	inner := newFileStore(t)
+	st := checkpoint.NewStorage(inner, 3)
+	m1 := writeCheckpoint(t, st, inner, 1, 6)
+	writeCheckpoint(t, st, inner, 2, 1)
+	writeCheckpoint(t, st, inner, 3, 1)
+
+	sd := &stallingDeletes{Store: inner, stall: m1.Files[2]}
+	slow := checkpoint.NewStorage(sd, 1)
+	m4 := &checkpoint.Manifest{ID: 4}
+	if err := slow.Write(ctx, m4); err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	pruned := make(chan error, 1)
+	go func() { pruned <- slow.Prune(pctx, m4) }()
+	// Everything but the stalled part goes while it hangs.
+	want := []string{m1.Files[2], st.ManifestName(4)}
+	deadline := time.Now().Add(20 * time.Second)
+	for !slices.Equal(names(t, inner), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("blobs = %q while one delete hangs, want %q", names(t, inner), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	err := <-pruned
+	var pe *checkpoint.PruneError
+	if !errors.As(err, &pe) || pe.ID != 4 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Prune = %v, want a *PruneError wrapping context.Canceled", err)
+	}
+	// Manifests first: the last manifest delete ended before the first
+	// file delete started.
+	lastManifestEnd, firstFileStart := -1, -1
+	for i, ev := range sd.events() {
+		kind, name, _ := strings.Cut(ev, " ")
+		isManifest := strings.HasSuffix(name, path.Base(st.ManifestName(1)))
+		switch {
+		case isManifest && kind == "end":
+			lastManifestEnd = i
+		case !isManifest && kind == "start" && firstFileStart < 0:
+			firstFileStart = i
+		}
+	}
+	if lastManifestEnd < 0 || firstFileStart < 0 || lastManifestEnd > firstFileStart {
+		t.Fatalf("deletes %q: want every manifest deleted before any file", sd.events())
+	}
+	if err := st.Prune(ctx, m4); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, inner); !slices.Equal(got, []string{st.ManifestName(4)}) {
+		t.Fatalf("blobs after the next prune = %q", got)
 	}
 }

@@ -27,8 +27,9 @@ type Options struct {
 	// StallRate is the probability that a call hangs until its context is
 	// done and then returns ctx.Err().
 	StallRate float64
-	// Seed seeds the generator that decides the faults; the same seed
-	// gives the same sequence of decisions.
+	// Seed seeds the generators that decide the faults, one per operation:
+	// with the same seed, the n-th call of an operation (the n-th Put, say)
+	// meets the same fault however calls of other operations interleave.
 	Seed uint64
 	// PutOnly restricts injection to Put; Get, List and Delete are passed
 	// straight to the inner store (and still counted in Stats).
@@ -99,8 +100,8 @@ type Store struct {
 	scale float64
 
 	mu    sync.Mutex
-	rng   *rand.Rand      // guarded by mu
-	stats [numOps]OpStats // guarded by mu
+	rngs  [numOps]*rand.Rand // guarded by mu; one per operation
+	stats [numOps]OpStats    // guarded by mu
 }
 
 var _ blob.Store = (*Store)(nil)
@@ -111,12 +112,11 @@ func New(inner blob.Store, opts Options) *Store {
 	if !(scale > 0) {
 		scale = 1
 	}
-	return &Store{
-		inner: inner,
-		opts:  opts,
-		scale: scale,
-		rng:   rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)),
+	s := &Store{inner: inner, opts: opts, scale: scale}
+	for o := range s.rngs {
+		s.rngs[o] = rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15+uint64(o)))
 	}
+	return s
 }
 
 // Inner returns the wrapped store, e.g. to inspect it without faults.
@@ -137,10 +137,10 @@ type fault struct {
 	afterWrite bool // with fail, for Put: fail after the inner Put
 }
 
-// decide counts a call of o and draws its fault. Every injected call draws
-// the same values from the generator in the same order (three Float64s, then
-// a latency sample), whatever the outcome, so the n-th call's fate does not
-// depend on earlier outcomes.
+// decide counts a call of o and draws its fault from o's generator. Every
+// injected call draws the same values in the same order (three Float64s,
+// then a latency sample), whatever the outcome, so the n-th call's fate does
+// not depend on earlier outcomes, nor on calls of other operations.
 func (s *Store) decide(o op) fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -148,10 +148,11 @@ func (s *Store) decide(o op) fault {
 	if s.opts.PutOnly && o != opPut {
 		return fault{}
 	}
-	uStall, uErr, uAfter := s.rng.Float64(), s.rng.Float64(), s.rng.Float64()
+	rng := s.rngs[o]
+	uStall, uErr, uAfter := rng.Float64(), rng.Float64(), rng.Float64()
 	var f fault
 	if s.opts.Latency != nil {
-		d := s.opts.Latency.Sample(s.rng)
+		d := s.opts.Latency.Sample(rng)
 		if s.scale != 1 {
 			d = time.Duration(float64(d) * s.scale)
 		}

@@ -554,3 +554,37 @@ func TestGetIntoInjectsLikeGet(t *testing.T) {
 		t.Fatalf("Stats().Get.Calls = %d, want %d", got, len(viaGet))
 	}
 }
+
+// TestOperationsDrawApart: the n-th Put meets the same fault whether or not
+// calls of other operations came between the Puts, so a test that counts on
+// its seed's Put faults gets them however its reads and deletes interleave.
+func TestOperationsDrawApart(t *testing.T) {
+	ctx := context.Background()
+	opts := faulty.Options{ErrorRate: 0.2, Seed: 5}
+	putPattern := func(s *faulty.Store, between int) []bool {
+		var failed []bool
+		for i := range 200 {
+			err := s.Put(ctx, fmt.Sprintf("o/%d", i), []byte("x"))
+			failed = append(failed, errors.Is(err, faulty.ErrInjected))
+			for range between {
+				s.Get(ctx, "o/0")
+				s.Delete(ctx, "nothing")
+			}
+		}
+		return failed
+	}
+	alone := putPattern(faulty.New(newMem(), opts), 0)
+	mixed := putPattern(faulty.New(newMem(), opts), 3)
+	fails := 0
+	for i := range alone {
+		if alone[i] != mixed[i] {
+			t.Fatalf("Put %d failed=%v alone but %v with other calls between", i, alone[i], mixed[i])
+		}
+		if alone[i] {
+			fails++
+		}
+	}
+	if fails == 0 || fails == len(alone) {
+		t.Fatalf("%d of %d Puts failed: the pattern tests nothing", fails, len(alone))
+	}
+}
