@@ -74,20 +74,25 @@ func (s *slowStore) Delete(ctx context.Context, name string) error {
 	return s.Store.Delete(ctx, name)
 }
 
+// hedgeCases are plans for a slowStore's calls and what a hedged operation
+// with 3 attempts makes of them.
+var hedgeCases = []struct {
+	name    string
+	plan    []string
+	wantErr bool
+	calls   int
+}{
+	{"first succeeds", []string{"ok"}, false, 1},
+	{"stalled first, hedge wins", []string{"stall", "ok"}, false, 2},
+	{"failure retried at once", []string{"fail", "ok"}, false, 2},
+	{"two stalls, third wins", []string{"stall", "stall", "ok"}, false, 3},
+	{"all fail", []string{"fail", "fail", "fail"}, true, 3},
+}
+
 // TestHedgerDelete: a stalled or failed delete gets another attempt, and
 // the object is gone when one succeeds; when all fail, the error says so.
 func TestHedgerDelete(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		plan    []string
-		wantErr bool
-		calls   int
-	}{
-		{"first succeeds", []string{"ok"}, false, 1},
-		{"stalled first, hedge wins", []string{"stall", "ok"}, false, 2},
-		{"failure retried at once", []string{"fail", "ok"}, false, 2},
-		{"all fail", []string{"fail", "fail", "fail"}, true, 3},
-	} {
+	for _, tc := range hedgeCases {
 		t.Run(tc.name, func(t *testing.T) {
 			inner := storeWithObject(t, "o", "payload")
 			s := &slowStore{Store: inner, plan: tc.plan}
@@ -110,18 +115,7 @@ func TestHedgerDelete(t *testing.T) {
 }
 
 func TestPutHedged(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		plan    []string
-		wantErr bool
-		calls   int
-	}{
-		{"first succeeds", []string{"ok"}, false, 1},
-		{"stalled first, hedge wins", []string{"stall", "ok"}, false, 2},
-		{"failure retried at once", []string{"fail", "ok"}, false, 2},
-		{"two stalls, third wins", []string{"stall", "stall", "ok"}, false, 3},
-		{"all fail", []string{"fail", "fail", "fail"}, true, 3},
-	} {
+	for _, tc := range hedgeCases {
 		t.Run(tc.name, func(t *testing.T) {
 			inner, err := file.New(t.TempDir())
 			if err != nil {
