@@ -301,7 +301,10 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 		// parts uploaded before: a part stuck in the store's latency
 		// tail would hold the whole materialization back while the log
 		// keeps growing.
-		if err := sc.job.partHedger.Put(sc.ctx, sc.job.blobs, name, p.Bytes(), sc.job.dlog.Options().MaxAttempts); err != nil {
+		buf := partBuf(p.Size())
+		defer partBufs.Put(buf)
+		*buf = p.AppendTo((*buf)[:0])
+		if err := sc.job.partHedger.Put(sc.ctx, sc.job.blobs, name, *buf, sc.job.dlog.Options().MaxAttempts); err != nil {
 			m.mu.Lock()
 			if m.putErr == nil {
 				m.putErr = err
@@ -310,6 +313,19 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 		}
 	}()
 	return nil
+}
+
+// partBufs recycles the buffers that materialized parts are joined into for
+// their upload: Put has returned, with every attempt, before one is reused.
+var partBufs sync.Pool // of *[]byte
+
+// partBuf returns a buffer from partBufs with room for n bytes.
+func partBuf(n int) *[]byte {
+	if b, ok := partBufs.Get().(*[]byte); ok && cap(*b) >= n {
+		return b
+	}
+	b := make([]byte, 0, n)
+	return &b
 }
 
 // materializeIdleStep is how soon a subtask waiting for records steps a

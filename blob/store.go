@@ -12,7 +12,8 @@ import (
 type Store interface {
 	// Put stores data under name, replacing any object of that name. It is
 	// atomic: a concurrent or later Get sees all of data or the previous
-	// object, never part of data, even across a crash.
+	// object, never part of data, even across a crash. Put does not keep
+	// data once it returns: the caller may reuse the buffer.
 	Put(ctx context.Context, name string, data []byte) error
 	// Get returns the payload stored under name after verifying its
 	// checksum. A missing object gives an error matching ErrNotFound; a

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"iter"
+	"sync"
 
 	"github.com/eddyflow/eddy/serde"
 )
@@ -50,6 +51,15 @@ const SnapshotChunk = 256 << 10
 // minChunkRoom is the least a chunk's buffer starts with; it grows by
 // append up to about a chunk.
 const minChunkRoom = 4 << 10
+
+// fullChunkRoom is the room of a chunk's buffer for a group at least a
+// chunk large: a chunk and slack for the entry that ends it.
+const fullChunkRoom = SnapshotChunk + SnapshotChunk/8
+
+// fullChunks recycles full chunk buffers: SnapshotPart.Bytes and AppendTo
+// return them once copied, and the next steps, of any snapshot, take them
+// instead of allocating.
+var fullChunks sync.Pool // of *[]byte with cap fullChunkRoom
 
 // entryWriter is where a walk of a key group appends its entries.
 type entryWriter struct {
@@ -142,7 +152,15 @@ func (s *GroupSnapshot) walk() (n int, done bool, err error) {
 	// states), with some slack, up to a chunk; a small group does not
 	// take a whole chunk's buffer per state.
 	est := s.b.GroupBytes(s.next)
-	s.w.dst = make([]byte, 0, min(max(est+est/8, minChunkRoom), s.chunk+s.chunk/8))
+	room := min(max(est+est/8, minChunkRoom), s.chunk+s.chunk/8)
+	if b, ok := fullChunks.Get().(*[]byte); ok && room == fullChunkRoom {
+		s.w.dst = (*b)[:0]
+	} else {
+		if ok {
+			fullChunks.Put(b)
+		}
+		s.w.dst = make([]byte, 0, room)
+	}
 	_, more := s.pull()
 	if s.w.err != nil {
 		return 0, false, fmt.Errorf("state %q: %w", st.stateName(), s.w.err)
@@ -215,17 +233,26 @@ func (p *SnapshotPart) setHeader(b *Backend) error {
 // Size returns the part's length in bytes.
 func (p *SnapshotPart) Size() int { return len(p.header) + p.size }
 
-// Bytes returns the part as one buffer. It copies the steps' buffers,
-// which is why it may run in another goroutine, such as the part's
-// upload; it may be called once.
+// Bytes returns the part as one new buffer; see AppendTo.
 func (p *SnapshotPart) Bytes() []byte {
-	out := make([]byte, 0, p.Size())
-	out = append(out, p.header...)
+	return p.AppendTo(make([]byte, 0, p.Size()))
+}
+
+// AppendTo appends the part to dst and returns the extended buffer. It
+// copies the steps' buffers (and recycles them for later steps), which is
+// why it may run in another goroutine, such as the part's upload; it may
+// be called once.
+func (p *SnapshotPart) AppendTo(dst []byte) []byte {
+	dst = append(dst, p.header...)
 	for _, s := range p.segs {
-		out = append(out, s...)
+		dst = append(dst, s...)
+		if cap(s) == fullChunkRoom {
+			s = s[:0]
+			fullChunks.Put(&s)
+		}
 	}
 	p.segs = nil
-	return out
+	return dst
 }
 
 // groupWalk is table's walk of key group kg for GroupSnapshot: it appends

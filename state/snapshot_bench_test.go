@@ -61,8 +61,10 @@ func BenchmarkGroupSnapshot(b *testing.B) {
 	b.SetBytes(payloadKeys * 1024)
 	b.ResetTimer()
 	steps := 0
+	var buf []byte // parts are joined into one buffer, as for their uploads
 	for range b.N {
 		s := be.NewGroupSnapshot(0, 64, 4<<20)
+		joined := 0
 		for !s.Done() {
 			p, err := s.Step(1 << 20)
 			if err != nil {
@@ -70,8 +72,12 @@ func BenchmarkGroupSnapshot(b *testing.B) {
 			}
 			steps++
 			if p != nil {
-				_ = p.Bytes()
+				buf = p.AppendTo(buf[:0])
+				joined += len(buf)
 			}
+		}
+		if joined < payloadKeys*1024 {
+			b.Fatalf("parts of %d bytes for %d bytes of values", joined, payloadKeys*1024)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(steps), "ns/step")
