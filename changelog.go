@@ -302,7 +302,7 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 		// tail would hold the whole materialization back while the log
 		// keeps growing.
 		buf := partBuf(p.Size())
-		defer partBufs.Put(buf)
+		defer recyclePartBuf(buf)
 		*buf = p.AppendTo((*buf)[:0])
 		if err := sc.job.partHedger.Put(sc.ctx, sc.job.blobs, name, *buf, sc.job.dlog.Options().MaxAttempts); err != nil {
 			m.mu.Lock()
@@ -326,6 +326,14 @@ func partBuf(n int) *[]byte {
 	}
 	b := make([]byte, 0, n)
 	return &b
+}
+
+// recyclePartBuf returns buf to partBufs, unless it is so large (a part of
+// one huge key group) that the pool should not keep it alive.
+func recyclePartBuf(buf *[]byte) {
+	if cap(*buf) <= 64<<20 {
+		partBufs.Put(buf)
+	}
 }
 
 // materializeIdleStep is how soon a subtask waiting for records steps a
