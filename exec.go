@@ -439,7 +439,7 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 	a := ack{stage: sc.st.id, subtask: sc.subtask, id: id, splits: splits, sinkTxns: map[string][]byte{}, barrier: syncStart}
 	type pending struct {
 		op   *keyedRuntime
-		data []byte
+		data *[]byte // from snapshotBufs, returned once uploaded
 	}
 	var snaps []pending
 	var waits []func(context.Context) error
@@ -455,11 +455,13 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 			waits = append(waits, sc.changelogCheckpoint(k, &a))
 			continue
 		}
-		data, err := k.backend.Snapshot()
+		buf := snapshotBuf()
+		data, err := k.backend.AppendSnapshot((*buf)[:0])
 		if err != nil {
 			return fmt.Errorf("eddy: snapshot of %s subtask %d: %w", k.uid, sc.subtask, err)
 		}
-		snaps = append(snaps, pending{k, data})
+		*buf = data
+		snaps = append(snaps, pending{k, buf})
 	}
 	for _, s := range sc.sinks {
 		txn, err := s.w.PreCommit(id)
@@ -491,20 +493,48 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 				return
 			}
 		}
+		defer func() {
+			for _, p := range snaps {
+				recycleSnapshotBuf(p.data)
+			}
+		}()
 		for _, p := range snaps {
 			start, end := p.op.backend.KeyGroups()
 			name := job.storage.StateBlobName(id, p.op.uid, sc.subtask)
-			if err := job.blobs.Put(sc.ctx, name, p.data); err != nil {
+			data := *p.data
+			if err := job.blobs.Put(sc.ctx, name, data); err != nil {
 				a.err = fmt.Errorf("writing state of %s subtask %d: %w", p.op.uid, sc.subtask, err)
 				break
 			}
 			a.parts = append(a.parts, opPart{uid: p.op.uid, part: checkpoint.StatePart{Subtask: uint32(sc.subtask),
-				KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Blob: name, Size: int64(len(p.data))}})
-			a.bytes += int64(len(p.data))
+				KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Blob: name, Size: int64(len(data))}})
+			a.bytes += int64(len(data))
 		}
 		_ = job.sendAck(sc.ctx, a)
 	}()
 	return nil
+}
+
+// snapshotBufs recycles the buffers that synchronous checkpoints serialize
+// state into: one is back once its upload's Put has returned, so the next
+// checkpoint does not allocate (and the GC does not clear) the state's
+// size again.
+var snapshotBufs sync.Pool // of *[]byte
+
+// snapshotBuf returns an empty buffer from snapshotBufs, or a new one.
+func snapshotBuf() *[]byte {
+	if b, ok := snapshotBufs.Get().(*[]byte); ok {
+		return b
+	}
+	return new([]byte)
+}
+
+// recycleSnapshotBuf returns buf to snapshotBufs, whatever its size: the
+// next checkpoint would allocate as much again, and the pool lets go of
+// what is not taken within two garbage collections.
+func recycleSnapshotBuf(buf *[]byte) {
+	*buf = (*buf)[:0]
+	snapshotBufs.Put(buf)
 }
 
 // fireTimers runs due processing-time timers.

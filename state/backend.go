@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -229,6 +230,12 @@ const snapshotMagic = "EDSN\x01"
 // with the schemas of the key and value types.
 func (b *Backend) Snapshot() ([]byte, error) { return b.SnapshotGroups(b.kgStart, b.kgEnd) }
 
+// AppendSnapshot is Snapshot appending to dst, so that a caller can reuse
+// the buffer of an earlier snapshot once it is done with it.
+func (b *Backend) AppendSnapshot(dst []byte) ([]byte, error) {
+	return b.appendSnapshotGroups(dst, b.kgStart, b.kgEnd)
+}
+
 // snapshotHeader returns the header of a snapshot of b without groups:
 // the key and value schemas and the watermark.
 func (b *Backend) snapshotHeader() (snapshotHeader, error) {
@@ -256,6 +263,11 @@ func (b *Backend) snapshotHeader() (snapshotHeader, error) {
 // records, so it never stalls processing for long; Restore accepts any set of
 // such parts.
 func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
+	return b.appendSnapshotGroups(nil, from, to)
+}
+
+// appendSnapshotGroups appends SnapshotGroups(from, to) to dst.
+func (b *Backend) appendSnapshotGroups(dst []byte, from, to int) ([]byte, error) {
 	from, to = max(from, b.kgStart), min(to, b.kgEnd)
 	h, err := b.snapshotHeader()
 	if err != nil {
@@ -269,7 +281,7 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 	for kg := from; kg < to; kg++ {
 		est += b.groupBytes[kg-b.kgStart] + b.groupBytes[kg-b.kgStart]/16
 	}
-	out := make([]byte, 0, est)
+	out := slices.Grow(dst, est)
 	out = append(out, snapshotMagic...)
 	if out, err = serde.MustFor[snapshotHeader]().Append(out, &h); err != nil {
 		return nil, err

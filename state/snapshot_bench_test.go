@@ -82,3 +82,35 @@ func BenchmarkGroupSnapshot(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(steps), "ns/step")
 }
+
+// BenchmarkAppendSnapshotReused is BenchmarkSnapshotGroups as a synchronous
+// checkpoint now takes it: the whole backend appended into the buffer of
+// the checkpoint before, once that one was uploaded.
+func BenchmarkAppendSnapshotReused(b *testing.B) {
+	be := payloadBackend(b)
+	b.SetBytes(payloadKeys * 1024)
+	var buf []byte
+	var err error
+	b.ResetTimer()
+	for range b.N {
+		if buf, err = be.AppendSnapshot(buf[:0]); err != nil {
+			b.Fatal(err)
+		}
+		if len(buf) < payloadKeys*1024 {
+			b.Fatalf("a snapshot of %d bytes for %d bytes of values", len(buf), payloadKeys*1024)
+		}
+	}
+}
+
+// BenchmarkSnapshot is the whole-backend snapshot into a new buffer, what a
+// synchronous checkpoint took before BenchmarkAppendSnapshotReused.
+func BenchmarkSnapshot(b *testing.B) {
+	be := payloadBackend(b)
+	b.SetBytes(payloadKeys * 1024)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := be.Snapshot(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

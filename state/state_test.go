@@ -208,6 +208,33 @@ func TestSnapshotDeterministic(t *testing.T) {
 	}
 }
 
+// TestAppendSnapshotIntoUsedBuffer: a snapshot appended into the reused
+// buffer of a larger earlier one (as synchronous checkpoints do) has the
+// bytes of a fresh one, and what dst held before is kept in front.
+func TestAppendSnapshotIntoUsedBuffer(t *testing.T) {
+	big := state.NewBackend(128, 0, 128, keySchema(t))
+	fill(t, big, 2000)
+	buf, err := big.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := state.NewBackend(128, 0, 128, keySchema(t))
+	small.SetDeterministic(true)
+	fill(t, small, 300)
+	want, err := small.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := small.AppendSnapshot(buf[:0])
+	if err != nil || string(got) != string(want) || &got[0] != &buf[0] {
+		t.Fatalf("AppendSnapshot into a used buffer: %d bytes (err %v), want the %d of Snapshot, in the same buffer", len(got), err, len(want))
+	}
+	got, err = small.AppendSnapshot([]byte("prefix"))
+	if err != nil || string(got) != "prefix"+string(want) {
+		t.Fatalf("AppendSnapshot after a prefix: %d bytes, %v", len(got), err)
+	}
+}
+
 type countV1 struct {
 	N int64 `proto:"1"`
 }
