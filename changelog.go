@@ -14,6 +14,7 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/dstl"
+	"github.com/eddyflow/eddy/internal/bufpool"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -301,8 +302,8 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 		// parts uploaded before: a part stuck in the store's latency
 		// tail would hold the whole materialization back while the log
 		// keeps growing.
-		buf := partBuf(p.Size())
-		defer recyclePartBuf(buf)
+		buf := partBufs.Get(p.Size())
+		defer partBufs.Put(buf)
 		*buf = p.AppendTo((*buf)[:0])
 		if err := sc.job.partHedger.Put(sc.ctx, sc.job.blobs, name, *buf, sc.job.dlog.Options().MaxAttempts); err != nil {
 			m.mu.Lock()
@@ -316,25 +317,9 @@ func (sc *subtaskCtx) materializeStep(rt *keyedRuntime, m *materialization, end 
 }
 
 // partBufs recycles the buffers that materialized parts are joined into for
-// their upload: Put has returned, with every attempt, before one is reused.
-var partBufs sync.Pool // of *[]byte
-
-// partBuf returns a buffer from partBufs with room for n bytes.
-func partBuf(n int) *[]byte {
-	if b, ok := partBufs.Get().(*[]byte); ok && cap(*b) >= n {
-		return b
-	}
-	b := make([]byte, 0, n)
-	return &b
-}
-
-// recyclePartBuf returns buf to partBufs, unless it is so large (a part of
-// one huge key group) that the pool should not keep it alive.
-func recyclePartBuf(buf *[]byte) {
-	if cap(*buf) <= 64<<20 {
-		partBufs.Put(buf)
-	}
-}
+// their upload (Put has returned, with every attempt, before one is put
+// back), but not a part of one huge key group.
+var partBufs = &bufpool.Pool{Max: 64 << 20}
 
 // materializeIdleStep is how soon a subtask waiting for records steps a
 // materialization that is serializing.

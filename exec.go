@@ -13,6 +13,7 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/dstl"
+	"github.com/eddyflow/eddy/internal/bufpool"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -455,7 +456,7 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 			waits = append(waits, sc.changelogCheckpoint(k, &a))
 			continue
 		}
-		buf := snapshotBuf()
+		buf := snapshotBufs.Get(0) // AppendSnapshot sizes it
 		data, err := k.backend.AppendSnapshot((*buf)[:0])
 		if err != nil {
 			return fmt.Errorf("eddy: snapshot of %s subtask %d: %w", k.uid, sc.subtask, err)
@@ -495,7 +496,7 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 		}
 		defer func() {
 			for _, p := range snaps {
-				recycleSnapshotBuf(p.data)
+				snapshotBufs.Put(p.data)
 			}
 		}()
 		for _, p := range snaps {
@@ -516,26 +517,9 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 }
 
 // snapshotBufs recycles the buffers that synchronous checkpoints serialize
-// state into: one is back once its upload's Put has returned, so the next
-// checkpoint does not allocate (and the GC does not clear) the state's
-// size again.
-var snapshotBufs sync.Pool // of *[]byte
-
-// snapshotBuf returns an empty buffer from snapshotBufs, or a new one.
-func snapshotBuf() *[]byte {
-	if b, ok := snapshotBufs.Get().(*[]byte); ok {
-		return b
-	}
-	return new([]byte)
-}
-
-// recycleSnapshotBuf returns buf to snapshotBufs, whatever its size: the
-// next checkpoint would allocate as much again, and the pool lets go of
-// what is not taken within two garbage collections.
-func recycleSnapshotBuf(buf *[]byte) {
-	*buf = (*buf)[:0]
-	snapshotBufs.Put(buf)
-}
+// state into, whatever their size: one is back once its upload's Put has
+// returned, and the next checkpoint would allocate as much again.
+var snapshotBufs = &bufpool.Pool{}
 
 // fireTimers runs due processing-time timers.
 func (sc *subtaskCtx) fireTimers() error {

@@ -39,7 +39,7 @@ type jobRun struct {
 	pruneCtx   context.Context    // the retention goroutines' context: the attempt's, cut short at its end
 	stopPrune  context.CancelFunc // cancels pruneCtx
 	prunes     sync.WaitGroup     // retention goroutines
-	pruneID    atomic.Uint64      // the checkpoint whose retention runs now, if any
+	pruneID    atomic.Uint64      // the checkpoint whose retention runs now, 0 if none: one runs at a time
 }
 
 // PruneGrace is how long a job that has finished waits for the retention of
@@ -325,7 +325,6 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 	pendingTxns := map[string][]txn{}
 	timeout := time.NewTimer(time.Hour)
 	defer timeout.Stop()
-	var pruning atomic.Bool
 
 	start := func(final bool) {
 		inflight = &pendingCheckpoint{id: nextID, final: final, started: time.Now()}
@@ -490,15 +489,14 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 					}
 					time.Sleep(time.Duration(50<<try) * time.Millisecond)
 				}
-				if err == nil && !pruning.Load() {
+				if err == nil && j.pruneID.Load() == 0 {
 					// Retention runs in the background, one at a time: the
 					// checkpoint is complete once its manifest is written.
-					pruning.Store(true)
 					j.pruneID.Store(m.ID)
 					j.prunes.Add(1)
 					go func(m *checkpoint.Manifest) {
 						defer j.prunes.Done()
-						defer pruning.Store(false)
+						defer j.pruneID.Store(0)
 						if err := j.storage.Prune(j.pruneCtx, m); err != nil && j.pruneCtx.Err() == nil {
 							e.cfg.logger.Printf("checkpoint %d complete; cleaning up old checkpoints failed: %v", m.ID, err)
 						}

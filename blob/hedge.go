@@ -151,7 +151,7 @@ func PutHedged(ctx context.Context, s Store, name string, data []byte, after tim
 func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, attempts int) error {
 	_, err := hedged(ctx, h, attempts, "put", name, func(ctx context.Context, _ bool) (struct{}, error) {
 		return struct{}{}, s.Put(ctx, name, data)
-	}, func(error) bool { return false })
+	}, neverFinal)
 	return err
 }
 
@@ -162,7 +162,7 @@ func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, att
 func (h *Hedger) Delete(ctx context.Context, s Store, name string, attempts int) error {
 	_, err := hedged(ctx, h, attempts, "delete", name, func(ctx context.Context, _ bool) (struct{}, error) {
 		return struct{}{}, s.Delete(ctx, name)
-	}, func(error) bool { return false })
+	}, neverFinal)
 	return err
 }
 
@@ -187,6 +187,10 @@ func (h *Hedger) GetInto(ctx context.Context, s Store, name string, buf *[]byte,
 		return errors.Is(err, ErrNotFound) || errors.As(err, &corrupt)
 	})
 }
+
+// neverFinal is hedged's final for operations whose every error may pass
+// on another attempt.
+func neverFinal(error) bool { return false }
 
 // hedged runs attempt, the first time with first set, and again in
 // parallel whenever the newest attempt is due for a hedge (h) or every

@@ -3,8 +3,8 @@ package state
 import (
 	"fmt"
 	"iter"
-	"sync"
 
+	"github.com/eddyflow/eddy/internal/bufpool"
 	"github.com/eddyflow/eddy/serde"
 )
 
@@ -57,9 +57,9 @@ const minChunkRoom = 4 << 10
 const fullChunkRoom = SnapshotChunk + SnapshotChunk/8
 
 // fullChunks recycles full chunk buffers: SnapshotPart.Bytes and AppendTo
-// return them once copied, and the next steps, of any snapshot, take them
-// instead of allocating.
-var fullChunks sync.Pool // of *[]byte with cap fullChunkRoom
+// put back those of cap fullChunkRoom once copied, and the next steps, of
+// any snapshot, take them instead of allocating.
+var fullChunks bufpool.Pool
 
 // entryWriter is where a walk of a key group appends its entries.
 type entryWriter struct {
@@ -153,12 +153,9 @@ func (s *GroupSnapshot) walk() (n int, done bool, err error) {
 	// take a whole chunk's buffer per state.
 	est := s.b.GroupBytes(s.next)
 	room := min(max(est+est/8, minChunkRoom), s.chunk+s.chunk/8)
-	if b, ok := fullChunks.Get().(*[]byte); ok && room == fullChunkRoom {
-		s.w.dst = (*b)[:0]
+	if room == fullChunkRoom {
+		s.w.dst = *fullChunks.Get(room)
 	} else {
-		if ok {
-			fullChunks.Put(b)
-		}
 		s.w.dst = make([]byte, 0, room)
 	}
 	_, more := s.pull()
@@ -247,7 +244,6 @@ func (p *SnapshotPart) AppendTo(dst []byte) []byte {
 	for _, s := range p.segs {
 		dst = append(dst, s...)
 		if cap(s) == fullChunkRoom {
-			s = s[:0]
 			fullChunks.Put(&s)
 		}
 	}
