@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector"
 )
 
 // cursor walks the global indexes of one split in increasing order and
@@ -66,10 +66,10 @@ func newCursor(c *config, name string, split int, pos []byte) (*cursor, error) {
 
 // next returns the index of the next event and advances, or says why there is
 // none.
-func (c *cursor) next() (int64, eddy.ReadStatus) {
+func (c *cursor) next() (int64, connector.ReadStatus) {
 	i := c.k*c.keys + c.d
 	if c.n > 0 && i >= c.n {
-		return 0, eddy.End
+		return 0, connector.End
 	}
 	if c.rate > 0 {
 		if c.tokens < 1 {
@@ -77,7 +77,7 @@ func (c *cursor) next() (int64, eddy.ReadStatus) {
 			c.tokens = min(c.burst, c.tokens+now.Sub(c.last).Seconds()*c.rate)
 			c.last = now
 			if c.tokens < 1 {
-				return 0, eddy.Idle
+				return 0, connector.Idle
 			}
 		}
 		c.tokens--
@@ -87,7 +87,7 @@ func (c *cursor) next() (int64, eddy.ReadStatus) {
 		c.d = c.split
 		c.k++
 	}
-	return i, eddy.Record
+	return i, connector.Record
 }
 
 // position encodes the next index of the split.

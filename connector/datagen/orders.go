@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector"
 )
 
 // Orders returns a source of marketplace orders, deterministic for a seed.
@@ -22,7 +22,7 @@ import (
 // Position is its next global index, as a uvarint. Next reuses the Items
 // slice and the Tags map that *rec holds; all strings of one order share one
 // allocation.
-func Orders(opts ...Option) eddy.Source[OrderCreatedEvent] {
+func Orders(opts ...Option) connector.Source[OrderCreatedEvent] {
 	c := newConfig(opts)
 	s := &ordersSource{cfg: c, customers: make([]string, c.drivers)}
 	for i := range s.customers {
@@ -42,7 +42,7 @@ func (s *ordersSource) Name() string { return "datagen-orders" }
 
 func (s *ordersSource) Splits() int { return s.cfg.splits }
 
-func (s *ordersSource) OpenSplit(_ context.Context, split int, pos []byte) (eddy.SplitReader[OrderCreatedEvent], error) {
+func (s *ordersSource) OpenSplit(_ context.Context, split int, pos []byte) (connector.SplitReader[OrderCreatedEvent], error) {
 	cur, err := newCursor(&s.cfg, s.Name(), split, pos)
 	if err != nil {
 		return nil, err
@@ -56,14 +56,14 @@ type ordersReader struct {
 	scratch []byte
 }
 
-func (r *ordersReader) Next(rec *OrderCreatedEvent) (eddy.ReadStatus, error) {
+func (r *ordersReader) Next(rec *OrderCreatedEvent) (connector.ReadStatus, error) {
 	i, st := r.cur.next()
-	if st != eddy.Record {
+	if st != connector.Record {
 		return st, nil
 	}
 	c := &r.src.cfg
 	r.scratch = fillOrder(rec, c.seed, i, r.src.customers[i%int64(len(r.src.customers))], c.start, r.scratch)
-	return eddy.Record, nil
+	return connector.Record, nil
 }
 
 func (r *ordersReader) Position() []byte { return r.cur.position() }

@@ -7,13 +7,13 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector"
 )
 
 // Sink returns a sink that counts the records written to it and discards
 // them. The result is a *Counter[T]; New returns one without the need for a
 // type assertion.
-func Sink[T any]() eddy.Sink[T] { return New[T]() }
+func Sink[T any]() connector.Sink[T] { return New[T]() }
 
 // New returns a sink that counts the records written to it and discards them.
 func New[T any]() *Counter[T] { return &Counter[T]{} }
@@ -45,7 +45,7 @@ func (c *Counter[T]) Name() string { return "discard" }
 func (c *Counter[T]) Recover(context.Context, [][]byte) error { return nil }
 
 // OpenWriter returns a writer that counts and discards.
-func (c *Counter[T]) OpenWriter(context.Context, int, int) (eddy.SinkWriter[T], error) {
+func (c *Counter[T]) OpenWriter(context.Context, int, int) (connector.SinkWriter[T], error) {
 	w := &writer[T]{}
 	c.mu.Lock()
 	c.writers = append(c.writers, w)

@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector"
 )
 
 // JSONLines returns an exactly-once sink that writes records as JSON lines
@@ -31,7 +31,7 @@ import (
 //
 // dir belongs to the sink: two sinks, or two jobs, must not share it, since
 // Recover deletes every pending file it finds there.
-func JSONLines[T any](dir string) eddy.Sink[T] {
+func JSONLines[T any](dir string) connector.Sink[T] {
 	return &jsonSink[T]{dir: dir}
 }
 
@@ -125,7 +125,7 @@ func parseHandle(txn []byte) (handle, error) {
 	return h, nil
 }
 
-func (s *jsonSink[T]) OpenWriter(_ context.Context, subtask, parallelism int) (eddy.SinkWriter[T], error) {
+func (s *jsonSink[T]) OpenWriter(_ context.Context, subtask, parallelism int) (connector.SinkWriter[T], error) {
 	if subtask < 0 || subtask >= parallelism {
 		return nil, fmt.Errorf("file sink %s: subtask %d of %d", s.dir, subtask, parallelism)
 	}

@@ -14,7 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector"
 )
 
 // JSONLinesSource returns a bounded source that reads JSON lines
@@ -26,7 +26,7 @@ import (
 // fails the read with the file name and line number. A split's Position is
 // the byte offset after the last line returned, as a uvarint. The source's
 // Name is "file-jsonlines-source:" followed by the paths, comma-separated.
-func JSONLinesSource[T any](paths ...string) eddy.Source[T] {
+func JSONLinesSource[T any](paths ...string) connector.Source[T] {
 	var files []string
 	for _, p := range paths {
 		m, err := filepath.Glob(p)
@@ -48,7 +48,7 @@ func (s *jsonSource[T]) Name() string { return s.name }
 
 func (s *jsonSource[T]) Splits() int { return len(s.files) }
 
-func (s *jsonSource[T]) OpenSplit(_ context.Context, split int, pos []byte) (eddy.SplitReader[T], error) {
+func (s *jsonSource[T]) OpenSplit(_ context.Context, split int, pos []byte) (connector.SplitReader[T], error) {
 	if split < 0 || split >= len(s.files) {
 		return nil, fmt.Errorf("file source: split %d out of range [0, %d)", split, len(s.files))
 	}
@@ -107,14 +107,14 @@ func (r *jsonReader[T]) seek() error {
 	return nil
 }
 
-func (r *jsonReader[T]) Next(rec *T) (eddy.ReadStatus, error) {
+func (r *jsonReader[T]) Next(rec *T) (connector.ReadStatus, error) {
 	for {
 		line, err := r.readLine()
 		if len(line) == 0 && err == io.EOF {
-			return eddy.End, nil
+			return connector.End, nil
 		}
 		if err != nil && err != io.EOF {
-			return eddy.End, fmt.Errorf("file source: %s: line %s: %w", r.path, r.lineNumber(), err)
+			return connector.End, fmt.Errorf("file source: %s: line %s: %w", r.path, r.lineNumber(), err)
 		}
 		trimmed := bytes.TrimSpace(line)
 		if len(trimmed) == 0 {
@@ -124,10 +124,10 @@ func (r *jsonReader[T]) Next(rec *T) (eddy.ReadStatus, error) {
 		var zero T
 		*rec = zero // fields missing from the line must not keep old values
 		if err := json.Unmarshal(trimmed, rec); err != nil {
-			return eddy.End, fmt.Errorf("file source: %s: line %s: %w", r.path, r.lineNumber(), err)
+			return connector.End, fmt.Errorf("file source: %s: line %s: %w", r.path, r.lineNumber(), err)
 		}
 		r.off += int64(len(line))
-		return eddy.Record, nil
+		return connector.Record, nil
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,7 +26,7 @@ import (
 // works and what it costs.
 //
 // Sink panics when Key's or WithEncoder's type is not T.
-func Sink[T any](topic string, opts ...SinkOpt) eddy.Sink[T] {
+func Sink[T any](topic string, opts ...SinkOpt) connector.Sink[T] {
 	cfg := sinkConfig{common: defaultCommon(), maxBuffered: 64 << 20, txnTimeout: time.Minute}
 	for _, o := range opts {
 		o.applySink(&cfg)
@@ -157,7 +157,7 @@ func (s *sink[T]) currentRun() *sinkRun {
 	return s.run
 }
 
-func (s *sink[T]) OpenWriter(ctx context.Context, subtask, parallelism int) (eddy.SinkWriter[T], error) {
+func (s *sink[T]) OpenWriter(ctx context.Context, subtask, parallelism int) (connector.SinkWriter[T], error) {
 	if subtask < 0 || subtask >= parallelism {
 		return nil, fmt.Errorf("kafka sink %s: subtask %d of %d", s.cfg.name, subtask, parallelism)
 	}
@@ -678,7 +678,7 @@ func (w *txnWriter[T]) Close() error {
 
 // openDirect opens an AtLeastOnce or None writer: a plain idempotent
 // producer.
-func (s *sink[T]) openDirect(ctx context.Context) (eddy.SinkWriter[T], error) {
+func (s *sink[T]) openDirect(ctx context.Context) (connector.SinkWriter[T], error) {
 	cl, _, err := newClient(&s.cfg.common, kgo.DefaultProduceTopic(s.topic))
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,7 +27,7 @@ import (
 // must not be used by two jobs at the same time.
 //
 // Source panics when no topic is given or when WithDecoder's type is not T.
-func Source[T any](opts ...SourceOpt) eddy.Source[T] {
+func Source[T any](opts ...SourceOpt) connector.Source[T] {
 	cfg := sourceConfig{common: defaultCommon(), maxPartitions: 64, metadataEvery: 5 * time.Second, bufferRecords: 4096}
 	for _, o := range opts {
 		o.applySource(&cfg)
@@ -67,7 +67,7 @@ type topicPartition struct {
 
 func (t topicPartition) String() string { return fmt.Sprintf("topic %q partition %d", t.topic, t.part) }
 
-func (s *source[T]) OpenSplit(ctx context.Context, split int, pos []byte) (eddy.SplitReader[T], error) {
+func (s *source[T]) OpenSplit(ctx context.Context, split int, pos []byte) (connector.SplitReader[T], error) {
 	if split < 0 || split >= s.Splits() {
 		return nil, fmt.Errorf("kafka source: split %d out of range [0, %d)", split, s.Splits())
 	}
@@ -636,20 +636,20 @@ type reader[T any] struct {
 	closed  bool
 }
 
-func (r *reader[T]) Next(rec *T) (eddy.ReadStatus, error) {
+func (r *reader[T]) Next(rec *T) (connector.ReadStatus, error) {
 	p := r.p
 	for {
 		if r.pos.bounded && (r.pos.fromStart || r.pos.next >= r.pos.end) {
 			// The end; fromStart: a partition that did not exist when the
 			// bounded job started.
 			r.finish()
-			return eddy.End, nil
+			return connector.End, nil
 		}
 		p.mu.Lock()
 		if p.err != nil {
 			err := p.err
 			p.mu.Unlock()
-			return eddy.End, err
+			return connector.End, err
 		}
 		if p.head == len(p.queue) {
 			p.mu.Unlock()
@@ -657,9 +657,9 @@ func (r *reader[T]) Next(rec *T) (eddy.ReadStatus, error) {
 			err := r.sess.fatal
 			r.sess.mu.Unlock()
 			if err != nil {
-				return eddy.End, err
+				return connector.End, err
 			}
-			return eddy.Idle, nil
+			return connector.Idle, nil
 		}
 		kr := p.queue[p.head]
 		p.queue[p.head] = nil
@@ -698,14 +698,14 @@ func (r *reader[T]) Next(rec *T) (eddy.ReadStatus, error) {
 			err = fmt.Errorf("kafka source: topic %q partition %d offset %d: cannot decode the value (%d bytes): %w",
 				kr.Topic, kr.Partition, kr.Offset, len(kr.Value), err)
 			if r.dead == nil {
-				return eddy.End, err
+				return connector.End, err
 			}
 			if derr := r.dead(kr, err); derr != nil {
-				return eddy.End, derr
+				return connector.End, derr
 			}
 			continue
 		}
-		return eddy.Record, nil
+		return connector.Record, nil
 	}
 }
 

@@ -1,6 +1,9 @@
-package eddy
+package connector
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Source is a partitioned, replayable input: a fixed number of splits, each
 // read in order from a position that a checkpoint can store. Split s is read
@@ -71,3 +74,29 @@ type SinkWriter[T any] interface {
 	// Close aborts the open transaction and releases the writer.
 	Close() error
 }
+
+// ErrFenced is the kind of error a connector returns when another writer
+// took over what it writes (a Kafka producer fenced by a newer one with the
+// same transactional id): retrying cannot help this writer, and the job must
+// stop without committing. Test for it with errors.Is.
+var ErrFenced = errors.New("fenced by another writer")
+
+// Permanent marks err as one that a restart cannot fix (a malformed input
+// line, an output path that is a file): the job fails at once instead of
+// retrying. errors.Is(Permanent(err), ErrPermanent) is true, and the message
+// is err's.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanent{err}
+}
+
+// ErrPermanent is the kind of the errors Permanent marks.
+var ErrPermanent = errors.New("permanent error")
+
+type permanent struct{ err error }
+
+func (p *permanent) Error() string        { return p.err.Error() }
+func (p *permanent) Unwrap() error        { return p.err }
+func (p *permanent) Is(target error) bool { return target == ErrPermanent }
