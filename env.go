@@ -14,6 +14,7 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	_ "github.com/eddyflow/eddy/blob/file" // registers file:// storage
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/internal/graph"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -25,6 +26,7 @@ type Env struct {
 	sources  []*sourceEntry
 	ops      int // operators created, for default names
 	streams  []*streamInfo
+	nodes    []graph.Node // the checkpointed parts, for the identity check
 	stats    stats
 	buildErr error // the first misuse of the API while building the job
 }
@@ -261,6 +263,9 @@ func (e *Env) validate() error {
 	}
 	if e.buildErr != nil {
 		return e.buildErr
+	}
+	if err := graph.Check(e.nodes); err != nil {
+		return err
 	}
 	for _, s := range e.streams {
 		if !s.consumed {

@@ -47,32 +47,6 @@ type sinkEntry struct {
 	commit  func(ctx contextT, txns [][]byte) error
 }
 
-// OpOption configures one operator.
-type OpOption func(*opConfig)
-
-type opConfig struct {
-	parallelism int
-	name        string
-	watermarks  any // *watermarkSpec[T] of the source's record type
-}
-
-// WithParallelism sets the number of subtasks of a source or of the keyed
-// stage a KeyBy starts.
-func WithParallelism(n int) OpOption { return func(c *opConfig) { c.parallelism = n } }
-
-// Named gives an operator a stable name. Keyed state is stored under the
-// operator's name, so name stateful operators whose position in the job may
-// change.
-func Named(name string) OpOption { return func(c *opConfig) { c.name = name } }
-
-func applyOpts(opts []OpOption) opConfig {
-	var c opConfig
-	for _, o := range opts {
-		o(&c)
-	}
-	return c
-}
-
 // Stream is a stream of records of type T.
 type Stream[T any] struct {
 	env  *Env
@@ -120,18 +94,26 @@ func (e *Env) newStage(parallelism int) *stage {
 	return st
 }
 
-func (e *Env) opName(kind string, c opConfig) string {
+// opID returns the id of a keyed operator of kind (and records it): its
+// UID or Named name, else kind-n for the n-th part of the job declared.
+func (e *Env) opID(kind string, id identity) string {
 	e.ops++
-	if c.name != "" {
-		return c.name
+	uid, how := id.id(fmt.Sprintf("%s-%d", kind, e.ops), "derived from its kind and position")
+	nodeKind := "keyed operator"
+	if kind == "window" {
+		nodeKind = "window operator"
 	}
-	return fmt.Sprintf("%s-%d", kind, e.ops)
+	e.node(nodeKind, uid, how)
+	return uid
 }
 
 // FromSource starts a stream from src. Its parallelism defaults to the
 // environment's, capped at the number of splits.
-func FromSource[T any](env *Env, src Source[T], opts ...OpOption) *Stream[T] {
-	c := applyOpts(opts)
+func FromSource[T any](env *Env, src Source[T], opts ...SourceOption) *Stream[T] {
+	var c sourceConfig
+	for _, o := range opts {
+		o.applySource(&c)
+	}
 	par := c.parallelism
 	if par < 1 {
 		par = env.cfg.parallelism
@@ -140,14 +122,16 @@ func FromSource[T any](env *Env, src Source[T], opts ...OpOption) *Stream[T] {
 		par = max(n, 1)
 	}
 	st := env.newStage(par)
-	name := env.opName("source", c)
-	s := newStream[T](env, st, "source "+name)
-	entry := &sourceEntry{index: len(env.sources), name: src.Name(), splits: src.Splits(), st: st}
+	env.ops++
+	id, how := c.id(src.Name(), "the connector's Name")
+	env.node("source", id, how)
+	s := newStream[T](env, st, "source "+id)
+	entry := &sourceEntry{index: len(env.sources), name: id, splits: src.Splits(), st: st}
 	var wm *watermarkSpec[T]
 	if c.watermarks != nil {
 		w, ok := c.watermarks.(*watermarkSpec[T])
 		if !ok {
-			env.fail(fmt.Errorf("eddy: source %s: the Watermarks option is for another record type", src.Name()))
+			env.fail(fmt.Errorf("eddy: source %s: the Watermarks option is for another record type", id))
 		}
 		wm = w
 	}
@@ -271,15 +255,16 @@ func first[F any](fs []F) F {
 }
 
 // ToSink writes the stream to sink.
-func ToSink[T any](s *Stream[T], sink Sink[T]) {
-	entry := &sinkEntry{name: sink.Name(),
+func ToSink[T any](s *Stream[T], sink Sink[T], opts ...SinkOption) {
+	var c sinkConfig
+	for _, o := range opts {
+		o.applySink(&c)
+	}
+	id, how := c.id(sink.Name(), "the connector's Name")
+	s.env.node("sink", id, how)
+	entry := &sinkEntry{name: id,
 		recover: func(ctx contextT, txns [][]byte) error { return sink.Recover(ctx, txns) },
 		commit:  func(ctx contextT, txns [][]byte) error { return sink.Commit(ctx, txns) },
-	}
-	for _, other := range s.env.sinks {
-		if other.name == entry.name {
-			s.env.fail(fmt.Errorf("eddy: two sinks are named %q; sink names identify their transactions in checkpoints", entry.name))
-		}
 	}
 	s.env.sinks = append(s.env.sinks, entry)
 	s.consume("sink "+entry.name, func(sc *subtaskCtx) (push[T], error) {
@@ -310,8 +295,11 @@ type keyedPush[K comparable, T any] func(key *K, kb []byte, kg int, ts int64, re
 
 // KeyBy partitions s by key. Keys are serialized to choose their key group:
 // strings as their bytes, other types with serde.
-func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...OpOption) *KeyedStream[K, T] {
-	c := applyOpts(opts)
+func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...KeyByOption) *KeyedStream[K, T] {
+	var c keyByConfig
+	for _, o := range opts {
+		o.applyKeyBy(&c)
+	}
 	env := s.env
 	par := c.parallelism
 	if par < 1 {
@@ -506,10 +494,13 @@ type keyedRuntime struct {
 
 // Process runs fn on a keyed stream. Each subtask works on its own shallow
 // copy of the struct fn points to.
-func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, IN, OUT], opts ...OpOption) *Stream[OUT] {
-	c := applyOpts(opts)
+func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, IN, OUT], opts ...OperatorOption) *Stream[OUT] {
+	var c opConfig
+	for _, o := range opts {
+		o.applyOperator(&c)
+	}
 	env := ks.env
-	uid := env.opName("process", c)
+	uid := env.opID("process", c.identity)
 	out := newStream[OUT](env, ks.st, "process "+uid)
 	ks.consume("process "+uid, func(sc *subtaskCtx) (keyedPush[K, IN], error) {
 		next, err := out.build(sc)
@@ -662,6 +653,6 @@ func (r *reduceFn[K, T]) Process(ctx *Context[K, T], in *T) error {
 
 // Reduce folds the records of each key with fn and emits the running result
 // after every record.
-func Reduce[K comparable, T any](ks *KeyedStream[K, T], fn func(acc, x T) T, opts ...OpOption) *Stream[T] {
+func Reduce[K comparable, T any](ks *KeyedStream[K, T], fn func(acc, x T) T, opts ...OperatorOption) *Stream[T] {
 	return Process[K, T, T](ks, &reduceFn[K, T]{reduce: fn}, opts...)
 }

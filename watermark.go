@@ -42,13 +42,13 @@ func AlignWatermarks(maxDrift time.Duration) WatermarkOption {
 // generates watermarks that trail the largest time seen, per split, by
 // maxOutOfOrderness. A source subtask's watermark is the minimum over its
 // active splits; downstream operators take the minimum over their inputs.
-func Watermarks[T any](ts func(*T) time.Time, maxOutOfOrderness time.Duration, opts ...WatermarkOption) OpOption {
+func Watermarks[T any](ts func(*T) time.Time, maxOutOfOrderness time.Duration, opts ...WatermarkOption) SourceOption {
 	var o watermarkOpts
 	for _, f := range opts {
 		f(&o)
 	}
 	spec := &watermarkSpec[T]{ts: ts, delay: int64(maxOutOfOrderness), idleAft: o.idle, align: int64(o.align)}
-	return func(c *opConfig) { c.watermarks = spec }
+	return watermarksOption{spec}
 }
 
 // splitClock tracks one split's event time for watermarks.
@@ -91,3 +91,8 @@ func aligned(slots []atomic.Int64, self int, own, maxDrift int64) bool {
 	}
 	return true
 }
+
+// watermarksOption is Watermarks.
+type watermarksOption struct{ spec any }
+
+func (o watermarksOption) applySource(c *sourceConfig) { c.watermarks = o.spec }

@@ -70,24 +70,34 @@ func windowOf(start, end int64) Window {
 	return Window{Start: time.Unix(0, start).UTC(), End: time.Unix(0, end).UTC()}
 }
 
-// WindowOption configures a windowed operator.
-type WindowOption func(*windowConfig)
-
 type windowConfig struct {
+	identity
 	lateness int64
-	op       []OpOption
 }
+
+// windowFunc is a WindowOption that is a function.
+type windowFunc func(*windowConfig)
+
+func (f windowFunc) applyWindow(c *windowConfig) { f(c) }
 
 // AllowedLateness keeps a window's state for d after it fires: records that
 // arrive within d update it and fire it again. Later records go to the Late
 // stream.
 func AllowedLateness(d time.Duration) WindowOption {
-	return func(c *windowConfig) { c.lateness = int64(d) }
+	return windowFunc(func(c *windowConfig) { c.lateness = int64(d) })
 }
 
-// WindowOp passes operator options (Named) to the window operator.
-func WindowOp(opts ...OpOption) WindowOption {
-	return func(c *windowConfig) { c.op = append(c.op, opts...) }
+// WindowOp passes operator options (Named, UID) to the window operator;
+// they can also be passed to it directly.
+func WindowOp(opts ...OperatorOption) WindowOption {
+	return windowFunc(func(c *windowConfig) {
+		var oc opConfig
+		oc.identity = c.identity
+		for _, o := range opts {
+			o.applyOperator(&oc)
+		}
+		c.identity = oc.identity
+	})
 }
 
 // Windowed is the output of a window operator: its results, and the
@@ -284,7 +294,7 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 	mk func() *windowFn[K, IN, ACC, OUT]) Windowed[IN, OUT] {
 	var cfg windowConfig
 	for _, o := range opts {
-		o(&cfg)
+		o.applyWindow(&cfg)
 	}
 	env := ks.env
 	if err := w.validate(); err != nil {
@@ -293,7 +303,7 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 	if cfg.lateness < 0 {
 		env.fail(errors.New("eddy: allowed lateness must not be negative"))
 	}
-	uid := env.opName("window", applyOpts(cfg.op))
+	uid := env.opID("window", cfg.identity)
 	results := newStream[OUT](env, ks.st, "window "+uid)
 	late := newStream[IN](env, ks.st, "late records of window "+uid)
 	late.info.consumed = true // optional

@@ -194,6 +194,13 @@ func (m *Manifest) validate() error {
 		if err := unique("source", s.Name); err != nil {
 			return err
 		}
+		splits := make(map[uint32]bool, len(s.Splits))
+		for _, sp := range s.Splits {
+			if splits[sp.Split] {
+				return fmt.Errorf("checkpoint %d: source %q lists split %d twice", m.ID, s.Name, sp.Split)
+			}
+			splits[sp.Split] = true
+		}
 	}
 	for _, s := range m.Sinks {
 		if err := unique("sink", s.Name); err != nil {

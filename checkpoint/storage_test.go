@@ -422,6 +422,8 @@ func TestCompleteRejects(t *testing.T) {
 		{checkpoint.Manifest{ID: 6, Operators: part(checkpoint.StatePart{Size: -1})}, "negative size"},
 		{checkpoint.Manifest{ID: 6, Sources: []checkpoint.SourceState{{Name: "a"}, {Name: "a"}}}, `two sources named "a"`},
 		{checkpoint.Manifest{ID: 6, Sinks: []checkpoint.SinkState{{}}}, "sink with an empty name"},
+		{checkpoint.Manifest{ID: 6, Sources: []checkpoint.SourceState{{Name: "a", Splits: []checkpoint.SplitState{{Split: 1}, {Split: 0}, {Split: 1}}}}},
+			`source "a" lists split 1 twice`},
 	}
 	for _, c := range cases {
 		err := st.Complete(ctx, &c.m)

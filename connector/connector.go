@@ -3,6 +3,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"path/filepath"
 )
 
 // Source is a partitioned, replayable input: a fixed number of splits, each
@@ -100,3 +101,27 @@ type permanent struct{ err error }
 func (p *permanent) Error() string        { return p.err.Error() }
 func (p *permanent) Unwrap() error        { return p.err }
 func (p *permanent) Is(target error) bool { return target == ErrPermanent }
+
+// CanonicalPath is the form of a file system path that a connector puts in
+// its Name: absolute, cleaned, with symbolic links resolved as far as the
+// path exists, so "out", "./out/" and "/abs/out" (or a link to it) name
+// one thing and a job resumed with another spelling finds its checkpointed
+// positions and transactions.
+func CanonicalPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	dir, rest := abs, ""
+	for {
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return abs, nil
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
+	}
+}

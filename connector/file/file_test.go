@@ -409,3 +409,34 @@ func BenchmarkSinkWrite(b *testing.B) {
 	}
 	w.Close()
 }
+
+// TestNamesAreCanonical: the sink's and the source's identity do not depend
+// on how their paths are spelled.
+func TestNamesAreCanonical(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	if err := os.WriteFile("in.jsonl", []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".", "here"); err != nil {
+		t.Fatal(err)
+	}
+	sink := JSONLines[map[string]any]("out").Name()
+	for _, p := range []string{"./out/", filepath.Join(dir, "out"), "here/out"} {
+		if got := JSONLines[map[string]any](p).Name(); got != sink {
+			t.Errorf("sink %q is named %q, sink %q %q", p, got, "out", sink)
+		}
+	}
+	if want := "file-jsonlines:" + filepath.Join(dir, "out"); sink != want {
+		t.Errorf("sink name %q, want %q", sink, want)
+	}
+	src := JSONLinesSource[map[string]any]("in.jsonl").Name()
+	for _, p := range []string{"./in.jsonl", filepath.Join(dir, "in.jsonl"), "here/in.jsonl", "*.jsonl"} {
+		if got := JSONLinesSource[map[string]any](p).Name(); got != src {
+			t.Errorf("source %q is named %q, source %q %q", p, got, "in.jsonl", src)
+		}
+	}
+}

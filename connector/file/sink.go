@@ -30,9 +30,22 @@ import (
 // dir. So dir/*.jsonl holds exactly the committed output.
 //
 // dir belongs to the sink: two sinks, or two jobs, must not share it, since
-// Recover deletes every pending file it finds there.
+// Recover deletes every pending file it finds there. The sink's Name, its
+// identity in checkpoints, is "file-jsonlines:" and dir's
+// connector.CanonicalPath, so a job resumed with another spelling of the
+// same directory commits what its checkpoint pre-committed.
 func JSONLines[T any](dir string) connector.Sink[T] {
-	return &jsonSink[T]{dir: dir}
+	return &jsonSink[T]{dir: canonical(dir)}
+}
+
+// canonical is p's connector.CanonicalPath, or p cleaned if the working
+// directory is unknown (then opening p fails with the reason).
+func canonical(p string) string {
+	c, err := connector.CanonicalPath(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	return c
 }
 
 const (

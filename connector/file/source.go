@@ -25,7 +25,9 @@ import (
 // missing file. Blank lines are skipped; a line that is not valid JSON for T
 // fails the read with the file name and line number. A split's Position is
 // the byte offset after the last line returned, as a uvarint. The source's
-// Name is "file-jsonlines-source:" followed by the paths, comma-separated.
+// Name, its identity in checkpoints, is "file-jsonlines-source:" followed by
+// the files' connector.CanonicalPath, comma-separated: spelling the same
+// files another way resumes from the same positions.
 func JSONLinesSource[T any](paths ...string) connector.Source[T] {
 	var files []string
 	for _, p := range paths {
@@ -33,10 +35,13 @@ func JSONLinesSource[T any](paths ...string) connector.Source[T] {
 		if err != nil || len(m) == 0 {
 			m = []string{p}
 		}
-		files = append(files, m...)
+		for _, f := range m {
+			files = append(files, canonical(f))
+		}
 	}
 	slices.Sort(files)
-	return &jsonSource[T]{name: "file-jsonlines-source:" + strings.Join(paths, ","), files: slices.Compact(files)}
+	files = slices.Compact(files)
+	return &jsonSource[T]{name: "file-jsonlines-source:" + strings.Join(files, ","), files: files}
 }
 
 type jsonSource[T any] struct {

@@ -1,0 +1,80 @@
+package graph
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/eddyflow/eddy/internal/errs"
+)
+
+// Node is one checkpointed thing of a job.
+type Node struct {
+	Kind  string // "source", "keyed operator", "window operator", "sink"
+	ID    string // what checkpoints store it under
+	How   string // how the id was chosen: "eddy.UID", "eddy.Named", or what it was derived from
+	Place string // file:line of the user's code that declared it
+}
+
+func (n Node) String() string {
+	return fmt.Sprintf("%s %q (%s, at %s)", n.Kind, n.ID, n.How, n.Place)
+}
+
+// DuplicateIDError says that two checkpointed things of a job have one id;
+// errors.Is(err, eddy.ErrDuplicateID) holds.
+type DuplicateIDError struct {
+	ID            string
+	First, Second Node
+}
+
+func (e *DuplicateIDError) Error() string {
+	return fmt.Sprintf("eddy: two parts of the job have the id %q, so their checkpointed state would mix: %s and %s; give each its own eddy.UID (or eddy.Named)",
+		e.ID, e.First, e.Second)
+}
+
+// Is makes errors.Is(err, errs.DuplicateID) and errs.Permanent hold.
+func (e *DuplicateIDError) Is(target error) bool {
+	return target == errs.DuplicateID || target == errs.Permanent
+}
+
+// Check returns a *DuplicateIDError for the first two nodes (in order)
+// that share an id, or an error for an empty id.
+func Check(nodes []Node) error {
+	seen := make(map[string]int, len(nodes))
+	for i, n := range nodes {
+		if n.ID == "" {
+			return errs.Kind(errs.DuplicateID, fmt.Errorf("eddy: %s has an empty id", n), true)
+		}
+		if j, ok := seen[n.ID]; ok {
+			return &DuplicateIDError{ID: n.ID, First: nodes[j], Second: n}
+		}
+		seen[n.ID] = i
+	}
+	return nil
+}
+
+// Place returns file:line of the innermost caller outside Eddy's root
+// package and its internal packages: the user's line that declared a node.
+func Place() string {
+	var pcs [16]uintptr
+	n := runtime.Callers(2, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if !inRuntime(f.Function) {
+			return fmt.Sprintf("%s:%d", filepath.Base(f.File), f.Line)
+		}
+		if !more {
+			return "unknown place"
+		}
+	}
+}
+
+// inRuntime reports whether fn belongs to the root package or an internal
+// package of Eddy (a generic function's name carries its type arguments
+// after the package path, so the test is on the prefix).
+func inRuntime(fn string) bool {
+	const root = "github.com/eddyflow/eddy"
+	return strings.HasPrefix(fn, root+".") || strings.HasPrefix(fn, root+"/internal/")
+}
