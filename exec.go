@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"sync"
 	"time"
 	"unsafe"
@@ -13,7 +12,9 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/dstl"
+	"github.com/eddyflow/eddy/internal/align"
 	"github.com/eddyflow/eddy/internal/bufpool"
+	"github.com/eddyflow/eddy/internal/inbox"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -29,7 +30,7 @@ const (
 	msgBarrier                  // checkpoint barrier
 	msgEndOfData                // the sender's inputs are exhausted; more barriers follow
 	msgTerminate                // the sender is done; nothing follows
-	msgWatermark                // event time has reached id (an int64)
+	msgWatermark                // event time has reached id (an int64); to an outWriter only: it rides in batches
 	msgIdle                     // the sender is idle (batch true) or active again (false)
 )
 
@@ -48,6 +49,16 @@ type keyedBatch[K comparable, T any] struct {
 	keyEnd []int32
 	ts     []int64
 	recs   []T
+	// Watermarks in the batch, in order: each holds for the records after
+	// those before it, as if it had travelled between them.
+	marks []mark
+}
+
+// mark is a watermark inside a batch: event time reaches wm before record
+// at.
+type mark struct {
+	at int32
+	wm int64
 }
 
 func (b *keyedBatch[K, T]) key(i int) []byte {
@@ -60,34 +71,63 @@ func (b *keyedBatch[K, T]) key(i int) []byte {
 
 func (b *keyedBatch[K, T]) reset() {
 	b.keys, b.kgs, b.keyBuf, b.keyEnd, b.ts, b.recs = b.keys[:0], b.kgs[:0], b.keyBuf[:0], b.keyEnd[:0], b.ts[:0], b.recs[:0]
+	b.marks = b.marks[:0]
 }
 
 // outWriter is the shuffle output of a stage.
 type outWriter interface {
 	flush() error
 	control(m msg) error
+	watermark(wm int64) error
 }
 
 // shuffleWriter partitions records by key group over the next stage's
-// subtasks.
+// subtasks. A watermark travels inside the batches, at its place among the
+// records (a mark), so it neither is a message of its own nor flushes a
+// partial batch, and the receiver sees records and event time in the order
+// they were sent; a newer watermark with no record in between replaces
+// one, and an output already told as much is not told again. A batch that
+// holds a mark is sent once full, at a flush, or once staleAfter records
+// have passed since its mark (so an output that gets few records still
+// sees event time advance).
 type shuffleWriter[K comparable, T any] struct {
-	sc        *subtaskCtx
-	e         *edge
-	outs      []chan msg
-	batches   []*keyedBatch[K, T]
-	key       func(*T) K
-	enc       func([]byte, *K) []byte
-	scratch   []byte
-	cur       K // the current key; a field so encoding it does not allocate
-	maxPar    int
-	par       int
-	batchSize int
+	sc         *subtaskCtx
+	e          *edge
+	outs       []*inbox.Inbox[msg]
+	batches    []*keyedBatch[K, T]
+	sent       []int64 // per output, the last watermark marked
+	marked     int     // outputs whose batch holds a mark
+	waiting    int     // records pushed since the oldest unsent mark; -1: none
+	staleAfter int
+	key        func(*T) K
+	enc        func([]byte, *K) []byte
+	scratch    []byte
+	cur        K // the current key; a field so encoding it does not allocate
+	maxPar     int
+	par        int
+	batchSize  int
 }
 
 func newShuffleWriter[K comparable, T any](sc *subtaskCtx, e *edge, key func(*T) K, enc func([]byte, *K) []byte) *shuffleWriter[K, T] {
-	outs := sc.job.chans[e][sc.subtask]
-	return &shuffleWriter[K, T]{sc: sc, e: e, outs: outs, batches: make([]*keyedBatch[K, T], len(outs)),
+	outs := sc.job.inboxes[e.to]
+	w := &shuffleWriter[K, T]{sc: sc, e: e, outs: outs, batches: make([]*keyedBatch[K, T], len(outs)),
+		sent: make([]int64, len(outs)), waiting: -1,
 		key: key, enc: enc, maxPar: sc.job.env.cfg.maxParallelism, par: len(outs), batchSize: sc.job.env.cfg.batchSize}
+	for j := range outs {
+		w.sent[j] = noTimestamp
+	}
+	w.staleAfter = w.batchSize * len(outs)
+	return w
+}
+
+// batch returns output j's open batch, taking one from the pool.
+func (w *shuffleWriter[K, T]) batch(j int) *keyedBatch[K, T] {
+	b := w.batches[j]
+	if b == nil {
+		b = w.e.pool.Get().(*keyedBatch[K, T])
+		w.batches[j] = b
+	}
+	return b
 }
 
 func (w *shuffleWriter[K, T]) push(ts int64, rec *T) error {
@@ -95,11 +135,7 @@ func (w *shuffleWriter[K, T]) push(ts int64, rec *T) error {
 	w.scratch = w.enc(w.scratch[:0], &w.cur)
 	kg := state.KeyGroupFor(w.scratch, w.maxPar)
 	j := state.SubtaskFor(kg, w.maxPar, w.par)
-	b := w.batches[j]
-	if b == nil {
-		b = w.e.pool.Get().(*keyedBatch[K, T])
-		w.batches[j] = b
-	}
+	b := w.batch(j)
 	b.keys = append(b.keys, w.cur)
 	b.kgs = append(b.kgs, int32(kg))
 	b.keyBuf = append(b.keyBuf, w.scratch...)
@@ -107,19 +143,75 @@ func (w *shuffleWriter[K, T]) push(ts int64, rec *T) error {
 	b.ts = append(b.ts, ts)
 	b.recs = append(b.recs, *rec)
 	if len(b.recs) >= w.batchSize {
-		w.batches[j] = nil
-		return w.sc.send(w.outs[j], msg{kind: msgData, batch: b})
+		if err := w.sendBatch(j); err != nil {
+			return err
+		}
+	}
+	if w.waiting >= 0 {
+		if w.waiting++; w.waiting >= w.staleAfter {
+			return w.flushMarked()
+		}
 	}
 	return nil
 }
 
+// sendBatch hands output j its open batch.
+func (w *shuffleWriter[K, T]) sendBatch(j int) error {
+	b := w.batches[j]
+	w.batches[j] = nil
+	if len(b.marks) > 0 {
+		if w.marked--; w.marked == 0 {
+			w.waiting = -1
+		}
+	}
+	return w.sc.sendTo(w.outs[j], msg{kind: msgData, batch: b})
+}
+
+// flush sends every batch that holds records or marks.
 func (w *shuffleWriter[K, T]) flush() error {
 	for j, b := range w.batches {
-		if b != nil && len(b.recs) > 0 {
-			w.batches[j] = nil
-			if err := w.sc.send(w.outs[j], msg{kind: msgData, batch: b}); err != nil {
+		if b != nil && (len(b.recs) > 0 || len(b.marks) > 0) {
+			if err := w.sendBatch(j); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// flushMarked sends the batches that hold marks.
+func (w *shuffleWriter[K, T]) flushMarked() error {
+	for j, b := range w.batches {
+		if b != nil && len(b.marks) > 0 {
+			if err := w.sendBatch(j); err != nil {
+				return err
+			}
+		}
+	}
+	w.waiting = -1
+	return nil
+}
+
+// watermark marks event time wm in every output's batch, after the records
+// pushed so far.
+func (w *shuffleWriter[K, T]) watermark(wm int64) error {
+	for j := range w.outs {
+		if wm <= w.sent[j] {
+			continue
+		}
+		w.sent[j] = wm
+		b := w.batch(j)
+		at := int32(len(b.recs))
+		if n := len(b.marks); n > 0 && b.marks[n-1].at == at {
+			b.marks[n-1].wm = wm // no record since: replace it
+			continue
+		}
+		if len(b.marks) == 0 {
+			w.marked++
+		}
+		b.marks = append(b.marks, mark{at: at, wm: wm})
+		if w.waiting < 0 {
+			w.waiting = 0
 		}
 	}
 	return nil
@@ -129,8 +221,8 @@ func (w *shuffleWriter[K, T]) control(m msg) error {
 	if err := w.flush(); err != nil {
 		return err
 	}
-	for _, ch := range w.outs {
-		if err := w.sc.send(ch, m); err != nil {
+	for _, ib := range w.outs {
+		if err := w.sc.sendTo(ib, m); err != nil {
 			return err
 		}
 	}
@@ -163,10 +255,17 @@ func (sc *subtaskCtx) flushOut() error {
 	return nil
 }
 
-// controlOut sends a control message to every output, after its records.
+// controlOut sends a control message to every output, after its records;
+// a watermark waits to ride on the next batch (shuffleWriter.watermark).
 func (sc *subtaskCtx) controlOut(m msg) error {
 	for _, o := range sc.outs {
-		if err := o.control(m); err != nil {
+		var err error
+		if m.kind == msgWatermark {
+			err = o.watermark(int64(m.id))
+		} else {
+			err = o.control(m)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -220,13 +319,13 @@ type sinkWriter struct {
 	}
 }
 
-func (sc *subtaskCtx) send(ch chan msg, m msg) error {
-	select {
-	case ch <- m:
+// sendTo hands m to a downstream subtask's inbox, as this subtask's input
+// there, waiting while that input has its credits out (backpressure).
+func (sc *subtaskCtx) sendTo(ib *inbox.Inbox[msg], m msg) error {
+	if ib.Send(sc.ctx.Done(), sc.subtask, m) {
 		return nil
-	case <-sc.ctx.Done():
-		return sc.ctx.Err()
 	}
+	return sc.ctx.Err()
 }
 
 func (sc *subtaskCtx) flushCounters() {
@@ -553,17 +652,16 @@ func (sc *subtaskCtx) closeSinks() {
 	}
 }
 
-// runReceiver is the loop of a stage fed by a shuffle: it aligns barriers
-// across its inputs, snapshots at each aligned barrier, tracks the minimum
-// watermark over its active inputs, and ends when every input has
-// terminated.
-func (sc *subtaskCtx) runReceiver(process func(any) error) error {
+// runReceiver is the loop of a stage fed by a shuffle: it takes what its
+// inputs send from its inbox, in the order it arrives, and lets an Aligner
+// decide about barriers and watermarks. What an input sends after its
+// barrier is held until every live input has delivered the barrier and the
+// checkpoint is taken; the inbox's credits bound what is held. Output
+// batches are flushed when the inbox is empty, not after every input batch.
+func (sc *subtaskCtx) runReceiver(process func(batch any, mark func(wm int64) error) error) error {
 	defer sc.closeSinks()
-	inputs := make([]chan msg, sc.st.input.from.parallelism)
-	for i := range inputs {
-		inputs[i] = sc.job.chans[sc.st.input][i][sc.subtask]
-	}
-	n := len(inputs)
+	ib := sc.job.inboxes[sc.st][sc.subtask]
+	n := ib.Inputs()
 	// The restored watermark is a floor: event time never goes back.
 	sc.watermark = math.MinInt64
 	for i, rt := range sc.keyed {
@@ -571,27 +669,14 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 			sc.watermark = rt.watermark
 		}
 	}
-	cases := make([]reflect.SelectCase, n+2)
-	for i, ch := range inputs {
-		cases[i] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)}
-	}
-	cases[n] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sc.ctx.Done())}
+	al := align.New(n, sc.watermark)
+	held := make([][]msg, n) // what blocked inputs sent, in order
+	heldHead := make([]int, n)
+	heldCount := 0
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	cases[n+1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)}
-	blocked := make([]bool, n)
-	ended := make([]bool, n)
-	wms := make([]int64, n)
-	idle := make([]bool, n)
-	for i := range wms {
-		wms[i] = math.MinInt64
-	}
-	stageIdle := false
-	var barrierID uint64
-	var barrierFinal bool
-	barriers, eods, live := 0, 0, n
 	armed := int64(0)
-	hasTimers := false
+	dirty := false // output batches may be partly filled
 	// onTimer fires due processing-time timers and forces re-arming.
 	onTimer := func() error {
 		armed = -1
@@ -603,10 +688,90 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 				return err
 			}
 		}
+		dirty = false
 		return sc.flushOut()
 	}
+	event := func(ev align.Event) error {
+		if ev.Idle {
+			return sc.controlOut(msg{kind: msgIdle, batch: true})
+		}
+		if ev.Active {
+			if err := sc.controlOut(msg{kind: msgIdle, batch: false}); err != nil {
+				return err
+			}
+		}
+		if ev.Advance {
+			return sc.advanceWatermark(ev.Watermark)
+		}
+		return nil
+	}
+	cur := 0 // the input whose batch is being processed
+	onMark := func(wm int64) error { return event(al.Watermark(cur, wm)) }
+	// handle acts on one message of input from that is not held, then
+	// gives the input its credit back.
+	handle := func(from int, m msg) error {
+		defer ib.Release(from)
+		switch m.kind {
+		case msgData:
+			cur = from
+			if err := process(m.batch, onMark); err != nil {
+				return err
+			}
+			dirty = true
+		case msgIdle:
+			return event(al.Idle(from, m.batch.(bool)))
+		case msgBarrier:
+			complete, err := al.Barrier(from, m.id, m.batch.(bool))
+			if err != nil {
+				return fmt.Errorf("eddy: subtask %d of stage %d: %w", sc.subtask, sc.st.id, err)
+			}
+			if complete {
+				id, final := al.Checkpoint()
+				if err := sc.checkpoint(id, final, nil); err != nil {
+					return err
+				}
+				dirty = false // checkpoint flushed the outputs before the barrier
+				al.Release()
+			}
+		case msgEndOfData:
+			if al.EndOfData(from) {
+				if err := sc.endOfInput(); err != nil {
+					return err
+				}
+				al.Advanced(math.MaxInt64)
+			}
+		case msgTerminate:
+			if err := al.Terminate(from); err != nil {
+				return fmt.Errorf("eddy: subtask %d of stage %d: %w", sc.subtask, sc.st.id, err)
+			}
+		}
+		return nil
+	}
+	// drain handles held messages of inputs no longer blocked, until none
+	// is left or every input with some is blocked again.
+	drain := func() error {
+		for progress := true; progress && heldCount > 0; {
+			progress = false
+			for i := range held {
+				for heldHead[i] < len(held[i]) && !al.Blocked(i) {
+					m := held[i][heldHead[i]]
+					held[i][heldHead[i]] = msg{}
+					heldHead[i]++
+					heldCount--
+					if heldHead[i] == len(held[i]) {
+						held[i], heldHead[i] = held[i][:0], 0
+					}
+					if err := handle(i, m); err != nil {
+						return err
+					}
+					progress = true
+				}
+			}
+		}
+		return nil
+	}
 	defer sc.closeMaterializations()
-	for live > 0 {
+	for al.Live() > 0 {
 		next := sc.nextTimer()
 		if sc.job.dlog != nil {
 			// Step a materialization while no record comes, too: a step
@@ -623,7 +788,6 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 				}
 			}
 		}
-		hasTimers = next != 0
 		if next != armed {
 			armed = next
 			d := time.Hour
@@ -632,138 +796,41 @@ func (sc *subtaskCtx) runReceiver(process func(any) error) error {
 			}
 			timer.Reset(d)
 		}
-		var m msg
-		var from int
-		if n == 1 && !blocked[0] && !hasTimers {
-			select {
-			case m = <-inputs[0]:
-			case <-sc.ctx.Done():
-				return sc.ctx.Err()
+		if dirty && len(ib.C()) == 0 {
+			// Nothing more to batch with now: hand on what waits.
+			dirty = false
+			if err := sc.flushOut(); err != nil {
+				return err
 			}
-		} else if n == 2 {
-			// The common two-input case without reflect.Select, which
-			// allocates per call.
-			var c0, c1 chan msg
-			if !blocked[0] && !ended[0] {
-				c0 = inputs[0]
+		}
+		var e inbox.Envelope[msg]
+		select {
+		case e = <-ib.C():
+		case <-sc.ctx.Done():
+			return sc.ctx.Err()
+		case <-timer.C:
+			if err := onTimer(); err != nil {
+				return err
 			}
-			if !blocked[1] && !ended[1] {
-				c1 = inputs[1]
-			}
-			select {
-			case m = <-c0:
-				from = 0
-			case m = <-c1:
-				from = 1
-			case <-sc.ctx.Done():
-				return sc.ctx.Err()
-			case <-timer.C:
-				if err := onTimer(); err != nil {
-					return err
-				}
-				continue
-			}
-		} else {
-			for i := range inputs {
-				if blocked[i] || ended[i] {
-					cases[i].Chan = reflect.Value{}
-				} else {
-					cases[i].Chan = reflect.ValueOf(inputs[i])
-				}
-			}
-			chosen, v, _ := reflect.Select(cases)
-			switch chosen {
-			case n:
-				return sc.ctx.Err()
-			case n + 1:
-				if err := onTimer(); err != nil {
-					return err
-				}
-				continue
-			}
-			m, from = v.Interface().(msg), chosen
+			continue
 		}
 		if sc.job.dlog != nil {
 			if err := sc.materialize(); err != nil {
 				return err
 			}
 		}
-		switch m.kind {
-		case msgData:
-			if err := process(m.batch); err != nil {
+		if al.Blocked(e.From) {
+			held[e.From] = append(held[e.From], e.Msg)
+			heldCount++
+			continue
+		}
+		if err := handle(e.From, e.Msg); err != nil {
+			return err
+		}
+		if heldCount > 0 {
+			if err := drain(); err != nil {
 				return err
 			}
-			if err := sc.flushOut(); err != nil {
-				return err
-			}
-		case msgWatermark, msgIdle:
-			if m.kind == msgWatermark {
-				if wm := int64(m.id); wm > wms[from] {
-					wms[from] = wm
-				}
-				idle[from] = false
-			} else {
-				idle[from] = m.batch.(bool)
-			}
-			// The stage's watermark: the minimum over inputs that are
-			// neither idle nor ended; idle when all of them are idle.
-			combined, active := int64(math.MaxInt64), 0
-			for i := range inputs {
-				if ended[i] || idle[i] {
-					continue
-				}
-				active++
-				combined = min(combined, wms[i])
-			}
-			if active == 0 {
-				if !stageIdle && eods < n {
-					stageIdle = true
-					if err := sc.controlOut(msg{kind: msgIdle, batch: true}); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			if stageIdle {
-				stageIdle = false
-				if err := sc.controlOut(msg{kind: msgIdle, batch: false}); err != nil {
-					return err
-				}
-			}
-			if combined != math.MaxInt64 && combined > sc.watermark && eods < n {
-				if err := sc.advanceWatermark(combined); err != nil {
-					return err
-				}
-			}
-		case msgBarrier:
-			if barriers == 0 {
-				barrierID, barrierFinal = m.id, m.batch.(bool)
-			} else if m.id != barrierID {
-				return fmt.Errorf("eddy: subtask %d of stage %d got barrier %d while aligning %d", sc.subtask, sc.st.id, m.id, barrierID)
-			}
-			blocked[from] = true
-			barriers++
-			if barriers == live {
-				if err := sc.checkpoint(barrierID, barrierFinal, nil); err != nil {
-					return err
-				}
-				clear(blocked)
-				barriers = 0
-			}
-		case msgEndOfData:
-			wms[from] = math.MaxInt64
-			eods++
-			if eods == n {
-				if err := sc.endOfInput(); err != nil {
-					return err
-				}
-			}
-		case msgTerminate:
-			if blocked[from] {
-				return fmt.Errorf("eddy: input %d of stage %d terminated during barrier alignment", from, sc.st.id)
-			}
-			ended[from] = true
-			live--
 		}
 	}
 	if err := sc.controlOut(msg{kind: msgTerminate}); err != nil {
@@ -887,9 +954,21 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 	defer slots[sc.subtask].Store(excluded)
 	var rec, zero T
 	finished := false
+	// A trigger taken while waiting is handled at the top of the loop.
+	var got *trigger
 	for {
-		select {
-		case t := <-triggers:
+		if got == nil {
+			select {
+			case t := <-triggers:
+				got = &t
+			case <-sc.ctx.Done():
+				return sc.ctx.Err()
+			default:
+			}
+		}
+		if got != nil {
+			t := *got
+			got = nil
 			if err := sc.checkpoint(t.id, t.final, positions()); err != nil {
 				return err
 			}
@@ -901,14 +980,11 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 				return nil
 			}
 			continue
-		case <-sc.ctx.Done():
-			return sc.ctx.Err()
-		default:
 		}
 		if finished {
 			select {
 			case t := <-triggers:
-				triggers <- t // handled at the top of the loop
+				got = &t
 			case <-sc.ctx.Done():
 				return sc.ctx.Err()
 			}
@@ -987,7 +1063,7 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 			sc.flushCounters()
 			select {
 			case t := <-triggers:
-				triggers <- t
+				got = &t
 			case <-sc.ctx.Done():
 				return sc.ctx.Err()
 			case <-time.After(time.Millisecond):

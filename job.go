@@ -13,6 +13,7 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/dstl"
+	"github.com/eddyflow/eddy/internal/inbox"
 )
 
 // jobRun is one attempt of running the job: its channels, the restored
@@ -23,16 +24,16 @@ type jobRun struct {
 	blobs      blob.Store
 	restored   *checkpoint.Manifest
 	nextID     uint64
-	chans      map[*edge][][]chan msg // [from subtask][to subtask]
-	triggers   [][]chan trigger       // [source][subtask]
-	wmSlots    [][]atomic.Int64       // [source][subtask] watermarks, for alignment
-	dlog       *dstl.Log              // the changelog's durable short-term log, if on
-	partHedger *blob.Hedger           // when to hedge a materialization part's upload, learned from the parts before
-	readHedger *blob.Hedger           // when to hedge a restore's read of a log object, learned from the reads before
-	partReader *blob.Hedger           // the same for materialized parts: megabytes, not the log's kilobytes, so learned apart
-	logShared  *dstl.Shared           // the restored log's objects, fetched once for all subtasks
-	runID      string                 // names this attempt's log writers and objects
-	building   atomic.Uint64          // id of the checkpoint now being built
+	inboxes    map[*stage][]*inbox.Inbox[msg] // of each subtask of each stage fed by a shuffle
+	triggers   [][]chan trigger               // [source][subtask]
+	wmSlots    [][]atomic.Int64               // [source][subtask] watermarks, for alignment
+	dlog       *dstl.Log                      // the changelog's durable short-term log, if on
+	partHedger *blob.Hedger                   // when to hedge a materialization part's upload, learned from the parts before
+	readHedger *blob.Hedger                   // when to hedge a restore's read of a log object, learned from the reads before
+	partReader *blob.Hedger                   // the same for materialized parts: megabytes, not the log's kilobytes, so learned apart
+	logShared  *dstl.Shared                   // the restored log's objects, fetched once for all subtasks
+	runID      string                         // names this attempt's log writers and objects
+	building   atomic.Uint64                  // id of the checkpoint now being built
 	acks       chan ack
 	finished   chan struct{}
 	wg         sync.WaitGroup
@@ -110,7 +111,7 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 	defer cancel(nil)
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	defer stopPrune()
-	j := &jobRun{pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, chans: map[*edge][][]chan msg{},
+	j := &jobRun{pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, inboxes: map[*stage][]*inbox.Inbox[msg]{},
 		acks: make(chan ack, 64), finished: make(chan struct{}, 64),
 		readHedger: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout),
 		partReader: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout)}
@@ -175,16 +176,14 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 		}
 	}
 	for _, st := range e.stages {
-		for _, e := range st.outs {
-			ch := make([][]chan msg, e.from.parallelism)
-			for a := range ch {
-				ch[a] = make([]chan msg, e.to.parallelism)
-				for b := range ch[a] {
-					ch[a][b] = make(chan msg, j.env.cfg.channelBatches)
-				}
-			}
-			j.chans[e] = ch
+		if st.input == nil {
+			continue
 		}
+		ibs := make([]*inbox.Inbox[msg], st.parallelism)
+		for b := range ibs {
+			ibs[b] = inbox.New[msg](st.input.from.parallelism, j.env.cfg.channelBatches)
+		}
+		j.inboxes[st] = ibs
 	}
 	j.triggers = make([][]chan trigger, len(e.sources))
 	j.wmSlots = make([][]atomic.Int64, len(e.sources))
@@ -333,10 +332,15 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 		timeout.Reset(e.cfg.timeout)
 		for _, ts := range j.triggers {
 			for _, ch := range ts {
+				// A trigger the source has not taken yet (its checkpoint
+				// timed out or failed) is replaced: every source injects
+				// the newest id, and receivers give up an alignment on
+				// a newer barrier.
 				select {
-				case ch <- trigger{id: inflight.id, final: final}:
+				case <-ch:
 				default:
 				}
+				ch <- trigger{id: inflight.id, final: final}
 			}
 		}
 	}

@@ -22,7 +22,9 @@ type stage struct {
 	input       *edge   // the shuffle feeding this stage
 	outs        []*edge // the shuffles this stage feeds
 	// receive builds, per subtask, the handler of a batch from input.
-	receive func(sc *subtaskCtx) (func(batch any) error, error)
+	// The handler gets a batch and calls mark for each watermark in it,
+	// at its place among the records.
+	receive func(sc *subtaskCtx) (func(batch any, mark func(wm int64) error) error, error)
 }
 
 // edge is a hash shuffle between two stages.
@@ -324,15 +326,26 @@ func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...KeyByOptio
 		sc.outs = append(sc.outs, w)
 		return w.push, nil
 	})
-	st.receive = func(sc *subtaskCtx) (func(any) error, error) {
+	st.receive = func(sc *subtaskCtx) (func(any, func(int64) error) error, error) {
 		push, err := ks.build(sc)
 		if err != nil {
 			return nil, err
 		}
-		return func(b any) error {
+		return func(b any, mark func(int64) error) error {
 			kb := b.(*keyedBatch[K, T])
+			m := 0
 			for i := range kb.recs {
+				for ; m < len(kb.marks) && int(kb.marks[m].at) == i; m++ {
+					if err := mark(kb.marks[m].wm); err != nil {
+						return err
+					}
+				}
 				if err := push(&kb.keys[i], kb.key(i), int(kb.kgs[i]), kb.ts[i], &kb.recs[i]); err != nil {
+					return err
+				}
+			}
+			for ; m < len(kb.marks); m++ {
+				if err := mark(kb.marks[m].wm); err != nil {
 					return err
 				}
 			}
@@ -386,7 +399,7 @@ func keyEncoder[K comparable]() (func(dst []byte, k *K) []byte, error) {
 
 // OpenContext is passed to a keyed function's Open: declare state on State.
 type OpenContext struct {
-	State       *state.Backend
+	State       *state.Scope // declare state here: state.NewValue(ctx.State, "name")
 	Subtask     int
 	Parallelism int
 }
@@ -523,7 +536,7 @@ func buildKeyed[K comparable, IN, OUT any](sc *subtaskCtx, uid string, fn KeyedF
 	kgs, kge := state.KeyGroupRange(env.cfg.maxParallelism, sc.par, sc.subtask)
 	backend := state.NewBackend(env.cfg.maxParallelism, kgs, kge, ksch)
 	fn = cloneFunc(fn)
-	if err := fn.Open(&OpenContext{State: backend, Subtask: sc.subtask, Parallelism: sc.par}); err != nil {
+	if err := fn.Open(&OpenContext{State: state.NewScope(backend), Subtask: sc.subtask, Parallelism: sc.par}); err != nil {
 		err = fmt.Errorf("eddy: %s Open: %w", uid, err)
 		var de *state.DeclareError
 		if errors.As(err, &de) {

@@ -2,6 +2,7 @@ package eddy_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -89,4 +90,44 @@ func BenchmarkSlidingWindows(b *testing.B) {
 			eddy.ToSink(w.Results, discard.Sink[slideOut]())
 		})
 	})
+}
+
+// BenchmarkEventTimeParallelism runs the event-time sliding-window job of
+// BenchmarkSlidingWindows (watermarks on, 1 minute windows sliding by 10 s,
+// 10 000 drivers) at parallelism 2, 4 and 8 on whatever cores the machine
+// has: oversubscribing them must not collapse throughput or make the hot
+// path allocate. Each parallelism in its own process:
+//
+//	go test -c -o w.test .
+//	for i in 1 2 3; do for p in 2 4 8; do
+//	  ./w.test -test.run '^$' -test.bench "EventTimeParallelism/par=$p\$" -test.benchtime 1x
+//	done; done
+func BenchmarkEventTimeParallelism(b *testing.B) {
+	const events = 2_000_000
+	const drivers = 10_000
+	for _, par := range []int{2, 4, 8} {
+		b.Run(fmt.Sprintf("par=%d", par), func(b *testing.B) {
+			for b.Loop() {
+				env := eddy.New(eddy.Parallelism(par), eddy.Checkpoints(b.TempDir(), time.Second), eddy.Logger(&logBuf{}))
+				src := datagen.GPS(datagen.Seed(1), datagen.Events(events), datagen.Drivers(drivers), datagen.Spacing(time.Second/drivers))
+				pts := eddy.FromSource(env, src, eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
+				keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
+				w := eddy.AggregateWindows(keyed, eddy.Sliding(time.Minute, 10*time.Second), eddy.Aggregator[string, datagen.GPSPoint, int64, slideOut]{
+					Add:    func(n int64, _ *datagen.GPSPoint) int64 { return n + 1 },
+					Result: func(k string, _ eddy.Window, n int64) slideOut { return slideOut{Driver: k, Points: n} },
+				})
+				eddy.ToSink(w.Results, discard.Sink[slideOut]())
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				start := time.Now()
+				if err := env.Run(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				el := time.Since(start)
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(events)/el.Seconds(), "events/s")
+				b.ReportMetric(float64(after.Mallocs-before.Mallocs)/events, "allocs/event")
+			}
+		})
+	}
 }

@@ -248,8 +248,9 @@ type Value[T any] struct {
 	schema serde.Schema
 }
 
-// NewValue declares a value state named name on b.
-func NewValue[T any](b *Backend, name string) (*Value[T], error) {
+// NewValue declares a value state named name on d.
+func NewValue[T any](d Declarer, name string) (*Value[T], error) {
+	b := d.backend()
 	codec, schema, err := codecAndSchema[T](name)
 	if err != nil {
 		return nil, err
@@ -289,8 +290,9 @@ type Reducing[T any] struct {
 	reduce func(acc, x T) T
 }
 
-// NewReducing declares a reducing state named name on b.
-func NewReducing[T any](b *Backend, name string, reduce func(acc, x T) T) (*Reducing[T], error) {
+// NewReducing declares a reducing state named name on d.
+func NewReducing[T any](d Declarer, name string, reduce func(acc, x T) T) (*Reducing[T], error) {
+	b := d.backend()
 	codec, schema, err := codecAndSchema[T](name)
 	if err != nil {
 		return nil, err
@@ -321,8 +323,9 @@ type List[T any] struct {
 	schema serde.Schema
 }
 
-// NewList declares a list state named name on b.
-func NewList[T any](b *Backend, name string) (*List[T], error) {
+// NewList declares a list state named name on d.
+func NewList[T any](d Declarer, name string) (*List[T], error) {
+	b := d.backend()
 	codec, schema, err := codecAndSchema[[]T](name)
 	if err != nil {
 		return nil, err
@@ -440,9 +443,10 @@ type mapScratch[K comparable, V any] struct {
 	v V
 }
 
-// NewMap declares a map state named name on b. K must be an integer, bool or
+// NewMap declares a map state named name on d. K must be an integer, bool or
 // string type (a protobuf map key).
-func NewMap[K comparable, V any](b *Backend, name string) (*Map[K, V], error) {
+func NewMap[K comparable, V any](d Declarer, name string) (*Map[K, V], error) {
+	b := d.backend()
 	// Snapshots and restores encode each key's whole map: with code
 	// instantiated for map[K]V, a map of structs costs no reflection and no
 	// allocation per entry.

@@ -1,0 +1,56 @@
+// Package inbox owns the hand-off of messages into a receiving subtask: one
+// queue per subtask that all its inputs send into, so the receive loop waits
+// on one channel whatever the number of inputs (no reflect.Select, no
+// allocation per message), with credit-based backpressure per input: an
+// input may have at most Credits messages that the receiver has not yet
+// released. An input held at a checkpoint barrier therefore stops at its
+// credits while the others flow, as if it had a bounded channel of its own.
+//
+// Data enters through Send (by an upstream subtask) and leaves through C
+// (to the receive loop), which calls Release once it has handled a message.
+package inbox
+
+// Envelope is a message with the input it came from.
+type Envelope[M any] struct {
+	From int
+	Msg  M
+}
+
+// Inbox is the queue of one receiving subtask.
+type Inbox[M any] struct {
+	ch      chan Envelope[M]
+	credits []chan struct{}
+}
+
+// New returns the inbox of a subtask with inputs inputs, each allowed
+// credits unreleased messages.
+func New[M any](inputs, credits int) *Inbox[M] {
+	in := &Inbox[M]{ch: make(chan Envelope[M], inputs*credits), credits: make([]chan struct{}, inputs)}
+	for i := range in.credits {
+		in.credits[i] = make(chan struct{}, credits)
+	}
+	return in
+}
+
+// Send delivers m from input i, waiting while input i has all its credits
+// out. It returns false, without sending, once done is closed.
+func (in *Inbox[M]) Send(done <-chan struct{}, i int, m M) bool {
+	select {
+	case in.credits[i] <- struct{}{}:
+	case <-done:
+		return false
+	}
+	// The queue holds every input's credits, so this never waits.
+	in.ch <- Envelope[M]{From: i, Msg: m}
+	return true
+}
+
+// C is where the receiver takes messages from.
+func (in *Inbox[M]) C() <-chan Envelope[M] { return in.ch }
+
+// Release gives input i back the credit of one message the receiver took
+// from C and has handled (not merely held).
+func (in *Inbox[M]) Release(i int) { <-in.credits[i] }
+
+// Inputs is the number of inputs.
+func (in *Inbox[M]) Inputs() int { return len(in.credits) }
