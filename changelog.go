@@ -391,7 +391,7 @@ func (sc *subtaskCtx) finishMaterializations(rt *keyedRuntime, now time.Time, en
 		if err != nil {
 			cl.runs = slices.Delete(cl.runs, i, i+1)
 			cl.failures++
-			sc.job.env.cfg.logger.Printf("materialization of %s subtask %d failed (%d in a row): %v", rt.uid, sc.subtask, cl.failures, err)
+			sc.job.env.cfg.logger.Warn("materialization failed", "operator", rt.uid, "subtask", sc.subtask, "failures", cl.failures, "err", err)
 			if cl.failures >= 3 {
 				return fmt.Errorf("eddy: materialization of %s subtask %d failed 3 times in a row: %w", rt.uid, sc.subtask, err)
 			}

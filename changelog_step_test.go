@@ -25,7 +25,7 @@ func TestFinishMaterializations(t *testing.T) {
 		return m
 	}
 	setup := func(runs ...*materialization) (*subtaskCtx, *keyedRuntime) {
-		sc := &subtaskCtx{job: &jobRun{env: New(Logger(io.Discard))}}
+		sc := &subtaskCtx{job: &jobRun{env: New(LogOutput(io.Discard))}}
 		rt := &keyedRuntime{uid: "op", cl: &changelogState{cfg: &changelogConfig{materialize: time.Minute}, runs: runs}}
 		return sc, rt
 	}

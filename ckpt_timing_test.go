@@ -28,7 +28,7 @@ func TestCheckpointStatsExplainDuration(t *testing.T) {
 	var mu sync.Mutex
 	var stats []eddy.CheckpointStats
 	env := eddy.New(eddy.Parallelism(2), eddy.CheckpointStore(store, 20*time.Millisecond), eddy.Restarts(0, 0),
-		eddy.Logger(&logBuf{}), eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
+		eddy.LogOutput(&logBuf{}), eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
 			mu.Lock()
 			stats = append(stats, s)
 			mu.Unlock()

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -14,6 +14,7 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	_ "github.com/eddyflow/eddy/blob/file" // registers file:// storage
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/graph"
 	"github.com/eddyflow/eddy/state"
 )
@@ -43,7 +44,7 @@ type config struct {
 	batchSize      int
 	channelBatches int
 	job            string
-	logger         *log.Logger
+	logger         *slog.Logger
 	onCheckpoint   func(CheckpointStats)
 	store          blob.Store
 	changelog      *changelogConfig
@@ -93,10 +94,16 @@ func BatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
 // JobName names the job in checkpoints and logs (default "eddy-job").
 func JobName(name string) Option { return func(c *config) { c.job = name } }
 
-// Logger sends the runtime's messages (restores, fallbacks, restarts) to w.
-// Default: standard error.
-func Logger(w io.Writer) Option {
-	return func(c *config) { c.logger = log.New(w, "eddy: ", log.LstdFlags|log.Lmsgprefix) }
+// Logger sends the runtime's messages (restores, fallbacks, restarts,
+// failed checkpoints) to l, with levels (Info for progress, Warn for what
+// the job survives, Error for what ends it) and attributes (checkpoint,
+// operator, subtask, err). Default: text to standard error.
+func Logger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// LogOutput sends the runtime's messages to w as slog text lines, at Info
+// and above.
+func LogOutput(w io.Writer) Option {
+	return func(c *config) { c.logger = slog.New(slog.NewTextHandler(w, nil)).With("component", "eddy") }
 }
 
 // OnCheckpoint calls fn after each completed checkpoint, from the
@@ -142,7 +149,7 @@ func New(opts ...Option) *Env {
 		timeout: time.Minute, retain: 3, parallelism: runtime.NumCPU(),
 		maxParallelism: state.DefaultMaxParallelism, restarts: 3, restartDelay: time.Second,
 		batchSize: 512, channelBatches: 4, job: "eddy-job",
-		logger: log.New(os.Stderr, "eddy: ", log.LstdFlags|log.Lmsgprefix),
+		logger: slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "eddy"),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -202,6 +209,9 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
+// Is makes errors.Is(err, ErrPermanent) hold.
+func (e *permanentError) Is(target error) bool { return target == errs.Permanent }
+
 // Run runs the job until its bounded inputs are exhausted and their output
 // is committed, or ctx is cancelled. It first restores the latest complete
 // checkpoint in the job's storage, falling back to the one before while a
@@ -217,7 +227,7 @@ func (e *Env) Run(ctx context.Context) error {
 	if bs == nil && e.cfg.storageURL != "" {
 		var err error
 		if bs, err = blob.Open(e.cfg.storageURL); err != nil {
-			return fmt.Errorf("eddy: checkpoint storage: %w", err)
+			return errs.Kind(errs.Storage, fmt.Errorf("eddy: checkpoint storage: %w", err), true)
 		}
 	}
 	if bs != nil {
@@ -238,17 +248,18 @@ func (e *Env) Run(ctx context.Context) error {
 		// fallbacks end.
 		var re *restoreError
 		if errors.As(err, &re) {
-			e.cfg.logger.Printf("%v; falling back to the previous complete checkpoint (output committed after it may repeat)", err)
+			e.cfg.logger.Warn("checkpoint unusable; falling back to the previous complete checkpoint (output committed after it may repeat)",
+				"checkpoint", re.id, "err", re.err)
 			before = re.id
 			attempt--
 			continue
 		}
-		var perm *permanentError
-		if errors.As(err, &perm) || attempt >= e.cfg.restarts {
+		if errs.IsPermanent(err) || attempt >= e.cfg.restarts {
 			return err
 		}
 		e.stats.restarts.Add(1)
-		e.cfg.logger.Printf("job failed (attempt %d of %d): %v; restarting from the last checkpoint in %v", attempt+1, e.cfg.restarts+1, err, e.cfg.restartDelay)
+		e.cfg.logger.Warn(fmt.Sprintf("job failed (attempt %d of %d); restarting from the last checkpoint", attempt+1, e.cfg.restarts+1),
+			"err", err, "delay", e.cfg.restartDelay)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -14,6 +14,7 @@ import (
 	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/internal/align"
 	"github.com/eddyflow/eddy/internal/bufpool"
+	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/inbox"
 	"github.com/eddyflow/eddy/state"
 )
@@ -120,11 +121,11 @@ func newShuffleWriter[K comparable, T any](sc *subtaskCtx, e *edge, key func(*T)
 	return w
 }
 
-// batch returns output j's open batch, taking one from the pool.
+// batch returns output j's open batch, taking a recycled one.
 func (w *shuffleWriter[K, T]) batch(j int) *keyedBatch[K, T] {
 	b := w.batches[j]
 	if b == nil {
-		b = w.e.pool.Get().(*keyedBatch[K, T])
+		b = w.e.getBatch().(*keyedBatch[K, T])
 		w.batches[j] = b
 	}
 	return b
@@ -304,7 +305,7 @@ func (sc *subtaskCtx) endOfInput() error {
 	for _, rt := range sc.keyed {
 		if rt.end != nil {
 			if err := rt.end(); err != nil {
-				return fmt.Errorf("eddy: %s EndOfInput: %w", rt.uid, err)
+				return userError(rt.uid, sc.subtask, "EndOfInput", err, false)
 			}
 		}
 	}
@@ -383,7 +384,7 @@ func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.S
 		if err := sc.loadParts(uid, b, opParts); err != nil {
 			var re *state.RestoreError
 			if errors.As(err, &re) {
-				return nil, nil, &permanentError{fmt.Errorf("eddy: cannot restore operator %s from checkpoint %d (the checkpoint is left as it is): %w", uid, m.ID, err)}
+				return nil, nil, errs.Kind(errs.IncompatibleState, fmt.Errorf("eddy: cannot restore operator %s from checkpoint %d (the checkpoint is left as it is): %w", uid, m.ID, err), true)
 			}
 			return nil, nil, restoreFailure(m.ID, fmt.Errorf("operator %s: %w", uid, err))
 		}
@@ -503,6 +504,11 @@ func (e *restoreError) Error() string {
 	return fmt.Sprintf("restoring checkpoint %d: %v", e.id, e.err)
 }
 
+func (e *restoreError) Unwrap() error { return e.err }
+
+// Is makes errors.Is(err, ErrCorruptCheckpoint) hold.
+func (e *restoreError) Is(target error) bool { return target == errs.CorruptCheckpoint }
+
 // checkpointWatermark returns the least watermark of those recorded for
 // key groups overlapping [start, end), and whether there is one.
 func checkpointWatermark(wms []checkpoint.Watermark, start, end int) (int64, bool) {
@@ -528,7 +534,7 @@ func restoreFailure(id uint64, err error) error {
 	if errors.As(err, &ce) || errors.Is(err, blob.ErrNotFound) || errors.Is(err, dstl.ErrCorrupt) {
 		return &restoreError{id: id, err: err}
 	}
-	return fmt.Errorf("eddy: restoring checkpoint %d: %w", id, err)
+	return errs.Kind(errs.Storage, fmt.Errorf("eddy: restoring checkpoint %d: %w", id, err), false)
 }
 
 // checkpoint runs at an aligned barrier: snapshot keyed state, pre-commit
@@ -603,7 +609,7 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 			name := job.storage.StateBlobName(id, p.op.uid, sc.subtask)
 			data := *p.data
 			if err := job.blobs.Put(sc.ctx, name, data); err != nil {
-				a.err = fmt.Errorf("writing state of %s subtask %d: %w", p.op.uid, sc.subtask, err)
+				a.err = errs.Kind(errs.Storage, fmt.Errorf("writing state of %s subtask %d to %s: %w", p.op.uid, sc.subtask, name, err), false)
 				break
 			}
 			a.parts = append(a.parts, opPart{uid: p.op.uid, part: checkpoint.StatePart{Subtask: uint32(sc.subtask),
@@ -705,6 +711,16 @@ func (sc *subtaskCtx) runReceiver(process func(batch any, mark func(wm int64) er
 		}
 		return nil
 	}
+	// takeCheckpoint runs once the barrier being aligned is complete.
+	takeCheckpoint := func() error {
+		id, final := al.Checkpoint()
+		if err := sc.checkpoint(id, final, nil); err != nil {
+			return err
+		}
+		dirty = false // checkpoint flushed the outputs before the barrier
+		al.Release()
+		return nil
+	}
 	cur := 0 // the input whose batch is being processed
 	onMark := func(wm int64) error { return event(al.Watermark(cur, wm)) }
 	// handle acts on one message of input from that is not held, then
@@ -726,23 +742,28 @@ func (sc *subtaskCtx) runReceiver(process func(batch any, mark func(wm int64) er
 				return fmt.Errorf("eddy: subtask %d of stage %d: %w", sc.subtask, sc.st.id, err)
 			}
 			if complete {
-				id, final := al.Checkpoint()
-				if err := sc.checkpoint(id, final, nil); err != nil {
-					return err
-				}
-				dirty = false // checkpoint flushed the outputs before the barrier
-				al.Release()
+				return takeCheckpoint()
 			}
 		case msgEndOfData:
-			if al.EndOfData(from) {
+			ev, all := al.EndOfData(from)
+			if all {
 				if err := sc.endOfInput(); err != nil {
 					return err
 				}
 				al.Advanced(math.MaxInt64)
+				return nil
 			}
+			return event(ev)
 		case msgTerminate:
-			if err := al.Terminate(from); err != nil {
+			ev, complete, err := al.Terminate(from)
+			if err != nil {
 				return fmt.Errorf("eddy: subtask %d of stage %d: %w", sc.subtask, sc.st.id, err)
+			}
+			if err := event(ev); err != nil {
+				return err
+			}
+			if complete {
+				return takeCheckpoint()
 			}
 		}
 		return nil
@@ -954,6 +975,10 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 	defer slots[sc.subtask].Store(excluded)
 	var rec, zero T
 	finished := false
+	// pause is the wait of a pass that read nothing: one timer, reset per
+	// wait (time.After would allocate one each time).
+	pause := time.NewTimer(time.Hour)
+	defer pause.Stop()
 	// A trigger taken while waiting is handled at the top of the loop.
 	var got *trigger
 	for {
@@ -1061,12 +1086,13 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 				return err
 			}
 			sc.flushCounters()
+			pause.Reset(time.Millisecond)
 			select {
 			case t := <-triggers:
 				got = &t
 			case <-sc.ctx.Done():
 				return sc.ctx.Err()
-			case <-time.After(time.Millisecond):
+			case <-pause.C:
 			}
 		}
 	}

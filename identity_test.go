@@ -54,7 +54,7 @@ func TestDuplicateIDs(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			env := eddy.New(eddy.Checkpoints(dir+"/data", time.Second), eddy.Parallelism(1), eddy.Logger(&logBuf{}))
+			env := eddy.New(eddy.Checkpoints(dir+"/data", time.Second), eddy.Parallelism(1), eddy.LogOutput(&logBuf{}))
 			c.build(env, dir)
 			err := env.Run(context.Background())
 			if !errors.Is(err, eddy.ErrDuplicateID) || !errors.Is(err, eddy.ErrPermanent) {
@@ -71,7 +71,7 @@ func TestDuplicateIDs(t *testing.T) {
 	}
 	t.Run("distinct UIDs", func(t *testing.T) {
 		dir := t.TempDir()
-		env := eddy.New(eddy.Checkpoints(dir+"/data", time.Second), eddy.Parallelism(1), eddy.Logger(&logBuf{}))
+		env := eddy.New(eddy.Checkpoints(dir+"/data", time.Second), eddy.Parallelism(1), eddy.LogOutput(&logBuf{}))
 		eddy.ToSink(eddy.FromSource(env, gps(), eddy.UID("gps-a")), file.JSONLines[datagen.GPSPoint](dir+"/a"))
 		eddy.ToSink(eddy.FromSource(env, gps(), eddy.UID("gps-b")), file.JSONLines[datagen.GPSPoint](dir+"/b"))
 		if err := env.Run(context.Background()); err != nil {

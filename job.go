@@ -13,6 +13,7 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/dstl"
+	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/inbox"
 )
 
@@ -129,10 +130,10 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 			m, skipped, err = storage.Before(ctx, before)
 		}
 		for _, s := range skipped {
-			e.cfg.logger.Printf("skipping a checkpoint: %v", s)
+			e.cfg.logger.Warn("skipping a checkpoint", "err", s)
 		}
 		if err != nil {
-			return fmt.Errorf("eddy: reading checkpoints: %w", err)
+			return errs.Kind(errs.Storage, fmt.Errorf("eddy: reading checkpoints: %w", err), false)
 		}
 		j.restored = m
 	}
@@ -157,7 +158,7 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 	e.stats.recovery.Store(0)
 	if j.restored != nil {
 		e.stats.restored.Store(int64(j.restored.ID))
-		e.cfg.logger.Printf("restoring from checkpoint %d", j.restored.ID)
+		e.cfg.logger.Info("restoring from checkpoint", "checkpoint", j.restored.ID)
 	} else {
 		e.stats.restored.Store(0)
 	}
@@ -261,7 +262,8 @@ func (j *jobRun) finishPrunes(grace time.Duration) {
 	case <-t.C:
 	}
 	if j.pruneCtx.Err() == nil {
-		j.env.cfg.logger.Printf("the job is done; cleaning up after checkpoint %d did not finish within %v and was cut short: the next run's first checkpoint deletes the rest", j.pruneID.Load(), grace)
+		j.env.cfg.logger.Warn("the job is done; cleaning up after a checkpoint did not finish in time and was cut short: the next run's first checkpoint deletes the rest",
+			"checkpoint", j.pruneID.Load(), "grace", grace)
 	}
 	j.stopPrune()
 	<-done
@@ -273,7 +275,7 @@ func (j *jobRun) finishPrunes(grace time.Duration) {
 func runSubtask(sc *subtaskCtx) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("eddy: stage %d subtask %d panicked: %v\n%s", sc.st.id, sc.subtask, r, debug.Stack())
+			err = errs.Kind(errs.UserFunction, fmt.Errorf("eddy: stage %d subtask %d panicked: %v\n%s", sc.st.id, sc.subtask, r, debug.Stack()), false)
 		}
 	}()
 	if sc.st.source != nil {
@@ -359,7 +361,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			}
 		case <-timeout.C:
 			if inflight != nil {
-				e.cfg.logger.Printf("checkpoint %d timed out after %v; aborting it", inflight.id, e.cfg.timeout)
+				e.cfg.logger.Warn("checkpoint timed out; aborting it", "checkpoint", inflight.id, "timeout", e.cfg.timeout)
 				aborted[inflight.id] = true
 				if inflight.final {
 					return fmt.Errorf("eddy: the final checkpoint %d timed out", inflight.id)
@@ -376,7 +378,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 				}
 				// A failed upload fails this checkpoint, not the job: the
 				// next one is triggered on schedule.
-				e.cfg.logger.Printf("checkpoint %d failed: %v", a.id, a.err)
+				e.cfg.logger.Warn("checkpoint failed", "checkpoint", a.id, "stage", a.stage, "subtask", a.subtask, "err", a.err)
 				if inflight != nil && inflight.id == a.id {
 					if inflight.final {
 						return fmt.Errorf("eddy: the final checkpoint %d failed: %w", a.id, a.err)
@@ -502,7 +504,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 						defer j.prunes.Done()
 						defer j.pruneID.Store(0)
 						if err := j.storage.Prune(j.pruneCtx, m); err != nil && j.pruneCtx.Err() == nil {
-							e.cfg.logger.Printf("checkpoint %d complete; cleaning up old checkpoints failed: %v", m.ID, err)
+							e.cfg.logger.Warn("checkpoint complete; cleaning up old checkpoints failed", "checkpoint", m.ID, "err", err)
 						}
 					}(m)
 				}
@@ -515,12 +517,12 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 						// No manifest, no checkpoint: its transactions wait
 						// for the next one.
 						if c.final {
-							return fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.id, err)
+							return errs.Kind(errs.Storage, fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.id, err), false)
 						}
-						e.cfg.logger.Printf("checkpoint %d failed: writing its manifest: %v", c.id, err)
+						e.cfg.logger.Warn("checkpoint failed: writing its manifest", "checkpoint", c.id, "err", err)
 						continue
 					}
-					e.cfg.logger.Printf("checkpoint %d complete; cleaning up old checkpoints failed: %v", c.id, err)
+					e.cfg.logger.Warn("checkpoint complete; cleaning up old checkpoints failed", "checkpoint", c.id, "err", err)
 				}
 			}
 			manifestWrite := time.Since(writeStart)

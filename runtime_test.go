@@ -66,7 +66,7 @@ type sumOut struct {
 
 func TestMapFilterFlatMapReduce(t *testing.T) {
 	dir := t.TempDir()
-	env := eddy.New(eddy.Parallelism(2), eddy.Logger(&logBuf{}))
+	env := eddy.New(eddy.Parallelism(2), eddy.LogOutput(&logBuf{}))
 	pts := eddy.FromSource(env, datagen.GPS(datagen.Seed(1), datagen.Events(3000), datagen.Drivers(10)))
 	// Keep even-numbered drivers, emit each point twice, key, sum.
 	even := eddy.Filter(pts, func(p *datagen.GPSPoint) bool { return (p.DriverID[len(p.DriverID)-1]-'0')%2 == 0 })
@@ -131,7 +131,7 @@ func (c *counter[V]) Process(ctx *eddy.Context[string, sumOut], p *datagen.GPSPo
 func runCounter[V any](t *testing.T, data, out string, inc func(*V), cancelAfter int64, logs *logBuf) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.Logger(logs), eddy.Restarts(0, 0),
+	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(logs), eddy.Restarts(0, 0),
 		eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
 			if cancelAfter > 0 && int64(s.ID) >= cancelAfter {
 				cancel()
@@ -226,7 +226,7 @@ func (k *ticker) OnTimer(ctx *eddy.Context[string, sumOut], at time.Time) error 
 
 func TestProcessingTimersFire(t *testing.T) {
 	out := t.TempDir()
-	env := eddy.New(eddy.Parallelism(2), eddy.Logger(&logBuf{}))
+	env := eddy.New(eddy.Parallelism(2), eddy.LogOutput(&logBuf{}))
 	// 20 drivers over ~400 ms, so timers registered early fire while the
 	// job still runs.
 	pts := eddy.FromSource(env, datagen.GPS(datagen.Seed(3), datagen.Events(4000), datagen.Drivers(20), datagen.Rate(10_000)))
@@ -263,13 +263,13 @@ func TestBuildErrors(t *testing.T) {
 	if err := env.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "no source") {
 		t.Fatalf("empty job: %v", err)
 	}
-	env = eddy.New(eddy.Logger(&logBuf{}))
+	env = eddy.New(eddy.LogOutput(&logBuf{}))
 	pts := eddy.FromSource(env, datagen.GPS(datagen.Events(10)))
 	_ = eddy.Map(pts, func(p *datagen.GPSPoint) int { return 1 })
 	if err := env.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "not consumed") {
 		t.Fatalf("dangling stream: %v", err)
 	}
-	env = eddy.New(eddy.Checkpoints(t.TempDir(), time.Millisecond), eddy.Logger(&logBuf{}))
+	env = eddy.New(eddy.Checkpoints(t.TempDir(), time.Millisecond), eddy.LogOutput(&logBuf{}))
 	pts = eddy.FromSource(env, datagen.GPS(datagen.Events(10)))
 	eddy.ToSink(pts, file.JSONLines[datagen.GPSPoint](t.TempDir()))
 	if err := env.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "10ms") {
@@ -320,7 +320,7 @@ func (s slowSink) Close() error                     { return nil }
 
 func TestSlowSinkBackpressuresTheSource(t *testing.T) {
 	var read, written atomic.Int64
-	env := eddy.New(eddy.Parallelism(2), eddy.BatchSize(64), eddy.Logger(&logBuf{}))
+	env := eddy.New(eddy.Parallelism(2), eddy.BatchSize(64), eddy.LogOutput(&logBuf{}))
 	src := countingSource{datagen.GPS(datagen.Events(1_000_000), datagen.Drivers(100)), &read}
 	pts := eddy.FromSource[datagen.GPSPoint](env, src)
 	keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
@@ -348,7 +348,7 @@ func TestSlowSinkBackpressuresTheSource(t *testing.T) {
 
 func TestFanOut(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
-	env := eddy.New(eddy.Parallelism(2), eddy.Logger(&logBuf{}))
+	env := eddy.New(eddy.Parallelism(2), eddy.LogOutput(&logBuf{}))
 	pts := eddy.FromSource(env, datagen.GPS(datagen.Events(1000), datagen.Drivers(10)))
 	eddy.ToSink(pts, file.JSONLines[datagen.GPSPoint](a))
 	keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
@@ -367,7 +367,7 @@ func TestFanOut(t *testing.T) {
 
 func TestFanOutDeliversToEveryConsumer(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
-	env := eddy.New(eddy.Parallelism(2), eddy.Logger(&logBuf{}))
+	env := eddy.New(eddy.Parallelism(2), eddy.LogOutput(&logBuf{}))
 	pts := eddy.FromSource(env, datagen.GPS(datagen.Events(1000), datagen.Drivers(10)))
 	eddy.ToSink(pts, file.JSONLines[datagen.GPSPoint](a))
 	ones := eddy.Map(pts, func(p *datagen.GPSPoint) sumOut { return sumOut{Driver: p.DriverID, Sum: 1} })
@@ -416,7 +416,7 @@ func (r *lateReader) Next(rec *datagen.GPSPoint) (eddy.ReadStatus, error) {
 func TestAlignedWatermarksHoldFastSubtasks(t *testing.T) {
 	run := func(delay bool) ([]string, []string) {
 		dir := t.TempDir()
-		env := eddy.New(eddy.Parallelism(2), eddy.Logger(&logBuf{}))
+		env := eddy.New(eddy.Parallelism(2), eddy.LogOutput(&logBuf{}))
 		var src eddy.Source[datagen.GPSPoint] = datagen.GPS(datagen.Events(60_000), datagen.Drivers(100), datagen.Splits(2),
 			datagen.Spacing(10*time.Millisecond), datagen.LateEvery(7, time.Hour))
 		if delay {

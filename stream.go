@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/eddyflow/eddy/state"
 )
@@ -30,7 +30,29 @@ type stage struct {
 // edge is a hash shuffle between two stages.
 type edge struct {
 	from, to *stage
-	pool     sync.Pool // batches of the edge's record type
+	// free recycles the batches of the edge's record type. It is a
+	// bounded channel, not a sync.Pool, whose contents each GC drops:
+	// every batch would then grow its slices anew.
+	free     chan any
+	newBatch func() any
+}
+
+// getBatch returns a recycled batch, or a new one.
+func (e *edge) getBatch() any {
+	select {
+	case b := <-e.free:
+		return b
+	default:
+		return e.newBatch()
+	}
+}
+
+// putBatch recycles a batch that has been reset.
+func (e *edge) putBatch(b any) {
+	select {
+	case e.free <- b:
+	default:
+	}
 }
 
 // sourceEntry is a source of the job, type-erased.
@@ -312,7 +334,13 @@ func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...KeyByOptio
 	}
 	st := env.newStage(par)
 	e := &edge{from: s.st, to: st}
-	e.pool.New = func() any { return new(keyedBatch[K, T]) }
+	// At most every input's credits and open batch are out at once.
+	e.free = make(chan any, s.st.parallelism*par*(env.cfg.channelBatches+1))
+	size := env.cfg.batchSize
+	e.newBatch = func() any {
+		return &keyedBatch[K, T]{keys: make([]K, 0, size), kgs: make([]int32, 0, size), keyBuf: make([]byte, 0, 16*size),
+			keyEnd: make([]int32, 0, size), ts: make([]int64, 0, size), recs: make([]T, 0, size), marks: make([]mark, 0, 4)}
+	}
 	s.st.outs = append(s.st.outs, e)
 	st.input = e
 	ks := &KeyedStream[K, T]{env: env, st: st, desc: "keyBy", info: &streamInfo{desc: "keyBy"}}
@@ -350,7 +378,7 @@ func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...KeyByOptio
 				}
 			}
 			kb.reset()
-			e.pool.Put(kb)
+			e.putBatch(kb)
 			return nil
 		}, nil
 	}
@@ -537,12 +565,8 @@ func buildKeyed[K comparable, IN, OUT any](sc *subtaskCtx, uid string, fn KeyedF
 	backend := state.NewBackend(env.cfg.maxParallelism, kgs, kge, ksch)
 	fn = cloneFunc(fn)
 	if err := fn.Open(&OpenContext{State: state.NewScope(backend), Subtask: sc.subtask, Parallelism: sc.par}); err != nil {
-		err = fmt.Errorf("eddy: %s Open: %w", uid, err)
 		var de *state.DeclareError
-		if errors.As(err, &de) {
-			return nil, &permanentError{err}
-		}
-		return nil, err
+		return nil, userError(uid, sc.subtask, "Open", err, errors.As(err, &de))
 	}
 	rt := &keyedRuntime{uid: uid, backend: backend, watermark: math.MinInt64}
 	if rt.procTimers, err = newTimerService(backend, "eddy.timers"); err != nil {
@@ -590,7 +614,7 @@ func buildKeyed[K comparable, IN, OUT any](sc *subtaskCtx, uid string, fn KeyedF
 					ctx.ts = noTimestamp
 				}
 				if err := tf.OnTimer(ctx, time.Unix(0, at).UTC()); err != nil {
-					return err
+					return userError(uid, sc.subtask, "OnTimer", err, false)
 				}
 				err := ctx.err
 				ctx.err = nil
@@ -607,12 +631,18 @@ func buildKeyed[K comparable, IN, OUT any](sc *subtaskCtx, uid string, fn KeyedF
 		backend.SetCurrentKey(kb, kg)
 		ctx.Key, ctx.kb, ctx.kg, ctx.ts, ctx.domain = *k, kb, kg, ts, EventTime
 		if err := fn.Process(ctx, in); err != nil {
-			return err
+			return userError(uid, sc.subtask, "Process", err, false)
 		}
 		err := ctx.err
 		ctx.err = nil
 		return err
 	}, nil
+}
+
+// userError is err returned by method what of operator uid's function:
+// ErrUserFunction, and permanent if so marked or if permanent is set.
+func userError(uid string, subtask int, what string, err error, permanent bool) error {
+	return errs.Kind(errs.UserFunction, fmt.Errorf("eddy: %s subtask %d %s: %w", uid, subtask, what, err), permanent)
 }
 
 // cloneFunc gives each subtask its own copy of a keyed function: a shallow

@@ -275,7 +275,7 @@ func TestWindowsMatchBruteForce(t *testing.T) {
 			m := &model{kind: c.kind, size: c.size, slide: c.slide, lateness: c.lateness.Milliseconds(), delay: c.delay.Milliseconds()}
 			m.run(evs)
 			dir := t.TempDir()
-			env := eddy.New(eddy.Parallelism(2), eddy.Logger(&logBuf{}))
+			env := eddy.New(eddy.Parallelism(2), eddy.LogOutput(&logBuf{}))
 			src := eddy.FromSource[ev](env, sliceSource{evs},
 				eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, c.delay))
 			keyed := eddy.KeyBy(src, func(e *ev) string { return e.Key })
@@ -336,7 +336,7 @@ func TestSessionWindowsAcrossRestore(t *testing.T) {
 	build := func(par int, stopAfter int64) (*eddy.Env, context.Context, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var seen int64
-		env := eddy.New(eddy.Parallelism(par), eddy.Checkpoints(data, 10*time.Millisecond), eddy.Logger(&logBuf{}),
+		env := eddy.New(eddy.Parallelism(par), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}),
 			eddy.OnCheckpoint(func(eddy.CheckpointStats) {
 				seen++
 				if stopAfter > 0 && seen >= stopAfter {

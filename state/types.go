@@ -7,6 +7,7 @@ import (
 	"iter"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/eddyflow/eddy/serde"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -341,6 +342,12 @@ func NewList[T any](d Declarer, name string) (*List[T], error) {
 // Add appends x to the current key's list.
 func (l *List[T]) Add(x T) {
 	p := l.getOrCreate()
+	if *p == nil {
+		// A new list starts with room for a few elements (64 bytes'
+		// worth): growing from one by doubling costs an allocation per
+		// step, and a key's timers are a list of a few.
+		*p = make([]T, 0, max(1, 64/max(1, int(unsafe.Sizeof(x)))))
+	}
 	*p = append(*p, x)
 	if l.b.changes != nil {
 		b := l.b

@@ -456,7 +456,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 
 // options are the settings the runs of cfg share.
 func (cfg benchConfig) options(store blob.Store) []eddy.Option {
-	o := []eddy.Option{eddy.Parallelism(2), eddy.CheckpointStore(store, cfg.interval), eddy.Logger(io.Discard),
+	o := []eddy.Option{eddy.Parallelism(2), eddy.CheckpointStore(store, cfg.interval), eddy.LogOutput(io.Discard),
 		eddy.CheckpointTimeout(5 * time.Minute)}
 	if cfg.changelog {
 		o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio),

@@ -53,12 +53,12 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	var env *eddy.Env
 	if *kafkaBrokers != "" {
 		var err error
-		if env, err = kafkaDemoEnv(ctx, c, splitBrokers(*kafkaBrokers), stdout, eddy.Logger(stderr)); err != nil {
+		if env, err = kafkaDemoEnv(ctx, c, splitBrokers(*kafkaBrokers), stdout, eddy.LogOutput(stderr)); err != nil {
 			fmt.Fprintf(stderr, "eddy demo: %v\n", err)
 			return 1
 		}
 	} else {
-		env = demojob.Env(c, eddy.Logger(stderr))
+		env = demojob.Env(c, eddy.LogOutput(stderr))
 	}
 	fmt.Fprintf(stdout, "eddy demo: %d GPS points from %d drivers (seed %d), parallelism %d, checkpoints every %v to %s, output in %s\n",
 		c.Events, c.Drivers, c.Seed, c.Parallelism, c.CheckpointInterval, c.Data, c.Out)

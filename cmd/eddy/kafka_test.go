@@ -26,7 +26,7 @@ func TestKafkaDemo(t *testing.T) {
 			CheckpointInterval: 20 * time.Millisecond, Parallelism: 2, EmitEvery: 10}
 		ctx := context.Background()
 		run := func(d time.Duration) error {
-			env, err := kafkaDemoEnv(ctx, cfg, brokers, io.Discard, eddy.Logger(io.Discard), eddy.Restarts(0, 0))
+			env, err := kafkaDemoEnv(ctx, cfg, brokers, io.Discard, eddy.LogOutput(io.Discard), eddy.Restarts(0, 0))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,7 +35,7 @@ func BenchmarkKafkaKeyedCount(b *testing.B) {
 				b.Fatal(err)
 			}
 			env := eddy.New(eddy.Parallelism(2), eddy.Restarts(0, 0),
-				eddy.Checkpoints(filepath.Join(b.TempDir(), "data"), 100*time.Millisecond), eddy.Logger(testLog{b}))
+				eddy.Checkpoints(filepath.Join(b.TempDir(), "data"), 100*time.Millisecond), eddy.LogOutput(testLog{b}))
 			events := eddy.FromSource(env, kafka.Source[Event](kafka.Brokers(addrs...), kafka.Topics("in"), kafka.Bounded(), kafka.MaxPartitions(4)))
 			byKey := eddy.KeyBy(events, func(e *Event) string { return e.Key })
 			counts := eddy.Process[string, Event, Count](byKey, &countFn{}, eddy.Named("count"))

@@ -14,7 +14,7 @@ import (
 
 // countJob builds Kafka(in) → KeyBy → count → Kafka(out).
 func countJob(t testing.TB, addrs []string, data string, guarantee kafka.Guarantee, opts ...eddy.Option) *eddy.Env {
-	base := []eddy.Option{eddy.Parallelism(2), eddy.Restarts(0, 0), eddy.Logger(testLog{t})}
+	base := []eddy.Option{eddy.Parallelism(2), eddy.Restarts(0, 0), eddy.LogOutput(testLog{t})}
 	if data != "" {
 		base = append(base, eddy.Checkpoints(data, 20*time.Millisecond))
 	}

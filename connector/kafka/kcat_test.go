@@ -62,7 +62,7 @@ func TestKcatInterop(t *testing.T) {
 	// The job, interrupted twice, then run to the end.
 	data := filepath.Join(t.TempDir(), "data")
 	build := func() *eddy.Env {
-		env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 20*time.Millisecond), eddy.Restarts(0, 0), eddy.Logger(testLog{t}))
+		env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 20*time.Millisecond), eddy.Restarts(0, 0), eddy.LogOutput(testLog{t}))
 		events := eddy.FromSource(env, kafka.Source[Event](kafka.Brokers(broker), kafka.Topics("in"), kafka.Bounded(),
 			kafka.MaxPartitions(4), kafka.WithDecoder(kafka.JSONValues[Event]())))
 		byKey := eddy.KeyBy(events, func(e *Event) string { return e.Key })

@@ -495,7 +495,8 @@ func isFenced(err error) bool {
 func txnErr(err error, id, name string) error {
 	switch {
 	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch):
-		return fmt.Errorf("transactional id %q was fenced by a newer producer with the same id (another process running this job, or another job using sink name %q); this producer stops: %w", id, name, err)
+		return fmt.Errorf("transactional id %q was fenced by a newer producer with the same id (another process running this job, or another job using sink name %q); this producer stops: %w",
+			id, name, fencedError{err})
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 		return fmt.Errorf("not authorized to use transactional id %q: %w (check the ACLs of the client's principal)", id, err)
 	case errors.Is(err, kerr.GroupAuthorizationFailed):
@@ -789,4 +790,14 @@ func (w *directWriter[T]) Close() error {
 		_ = w.cl.Flush(ctx)
 	}
 	return nil
+}
+
+// fencedError marks a fencing error with connector.ErrFenced, keeping
+// Kafka's error in the chain; fencing is permanent for this producer.
+type fencedError struct{ err error }
+
+func (e fencedError) Error() string { return e.err.Error() }
+func (e fencedError) Unwrap() error { return e.err }
+func (e fencedError) Is(target error) bool {
+	return target == connector.ErrFenced || target == connector.ErrPermanent
 }

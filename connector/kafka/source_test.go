@@ -170,7 +170,7 @@ func TestSourcePicksUpNewPartitions(t *testing.T) {
 	addrs := c.ListenAddrs()
 	produceEvents(t, addrs, "in", 0, 10, 1)
 	counter := discard.New[Event]()
-	env := eddy.New(eddy.Parallelism(2), eddy.Logger(testLog{t}))
+	env := eddy.New(eddy.Parallelism(2), eddy.LogOutput(testLog{t}))
 	events := eddy.FromSource(env, kafka.Source[Event](kafka.Brokers(addrs...), kafka.Topics("in"),
 		kafka.MaxPartitions(4), kafka.MetadataInterval(50*time.Millisecond)))
 	eddy.ToSink(events, counter)
@@ -215,7 +215,7 @@ func TestSourceTooManyPartitions(t *testing.T) {
 // badJob reads "in" (bounded) into a discarding sink.
 func badJob(t *testing.T, addrs []string, opts ...kafka.SourceOpt) (*eddy.Env, *discard.Counter[Event]) {
 	counter := discard.New[Event]()
-	env := eddy.New(eddy.Parallelism(1), eddy.Restarts(0, 0), eddy.Logger(testLog{t}))
+	env := eddy.New(eddy.Parallelism(1), eddy.Restarts(0, 0), eddy.LogOutput(testLog{t}))
 	base := []kafka.SourceOpt{kafka.Brokers(addrs...), kafka.Topics("in"), kafka.Bounded(), kafka.MaxPartitions(2)}
 	events := eddy.FromSource(env, kafka.Source[Event](append(base, opts...)...))
 	eddy.ToSink(events, counter)
@@ -407,7 +407,7 @@ func TestUnreachableBroker(t *testing.T) {
 		t.Fatalf("took %v", d)
 	}
 	// The whole job fails the same way.
-	env := eddy.New(eddy.Restarts(0, 0), eddy.Logger(testLog{t}))
+	env := eddy.New(eddy.Restarts(0, 0), eddy.LogOutput(testLog{t}))
 	eddy.ToSink(eddy.FromSource(env, src), discard.Sink[Event]())
 	if err := env.Run(testCtx(t)); err == nil || !strings.Contains(err.Error(), "no answer from brokers 127.0.0.1:1") {
 		t.Fatalf("job: %v", err)

@@ -116,39 +116,47 @@ func (a *Aligner) Idle(i int, idle bool) Event {
 }
 
 // EndOfData records that input i's data ended: it no longer holds event
-// time back. It returns true once every input's data has ended: the
+// time back (the Event says how far that lets it move, or that every input
+// left is idle). all is true once every input's data has ended: the
 // subtask's input is exhausted (fire every event-time timer, then tell
 // downstream).
-func (a *Aligner) EndOfData(i int) bool {
+func (a *Aligner) EndOfData(i int) (ev Event, all bool) {
 	if !a.eod[i] {
 		a.eod[i] = true
 		a.eods++
 	}
 	a.wms[i] = math.MaxInt64
-	return a.eods == a.n
+	return a.combine(), a.eods == a.n
 }
 
-// Terminate records that input i is done. Terminating while held at a
-// barrier is an error: the checkpoint could never complete.
-func (a *Aligner) Terminate(i int) error {
+// Terminate records that input i is done; the Event says what that does
+// to event time. complete is true when the barrier being aligned was
+// waiting for input i only: take the checkpoint, then call Release.
+// Terminating while held at a barrier is an error: the checkpoint could
+// never complete.
+func (a *Aligner) Terminate(i int) (ev Event, complete bool, err error) {
 	if a.blocked[i] {
-		return fmt.Errorf("input %d terminated while held at barrier %d", i, a.barrierID)
+		return Event{}, false, fmt.Errorf("input %d terminated while held at barrier %d", i, a.barrierID)
 	}
 	if !a.ended[i] {
 		a.ended[i] = true
 		a.live--
 	}
-	return nil
+	if a.barriers > 0 && a.barriers == a.live && a.barrierID > a.taken {
+		a.taken = a.barrierID
+		complete = true
+	}
+	return a.combine(), complete, nil
 }
 
 // combine computes the subtask's watermark: the least over inputs that are
-// neither idle nor terminated; idle when every such input is idle. Event
-// time only moves forward, and not past the end of data of every input
-// (that is the subtask's own end of input).
+// neither idle nor finished (data ended or terminated); idle when every
+// such input is idle. Event time only moves forward, and not past the end
+// of data of every input (that is the subtask's own end of input).
 func (a *Aligner) combine() Event {
 	combined, active := int64(math.MaxInt64), 0
 	for i := range a.n {
-		if a.ended[i] || a.idle[i] {
+		if a.ended[i] || a.eod[i] || a.idle[i] {
 			continue
 		}
 		active++

@@ -30,7 +30,7 @@ func TestChangelogStopResumeRescale(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		seen := 0
 		var ckptStall time.Duration // the longest step reported with a checkpoint
-		env := Env(c, eddy.Logger(testWriter{t}), eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
+		env := Env(c, eddy.LogOutput(testWriter{t}), eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
 			ckptStall = max(ckptStall, s.MaterializationStall)
 			seen++
 			if seen == 5+i {
@@ -57,7 +57,7 @@ func TestChangelogStopResumeRescale(t *testing.T) {
 		}
 	}
 	c.Parallelism = 2
-	env := Env(c, eddy.Logger(testWriter{t}))
+	env := Env(c, eddy.LogOutput(testWriter{t}))
 	if err := env.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestChangelogUnderStorageFaults(t *testing.T) {
 	c := Config{Seed: 4, Events: 50_000, Drivers: 200, Out: filepath.Join(dir, "out"), Parallelism: 2,
 		LateEvery: 43, EmitEvery: 5, Rate: 25_000, Changelog: true, Materialize: 300 * time.Millisecond}
 	var checkpoints int
-	env := Env(c, eddy.CheckpointStore(store, 10*time.Millisecond), eddy.Logger(testWriter{t}),
+	env := Env(c, eddy.CheckpointStore(store, 10*time.Millisecond), eddy.LogOutput(testWriter{t}),
 		eddy.OnCheckpoint(func(eddy.CheckpointStats) { checkpoints++ }))
 	if err := env.Run(context.Background()); err != nil {
 		t.Fatalf("the job failed under storage faults: %v", err)
@@ -162,7 +162,7 @@ func TestRunWaitsForUploads(t *testing.T) {
 		EmitEvery: 5, Rate: 50_000, Changelog: true, Materialize: 20 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env := Env(c, eddy.CheckpointStore(watch, 10*time.Millisecond), eddy.Logger(testWriter{t}),
+	env := Env(c, eddy.CheckpointStore(watch, 10*time.Millisecond), eddy.LogOutput(testWriter{t}),
 		eddy.OnCheckpoint(func(eddy.CheckpointStats) {}))
 	go func() {
 		for env.Stats().Materializations < 6 {
@@ -238,7 +238,7 @@ func TestMaterializationPastStuckUpload(t *testing.T) {
 		EmitEvery: 5, Rate: 50_000, Changelog: true, Materialize: 10 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env := Env(c, eddy.CheckpointStore(store, 10*time.Millisecond), eddy.Logger(testWriter{t}))
+	env := Env(c, eddy.CheckpointStore(store, 10*time.Millisecond), eddy.LogOutput(testWriter{t}))
 	done := make(chan error, 1)
 	go func() { done <- env.Run(ctx) }()
 	if !waitStats(env, 20*time.Second, func(s eddy.Stats) bool { return s.Materializations >= 2 }) {
@@ -330,7 +330,7 @@ func TestMaterializedPartsAreHedged(t *testing.T) {
 	run := func(until func(eddy.Stats) bool, what string) eddy.Stats {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		env := Env(c, eddy.CheckpointStore(store, 10*time.Millisecond), eddy.Logger(testWriter{t}))
+		env := Env(c, eddy.CheckpointStore(store, 10*time.Millisecond), eddy.LogOutput(testWriter{t}))
 		done := make(chan error, 1)
 		go func() { done <- env.Run(ctx) }()
 		if !waitStats(env, 30*time.Second, until) {

@@ -45,7 +45,7 @@ func TestHelperDemoProcess(t *testing.T) {
 	}
 	// No restarts inside the process: any failure must surface as exit code
 	// 1, not be retried and hidden.
-	env := Env(c, eddy.Logger(os.Stderr), eddy.Restarts(0, 0))
+	env := Env(c, eddy.LogOutput(os.Stderr), eddy.Restarts(0, 0))
 	if err := env.Run(context.Background()); err != nil {
 		fmt.Fprintf(os.Stderr, "helper: run: %v\n", err)
 		os.Exit(1)

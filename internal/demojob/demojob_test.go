@@ -135,7 +135,7 @@ func TestDemoMatchesReference(t *testing.T) {
 		dir := t.TempDir()
 		c := Config{Seed: 3, Events: 40_000, Drivers: 150, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
 			CheckpointInterval: 20 * time.Millisecond, Parallelism: par, LateEvery: 37, EmitEvery: 3}
-		env := Env(c, eddy.Logger(testWriter{t}))
+		env := Env(c, eddy.LogOutput(testWriter{t}))
 		if err := env.Run(context.Background()); err != nil {
 			t.Fatalf("parallelism %d: %v", par, err)
 		}
@@ -144,7 +144,7 @@ func TestDemoMatchesReference(t *testing.T) {
 			t.Fatalf("stats %+v", st)
 		}
 		// A finished job run again changes nothing.
-		if err := Env(c, eddy.Logger(testWriter{t})).Run(context.Background()); err != nil {
+		if err := Env(c, eddy.LogOutput(testWriter{t})).Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		sameLines(t, committed(t, c.Out), expected(c))

@@ -116,7 +116,7 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			completed := 0
-			env := Env(c, eddy.RetainCheckpoints(3), eddy.Logger(testWriter{t}), eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
+			env := Env(c, eddy.RetainCheckpoints(3), eddy.LogOutput(testWriter{t}), eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
 				if completed++; completed == 6 {
 					cancel()
 				}
@@ -143,7 +143,7 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 					t.Fatalf("no state parts in %s", cdir)
 				}
 				flipByte(t, parts[0])
-				marker = fmt.Sprintf("restoring checkpoint %d:", newest)
+				marker = fmt.Sprintf("checkpoint=%d ", newest)
 			case "manifest":
 				flipByte(t, filepath.Join(cdir, "MANIFEST"))
 				marker = fmt.Sprintf("checkpoint %d:", newest)
@@ -169,13 +169,13 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 					t.Fatalf("checkpoint %d has no log objects", newest)
 				}
 				flipByte(t, filepath.Join(c.Data, filepath.FromSlash(obj)))
-				marker = fmt.Sprintf("restoring checkpoint %d:", newest)
+				marker = fmt.Sprintf("checkpoint=%d ", newest)
 			}
 
 			// The next run, with another parallelism, falls back and finishes.
 			logs := &logBuffer{t: t}
 			c.Parallelism, c.Rate = 3, 0
-			env = Env(c, eddy.RetainCheckpoints(3), eddy.Logger(logs))
+			env = Env(c, eddy.RetainCheckpoints(3), eddy.LogOutput(logs))
 			if err := env.Run(context.Background()); err != nil {
 				t.Fatalf("run after corrupting checkpoint %d: %v", newest, err)
 			}
@@ -193,7 +193,7 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 			if st.RestoredFrom == 0 || st.RestoredFrom >= newest {
 				t.Fatalf("restored from checkpoint %d, want one before the corrupt %d", st.RestoredFrom, newest)
 			}
-			if !strings.Contains(out, fmt.Sprintf("restoring from checkpoint %d\n", st.RestoredFrom)) {
+			if !strings.Contains(out, fmt.Sprintf("msg=\"restoring from checkpoint\" component=eddy checkpoint=%d\n", st.RestoredFrom)) {
 				t.Fatalf("the log does not say it restores checkpoint %d:\n%s", st.RestoredFrom, out)
 			}
 			repeats := supersetOf(t, committed(t, c.Out), want)

@@ -67,7 +67,7 @@ func TestMetamorphicConfigurations(t *testing.T) {
 						// storage, only the final checkpoint commits.
 						c.Data, c.CheckpointInterval = filepath.Join(dir, "data"), interval
 					}
-					env := Env(c, eddy.BatchSize(batch), eddy.Logger(testWriter{t}))
+					env := Env(c, eddy.BatchSize(batch), eddy.LogOutput(testWriter{t}))
 					if err := env.Run(context.Background()); err != nil {
 						t.Fatal(err)
 					}
@@ -115,7 +115,7 @@ func TestMetamorphicConfigurations(t *testing.T) {
 				}
 				// A run restores a checkpoint if an earlier one completed any.
 				mustRestore := withCheckpoints && len(manifestIDs(c.Data)) > 0
-				env := Env(c, eddy.BatchSize(batch), eddy.Logger(testWriter{t}))
+				env := Env(c, eddy.BatchSize(batch), eddy.LogOutput(testWriter{t}))
 				err := env.Run(ctx)
 				cancel()
 				st := env.Stats()

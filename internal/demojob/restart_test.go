@@ -94,7 +94,7 @@ func TestKeyedFunctionFailureRestarts(t *testing.T) {
 			}
 			resetFailure(at)
 			logs := &logBuffer{t: t}
-			env := failingEnv(c, eddy.Restarts(2, 10*time.Millisecond), eddy.Logger(logs))
+			env := failingEnv(c, eddy.Restarts(2, 10*time.Millisecond), eddy.LogOutput(logs))
 			if err := env.Run(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestKeyedFunctionFailureRestarts(t *testing.T) {
 		c := base
 		c.Data, c.Out, c.CheckpointInterval = filepath.Join(dir, "data"), filepath.Join(dir, "out"), 10*time.Millisecond
 		resetFailure(at)
-		env := failingEnv(c, eddy.Restarts(0, 10*time.Millisecond), eddy.Logger(testWriter{t}))
+		env := failingEnv(c, eddy.Restarts(0, 10*time.Millisecond), eddy.LogOutput(testWriter{t}))
 		err := env.Run(context.Background())
 		if !errors.Is(err, errInjected) {
 			t.Fatalf("Run returned %v, want the injected failure", err)
@@ -140,7 +140,7 @@ func TestKeyedFunctionFailureRestarts(t *testing.T) {
 		}
 		// The next Run (the function no longer fails) resumes from the last
 		// checkpoint and completes exactly.
-		env = failingEnv(c, eddy.Restarts(0, 10*time.Millisecond), eddy.Logger(testWriter{t}))
+		env = failingEnv(c, eddy.Restarts(0, 10*time.Millisecond), eddy.LogOutput(testWriter{t}))
 		if err := env.Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -46,7 +46,7 @@ func TestTransientReadErrorDoesNotFallBack(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n := 0
-	env := Env(c, eddy.CheckpointStore(store, 20*time.Millisecond), eddy.Logger(testWriter{t}), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+	env := Env(c, eddy.CheckpointStore(store, 20*time.Millisecond), eddy.LogOutput(testWriter{t}), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
 		if n++; n == 6 {
 			cancel()
 		}
@@ -58,7 +58,7 @@ func TestTransientReadErrorDoesNotFallBack(t *testing.T) {
 
 	store.failGets.Store(1) // one transient failure reading a state part
 	logs := &logBuffer{t: t}
-	env = Env(c, eddy.CheckpointStore(store, 20*time.Millisecond), eddy.Logger(logs), eddy.Restarts(2, 10*time.Millisecond))
+	env = Env(c, eddy.CheckpointStore(store, 20*time.Millisecond), eddy.LogOutput(logs), eddy.Restarts(2, 10*time.Millisecond))
 	if err := env.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,88 @@
+package eddy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector/datagen"
+	"github.com/eddyflow/eddy/connector/file"
+	"github.com/eddyflow/eddy/state"
+)
+
+// failFn fails on its n-th record with err.
+type failFn struct {
+	n   int
+	err error
+	c   *state.Value[int64]
+}
+
+func (f *failFn) Open(ctx *eddy.OpenContext) error {
+	var err error
+	f.c, err = state.NewValue[int64](ctx.State, "c")
+	return err
+}
+
+func (f *failFn) Process(ctx *eddy.Context[string, int64], p *datagen.GPSPoint) error {
+	if f.n--; f.n == 0 {
+		return f.err
+	}
+	return nil
+}
+
+// TestErrorKinds: what a job's failure was can be told with errors.Is, and
+// the message starts from its cause; a permanent error is not retried.
+func TestErrorKinds(t *testing.T) {
+	run := func(t *testing.T, fnErr error, restarts int) (error, *logBuf) {
+		dir := t.TempDir()
+		logs := &logBuf{}
+		env := eddy.New(eddy.Checkpoints(filepath.Join(dir, "data"), 10*time.Millisecond), eddy.Parallelism(1),
+			eddy.Restarts(restarts, time.Millisecond), eddy.LogOutput(logs))
+		ks := eddy.KeyBy(eddy.FromSource(env, datagen.GPS(datagen.Events(1000))), func(p *datagen.GPSPoint) string { return p.DriverID })
+		eddy.ToSink(eddy.Process[string, datagen.GPSPoint, int64](ks, &failFn{n: 500, err: fnErr}, eddy.Named("f")), file.JSONLines[int64](filepath.Join(dir, "out")))
+		return env.Run(context.Background()), logs
+	}
+	cause := errors.New("bad record")
+	t.Run("user function", func(t *testing.T) {
+		err, logs := run(t, cause, 2)
+		if !errors.Is(err, eddy.ErrUserFunction) || !errors.Is(err, cause) || errors.Is(err, eddy.ErrPermanent) {
+			t.Fatalf("Run = %v", err)
+		}
+		if !strings.Contains(err.Error(), "f subtask 0 Process: bad record") {
+			t.Fatalf("message %q", err)
+		}
+		if n := strings.Count(logs.String(), "job failed (attempt"); n != 2 {
+			t.Fatalf("%d restarts logged, want 2:\n%s", n, logs)
+		}
+	})
+	t.Run("permanent", func(t *testing.T) {
+		err, logs := run(t, eddy.Permanent(fmt.Errorf("line 3: %w", cause)), 2)
+		if !errors.Is(err, eddy.ErrUserFunction) || !errors.Is(err, eddy.ErrPermanent) || !errors.Is(err, cause) {
+			t.Fatalf("Run = %v", err)
+		}
+		if strings.Contains(logs.String(), "job failed (attempt") {
+			t.Fatalf("a permanent error was retried:\n%s", logs)
+		}
+	})
+	t.Run("storage", func(t *testing.T) {
+		// The checkpoint directory is below a regular file: every write
+		// fails with ENOTDIR, also for root.
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		env := eddy.New(eddy.Checkpoints(filepath.Join(dir, "file", "data"), 10*time.Millisecond), eddy.Parallelism(1), eddy.Restarts(0, 0), eddy.LogOutput(&logBuf{}))
+		eddy.ToSink(eddy.FromSource(env, datagen.GPS(datagen.Events(100))), file.JSONLines[datagen.GPSPoint](filepath.Join(dir, "out")))
+		err := env.Run(context.Background())
+		if !errors.Is(err, eddy.ErrStorage) || !errors.Is(err, syscall.ENOTDIR) || !strings.Contains(err.Error(), filepath.Join(dir, "file")) {
+			t.Fatalf("Run = %v", err)
+		}
+	})
+}
