@@ -1,18 +1,10 @@
 package eddy
 
 import (
-	"math"
-	"sync/atomic"
 	"time"
-)
 
-// watermarkSpec is a source's bounded-out-of-orderness watermark strategy.
-type watermarkSpec[T any] struct {
-	ts      func(*T) time.Time
-	delay   int64 // max out-of-orderness, ns
-	idleAft time.Duration
-	align   int64 // max drift in ns between source subtasks; 0: none
-}
+	"github.com/eddyflow/eddy/internal/runtime"
+)
 
 // WatermarkOption configures Watermarks.
 type WatermarkOption func(*watermarkOpts)
@@ -47,49 +39,8 @@ func Watermarks[T any](ts func(*T) time.Time, maxOutOfOrderness time.Duration, o
 	for _, f := range opts {
 		f(&o)
 	}
-	spec := &watermarkSpec[T]{ts: ts, delay: int64(maxOutOfOrderness), idleAft: o.idle, align: int64(o.align)}
+	spec := &runtime.WatermarkSpec[T]{TS: ts, Delay: int64(maxOutOfOrderness), IdleAfter: o.idle, Align: int64(o.align)}
 	return watermarksOption{spec}
-}
-
-// splitClock tracks one split's event time for watermarks.
-type splitClock struct {
-	maxTs    int64
-	lastSeen time.Time
-}
-
-func newSplitClock() splitClock { return splitClock{maxTs: math.MinInt64, lastSeen: time.Now()} }
-
-// watermark of the split: the largest timestamp seen minus the delay.
-func (c *splitClock) watermark(delay int64) int64 {
-	if c.maxTs == math.MinInt64 {
-		return math.MinInt64
-	}
-	return c.maxTs - delay
-}
-
-// Watermark slots of source subtasks shared for alignment: noWatermark until
-// a subtask has one, excluded when it is finished or idle.
-const (
-	noWatermark = math.MinInt64
-	excluded    = math.MaxInt64
-)
-
-// aligned reports whether a subtask with watermark own may read on: its
-// watermark is at most maxDrift ahead of every other subtask's.
-func aligned(slots []atomic.Int64, self int, own, maxDrift int64) bool {
-	for i := range slots {
-		if i == self {
-			continue
-		}
-		w := slots[i].Load()
-		if w == excluded {
-			continue
-		}
-		if w == noWatermark || (own != noWatermark && own-w > maxDrift) {
-			return own == noWatermark // nothing read yet: read the first batch
-		}
-	}
-	return true
 }
 
 // watermarksOption is Watermarks.

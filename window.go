@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/eddyflow/eddy/internal/runtime"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -135,7 +136,7 @@ type windowFn[K comparable, IN, ACC, OUT any] struct {
 	add      func(acc ACC, in *IN) ACC
 	merge    func(a, b ACC) ACC
 	result   func(key K, w Window, acc ACC, emit func(OUT)) error
-	late     push[IN]
+	late     runtime.Push[IN]
 	lateCnt  *int64
 	st       *state.Map[int64, winState[ACC]]
 	emit     func(OUT) // ctx.Emit, made once
@@ -151,13 +152,13 @@ func (f *windowFn[K, IN, ACC, OUT]) Open(ctx *OpenContext) error {
 
 func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error {
 	ts := ctx.ts
-	if ts == noTimestamp {
+	if ts == runtime.NoTimestamp {
 		return errors.New("eddy: a window operator got a record without event time; give its source eddy.Watermarks")
 	}
 	if f.emit == nil {
 		f.emit = ctx.Emit
 	}
-	wm := ctx.op.watermark
+	wm := ctx.op.Watermark()
 	assigned := false
 	if f.w.kind == session {
 		if !f.gone(ts+f.w.size, wm) {
@@ -241,8 +242,8 @@ func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end 
 	}
 	ws := winState[ACC]{End: end, Acc: acc}
 	f.st.Put(start, ws)
-	f.registerTimers(ctx, end, ctx.op.watermark)
-	if end-1 <= ctx.op.watermark {
+	f.registerTimers(ctx, end, ctx.op.Watermark())
+	if end-1 <= ctx.op.Watermark() {
 		return f.fire(ctx, start, ws)
 	}
 	return nil
@@ -307,21 +308,21 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 	results := newStream[OUT](env, ks.st, "window "+uid)
 	late := newStream[IN](env, ks.st, "late records of window "+uid)
 	late.info.consumed = true // optional
-	ks.consume("window "+uid, func(sc *subtaskCtx) (keyedPush[K, IN], error) {
+	ks.consume("window "+uid, func(sc *runtime.Subtask) (runtime.KeyedPush[K, IN], error) {
 		next, err := results.build(sc)
 		if err != nil {
 			return nil, err
 		}
 		fn := mk()
 		fn.w, fn.lateness = w, cfg.lateness
-		fn.lateCnt = &sc.lateRecords
+		fn.lateCnt = sc.LateRecords()
 		if len(late.next) > 0 {
 			if fn.late, err = late.build(sc); err != nil {
 				return nil, err
 			}
 		}
 		if w.kind == session && fn.merge == nil {
-			return nil, &permanentError{fmt.Errorf("eddy: %s: session windows need Aggregator.Merge", uid)}
+			return nil, Permanent(fmt.Errorf("eddy: %s: session windows need Aggregator.Merge", uid))
 		}
 		return buildKeyed[K, IN, OUT](sc, uid, fn, next)
 	})

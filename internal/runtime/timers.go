@@ -1,4 +1,4 @@
-package eddy
+package runtime
 
 import (
 	"slices"
@@ -7,22 +7,22 @@ import (
 	"github.com/eddyflow/eddy/state"
 )
 
-// timerService holds the timers of one keyed subtask in one time domain:
+// Timers holds the timers of one keyed subtask in one time domain:
 // per key in a list state (so they are checkpointed and rescaled with the
 // key), and in a min-heap across keys for firing.
-type timerService struct {
+type Timers struct {
 	backend *state.Backend
 	st      *state.List[int64]
 	queue   []timerEntry
 	keys    map[string]string // interned keys, so queue entries share them
 }
 
-func newTimerService(b *state.Backend, name string) (*timerService, error) {
+func newTimers(b *state.Backend, name string) (*Timers, error) {
 	st, err := state.NewList[int64](b, name)
 	if err != nil {
 		return nil, err
 	}
-	return &timerService{backend: b, st: st, keys: map[string]string{}}, nil
+	return &Timers{backend: b, st: st, keys: map[string]string{}}, nil
 }
 
 type timerEntry struct {
@@ -32,7 +32,7 @@ type timerEntry struct {
 }
 
 // intern returns a string equal to kb that the service keeps.
-func (t *timerService) intern(kb []byte) string {
+func (t *Timers) intern(kb []byte) string {
 	if k, ok := t.keys[string(kb)]; ok {
 		return k
 	}
@@ -46,7 +46,7 @@ func (t *timerService) intern(kb []byte) string {
 func keyBytes(k string) []byte { return unsafe.Slice(unsafe.StringData(k), len(k)) }
 
 // register adds a timer for key at (nanoseconds), once per (key, time).
-func (t *timerService) register(kb []byte, kg int, at int64) {
+func (t *Timers) register(kb []byte, kg int, at int64) {
 	t.backend.SetCurrentKey(kb, kg)
 	if slices.Contains(t.st.Get(), at) {
 		return
@@ -57,7 +57,7 @@ func (t *timerService) register(kb []byte, kg int, at int64) {
 
 // delete removes key's timer at (nanoseconds); the queue entry is skipped
 // when it comes up.
-func (t *timerService) delete(kb []byte, kg int, at int64) {
+func (t *Timers) delete(kb []byte, kg int, at int64) {
 	t.backend.SetCurrentKey(kb, kg)
 	xs := t.st.Get()
 	if i := slices.Index(xs, at); i >= 0 {
@@ -66,7 +66,7 @@ func (t *timerService) delete(kb []byte, kg int, at int64) {
 }
 
 // rebuild fills the queue from restored state.
-func (t *timerService) rebuild() {
+func (t *Timers) rebuild() {
 	t.queue = t.queue[:0]
 	t.st.Range(func(key []byte, kg int, xs []int64) bool {
 		k := t.intern(key)
@@ -78,7 +78,7 @@ func (t *timerService) rebuild() {
 }
 
 // next returns the earliest timer time, or 0 when there is none.
-func (t *timerService) next() int64 {
+func (t *Timers) next() int64 {
 	if len(t.queue) == 0 {
 		return 0
 	}
@@ -87,7 +87,7 @@ func (t *timerService) next() int64 {
 
 // fireDue calls fire for every timer at or before now, removing it from
 // state first.
-func (t *timerService) fireDue(now int64, fire func(kb []byte, kg int, at int64) error) error {
+func (t *Timers) fireDue(now int64, fire func(kb []byte, kg int, at int64) error) error {
 	for len(t.queue) > 0 && t.queue[0].at <= now {
 		e := t.pop()
 		kb := keyBytes(e.key)
@@ -107,7 +107,7 @@ func (t *timerService) fireDue(now int64, fire func(kb []byte, kg int, at int64)
 
 // push and pop keep queue a binary min-heap by time, without the boxing of
 // container/heap.
-func (t *timerService) push(e timerEntry) {
+func (t *Timers) push(e timerEntry) {
 	q := append(t.queue, e)
 	i := len(q) - 1
 	for i > 0 {
@@ -121,7 +121,7 @@ func (t *timerService) push(e timerEntry) {
 	t.queue = q
 }
 
-func (t *timerService) pop() timerEntry {
+func (t *Timers) pop() timerEntry {
 	q := t.queue
 	top := q[0]
 	last := len(q) - 1

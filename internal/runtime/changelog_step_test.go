@@ -1,9 +1,10 @@
-package eddy
+package runtime
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -24,18 +25,18 @@ func TestFinishMaterializations(t *testing.T) {
 		}
 		return m
 	}
-	setup := func(runs ...*materialization) (*subtaskCtx, *keyedRuntime) {
-		sc := &subtaskCtx{job: &jobRun{env: New(LogOutput(io.Discard))}}
-		rt := &keyedRuntime{uid: "op", cl: &changelogState{cfg: &changelogConfig{materialize: time.Minute}, runs: runs}}
+	setup := func(runs ...*materialization) (*Subtask, *Keyed) {
+		sc := &Subtask{job: &Job{env: &runner{cfg: &Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, stats: &Counters{}}}}
+		rt := &Keyed{uid: "op", cl: &changelogState{cfg: &ChangelogConfig{Materialize: time.Minute}, runs: runs}}
 		return sc, rt
 	}
-	finish := func(sc *subtaskCtx, rt *keyedRuntime) {
+	finish := func(sc *Subtask, rt *Keyed) {
 		t.Helper()
 		if err := sc.finishMaterializations(rt, time.Now(), end); err != nil {
 			t.Fatal(err)
 		}
 	}
-	base := func(rt *keyedRuntime) string {
+	base := func(rt *Keyed) string {
 		if len(rt.cl.base) == 0 {
 			return ""
 		}
@@ -99,7 +100,7 @@ func TestFinishMaterializations(t *testing.T) {
 func TestShouldStartMaterialization(t *testing.T) {
 	const end = 8
 	now := time.Now()
-	cl := &changelogState{cfg: &changelogConfig{logRatio: 0.25}, nextAt: now.Add(time.Hour),
+	cl := &changelogState{cfg: &ChangelogConfig{LogRatio: 0.25}, nextAt: now.Add(time.Hour),
 		base: []checkpoint.StatePart{{Size: 4 << 20}}, baseSize: 4 << 20} // heavy: 1 MiB of log
 	if cl.shouldStart(now, end, 0) {
 		t.Fatal("started before it was due, without log")
@@ -142,7 +143,7 @@ func TestLogHeavyCountsRedundantBytes(t *testing.T) {
 	const end = 8
 	now := time.Now()
 	// A 4 MiB base of 4096 entries of 1 KiB.
-	cl := &changelogState{cfg: &changelogConfig{logRatio: 0.25}, nextAt: now.Add(time.Hour),
+	cl := &changelogState{cfg: &ChangelogConfig{LogRatio: 0.25}, nextAt: now.Add(time.Hour),
 		base: []checkpoint.StatePart{{Size: 4 << 20}}, baseSize: 4 << 20, baseEntries: 4096}
 	cl.appended = 8 << 20 // 8 MiB of log: twice the base
 	if cl.shouldStart(now, end, 4096+8192) {

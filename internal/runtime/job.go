@@ -1,4 +1,4 @@
-package eddy
+package runtime
 
 import (
 	"context"
@@ -17,15 +17,15 @@ import (
 	"github.com/eddyflow/eddy/internal/inbox"
 )
 
-// jobRun is one attempt of running the job: its channels, the restored
+// Job is one attempt of running the job: its channels, the restored
 // checkpoint and the coordinator's inboxes.
-type jobRun struct {
-	env        *Env
+type Job struct {
+	env        *runner
 	storage    *checkpoint.Storage
 	blobs      blob.Store
 	restored   *checkpoint.Manifest
 	nextID     uint64
-	inboxes    map[*stage][]*inbox.Inbox[msg] // of each subtask of each stage fed by a shuffle
+	inboxes    map[*Stage][]*inbox.Inbox[msg] // of each subtask of each Stage fed by a shuffle
 	triggers   [][]chan trigger               // [source][subtask]
 	wmSlots    [][]atomic.Int64               // [source][subtask] watermarks, for alignment
 	dlog       *dstl.Log                      // the changelog's durable short-term log, if on
@@ -83,7 +83,7 @@ type opPart struct {
 	part checkpoint.StatePart
 }
 
-func (j *jobRun) sendAck(ctx context.Context, a ack) error {
+func (j *Job) sendAck(ctx context.Context, a ack) error {
 	select {
 	case j.acks <- a:
 		return nil
@@ -92,7 +92,7 @@ func (j *jobRun) sendAck(ctx context.Context, a ack) error {
 	}
 }
 
-func (j *jobRun) sourceFinished(ctx context.Context) error {
+func (j *Job) sourceFinished(ctx context.Context) error {
 	select {
 	case j.finished <- struct{}{}:
 		return nil
@@ -104,15 +104,12 @@ func (j *jobRun) sourceFinished(ctx context.Context) error {
 // runAttempt runs one attempt of the job, restoring the newest complete
 // checkpoint, or the newest one before the checkpoint id before when before
 // is not 0.
-func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, blobs blob.Store, before uint64) error {
-	if e.buildErr != nil {
-		return &permanentError{e.buildErr}
-	}
+func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage, blobs blob.Store, before uint64) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	defer stopPrune()
-	j := &jobRun{pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, inboxes: map[*stage][]*inbox.Inbox[msg]{},
+	j := &Job{pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, inboxes: map[*Stage][]*inbox.Inbox[msg]{},
 		acks: make(chan ack, 64), finished: make(chan struct{}, 64),
 		readHedger: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout),
 		partReader: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout)}
@@ -130,7 +127,7 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 			m, skipped, err = storage.Before(ctx, before)
 		}
 		for _, s := range skipped {
-			e.cfg.logger.Warn("skipping a checkpoint", "err", s)
+			e.cfg.Logger.Warn("skipping a checkpoint", "err", s)
 		}
 		if err != nil {
 			return errs.Kind(errs.Storage, fmt.Errorf("eddy: reading checkpoints: %w", err), false)
@@ -158,7 +155,7 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 	e.stats.recovery.Store(0)
 	if j.restored != nil {
 		e.stats.restored.Store(int64(j.restored.ID))
-		e.cfg.logger.Info("restoring from checkpoint", "checkpoint", j.restored.ID)
+		e.cfg.Logger.Info("restoring from checkpoint", "checkpoint", j.restored.ID)
 	} else {
 		e.stats.restored.Store(0)
 	}
@@ -182,7 +179,7 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 		}
 		ibs := make([]*inbox.Inbox[msg], st.parallelism)
 		for b := range ibs {
-			ibs[b] = inbox.New[msg](st.input.from.parallelism, j.env.cfg.channelBatches)
+			ibs[b] = inbox.New[msg](st.input.from.parallelism, j.env.cfg.ChannelBatches)
 		}
 		j.inboxes[st] = ibs
 	}
@@ -204,7 +201,7 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 	for _, st := range e.stages {
 		for i := 0; i < st.parallelism; i++ {
 			total++
-			sc := &subtaskCtx{ctx: ctx, job: j, st: st, subtask: i, par: st.parallelism}
+			sc := &Subtask{ctx: ctx, job: j, st: st, subtask: i, par: st.parallelism}
 			tasks.Add(1)
 			go func() {
 				defer tasks.Done()
@@ -248,7 +245,7 @@ func (e *Env) runAttempt(parent context.Context, storage *checkpoint.Storage, bl
 
 // finishPrunes waits up to grace for the retention goroutine, then cancels
 // it (saying so) and waits for it to return.
-func (j *jobRun) finishPrunes(grace time.Duration) {
+func (j *Job) finishPrunes(grace time.Duration) {
 	done := make(chan struct{})
 	go func() {
 		j.prunes.Wait()
@@ -262,7 +259,7 @@ func (j *jobRun) finishPrunes(grace time.Duration) {
 	case <-t.C:
 	}
 	if j.pruneCtx.Err() == nil {
-		j.env.cfg.logger.Warn("the job is done; cleaning up after a checkpoint did not finish in time and was cut short: the next run's first checkpoint deletes the rest",
+		j.env.cfg.Logger.Warn("the job is done; cleaning up after a checkpoint did not finish in time and was cut short: the next run's first checkpoint deletes the rest",
 			"checkpoint", j.pruneID.Load(), "grace", grace)
 	}
 	j.stopPrune()
@@ -272,7 +269,7 @@ func (j *jobRun) finishPrunes(grace time.Duration) {
 // runSubtask builds a subtask's operator chain and runs its loop.
 // A panic in user code fails the attempt like an error, so the restart
 // strategy applies.
-func runSubtask(sc *subtaskCtx) (err error) {
+func runSubtask(sc *Subtask) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = errs.Kind(errs.UserFunction, fmt.Errorf("eddy: stage %d subtask %d panicked: %v\n%s", sc.st.id, sc.subtask, r, debug.Stack()), false)
@@ -301,12 +298,12 @@ type pendingCheckpoint struct {
 // coordinate triggers checkpoints, collects acks, writes manifests and
 // commits sinks. It returns nil once the final checkpoint of a bounded job is
 // complete, or an error.
-func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
+func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 	e := j.env
 	nextID := j.nextID
 	var tick <-chan time.Time
-	if e.cfg.interval > 0 {
-		t := time.NewTicker(e.cfg.interval)
+	if e.cfg.Interval > 0 {
+		t := time.NewTicker(e.cfg.Interval)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -331,7 +328,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 		inflight = &pendingCheckpoint{id: nextID, final: final, started: time.Now()}
 		nextID++
 		j.building.Store(nextID)
-		timeout.Reset(e.cfg.timeout)
+		timeout.Reset(e.cfg.Timeout)
 		for _, ts := range j.triggers {
 			for _, ch := range ts {
 				// A trigger the source has not taken yet (its checkpoint
@@ -361,7 +358,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			}
 		case <-timeout.C:
 			if inflight != nil {
-				e.cfg.logger.Warn("checkpoint timed out; aborting it", "checkpoint", inflight.id, "timeout", e.cfg.timeout)
+				e.cfg.Logger.Warn("checkpoint timed out; aborting it", "checkpoint", inflight.id, "timeout", e.cfg.Timeout)
 				aborted[inflight.id] = true
 				if inflight.final {
 					return fmt.Errorf("eddy: the final checkpoint %d timed out", inflight.id)
@@ -378,7 +375,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 				}
 				// A failed upload fails this checkpoint, not the job: the
 				// next one is triggered on schedule.
-				e.cfg.logger.Warn("checkpoint failed", "checkpoint", a.id, "stage", a.stage, "subtask", a.subtask, "err", a.err)
+				e.cfg.Logger.Warn("checkpoint failed", "checkpoint", a.id, "stage", a.stage, "subtask", a.subtask, "err", a.err)
 				if inflight != nil && inflight.id == a.id {
 					if inflight.final {
 						return fmt.Errorf("eddy: the final checkpoint %d failed: %w", a.id, a.err)
@@ -404,7 +401,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			c := inflight
 			inflight = nil
 			timeout.Reset(time.Hour)
-			m := &checkpoint.Manifest{ID: c.id, Job: e.cfg.job, CreatedAt: time.Now().UnixNano()}
+			m := &checkpoint.Manifest{ID: c.id, Job: e.cfg.Job, CreatedAt: time.Now().UnixNano()}
 			var bytes, entries, uploaded, full int64
 			files, keepFiles := map[string]bool{}, map[string]bool{}
 			sources := map[string]*checkpoint.SourceState{}
@@ -430,7 +427,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 				opState := func(uid string) *checkpoint.OperatorState {
 					op := ops[uid]
 					if op == nil {
-						op = &checkpoint.OperatorState{Name: uid, MaxParallelism: uint32(e.cfg.maxParallelism),
+						op = &checkpoint.OperatorState{Name: uid, MaxParallelism: uint32(e.cfg.MaxParallelism),
 							Parallelism: uint32(e.stages[a.stage].parallelism)}
 						ops[uid] = op
 					}
@@ -504,7 +501,7 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 						defer j.prunes.Done()
 						defer j.pruneID.Store(0)
 						if err := j.storage.Prune(j.pruneCtx, m); err != nil && j.pruneCtx.Err() == nil {
-							e.cfg.logger.Warn("checkpoint complete; cleaning up old checkpoints failed", "checkpoint", m.ID, "err", err)
+							e.cfg.Logger.Warn("checkpoint complete; cleaning up old checkpoints failed", "checkpoint", m.ID, "err", err)
 						}
 					}(m)
 				}
@@ -519,10 +516,10 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 						if c.final {
 							return errs.Kind(errs.Storage, fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.id, err), false)
 						}
-						e.cfg.logger.Warn("checkpoint failed: writing its manifest", "checkpoint", c.id, "err", err)
+						e.cfg.Logger.Warn("checkpoint failed: writing its manifest", "checkpoint", c.id, "err", err)
 						continue
 					}
-					e.cfg.logger.Warn("checkpoint complete; cleaning up old checkpoints failed", "checkpoint", c.id, "err", err)
+					e.cfg.Logger.Warn("checkpoint complete; cleaning up old checkpoints failed", "checkpoint", c.id, "err", err)
 				}
 			}
 			manifestWrite := time.Since(writeStart)
@@ -542,8 +539,8 @@ func (j *jobRun) coordinate(ctx context.Context, totalTasks int) error {
 			e.stats.stateEntries.Store(entries)
 			e.stats.lastUploaded.Store(bytes + uploaded)
 			e.stats.lastFull.Store(full)
-			if e.cfg.onCheckpoint != nil {
-				e.cfg.onCheckpoint(CheckpointStats{ID: c.id, Duration: dur, SyncDuration: c.syncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.final,
+			if e.cfg.OnCheckpoint != nil {
+				e.cfg.OnCheckpoint(CheckpointStats{ID: c.id, Duration: dur, SyncDuration: c.syncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.final,
 					Last: c.last, ManifestWrite: manifestWrite, MaterializationStall: time.Duration(e.stats.stallSinceCheckpoint.Swap(0))})
 			}
 			if c.final {

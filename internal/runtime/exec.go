@@ -1,4 +1,4 @@
-package eddy
+package runtime
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/connector"
 	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/internal/align"
 	"github.com/eddyflow/eddy/internal/bufpool"
@@ -92,8 +93,8 @@ type outWriter interface {
 // have passed since its mark (so an output that gets few records still
 // sees event time advance).
 type shuffleWriter[K comparable, T any] struct {
-	sc         *subtaskCtx
-	e          *edge
+	sc         *Subtask
+	e          *Edge
 	outs       []*inbox.Inbox[msg]
 	batches    []*keyedBatch[K, T]
 	sent       []int64 // per output, the last watermark marked
@@ -109,13 +110,13 @@ type shuffleWriter[K comparable, T any] struct {
 	batchSize  int
 }
 
-func newShuffleWriter[K comparable, T any](sc *subtaskCtx, e *edge, key func(*T) K, enc func([]byte, *K) []byte) *shuffleWriter[K, T] {
+func newShuffleWriter[K comparable, T any](sc *Subtask, e *Edge, key func(*T) K, enc func([]byte, *K) []byte) *shuffleWriter[K, T] {
 	outs := sc.job.inboxes[e.to]
 	w := &shuffleWriter[K, T]{sc: sc, e: e, outs: outs, batches: make([]*keyedBatch[K, T], len(outs)),
 		sent: make([]int64, len(outs)), waiting: -1,
-		key: key, enc: enc, maxPar: sc.job.env.cfg.maxParallelism, par: len(outs), batchSize: sc.job.env.cfg.batchSize}
+		key: key, enc: enc, maxPar: sc.job.env.cfg.MaxParallelism, par: len(outs), batchSize: sc.job.env.cfg.BatchSize}
 	for j := range outs {
-		w.sent[j] = noTimestamp
+		w.sent[j] = NoTimestamp
 	}
 	w.staleAfter = w.batchSize * len(outs)
 	return w
@@ -230,16 +231,16 @@ func (w *shuffleWriter[K, T]) control(m msg) error {
 	return nil
 }
 
-// subtaskCtx is one subtask of a stage in one run attempt.
-type subtaskCtx struct {
+// Subtask is one subtask of a stage in one run attempt.
+type Subtask struct {
 	ctx         context.Context
-	job         *jobRun
-	st          *stage
+	job         *Job
+	st          *Stage
 	subtask     int
 	par         int
 	outs        []outWriter
-	keyed       []*keyedRuntime
-	sinks       []sinkWriter
+	keyed       []*Keyed
+	sinks       []sinkHandle
 	watermark   int64 // the stage's event-time watermark
 	recordsIn   int64
 	recordsOut  int64
@@ -247,7 +248,7 @@ type subtaskCtx struct {
 }
 
 // flushOut sends every partly filled output batch.
-func (sc *subtaskCtx) flushOut() error {
+func (sc *Subtask) flushOut() error {
 	for _, o := range sc.outs {
 		if err := o.flush(); err != nil {
 			return err
@@ -258,7 +259,7 @@ func (sc *subtaskCtx) flushOut() error {
 
 // controlOut sends a control message to every output, after its records;
 // a watermark waits to ride on the next batch (shuffleWriter.watermark).
-func (sc *subtaskCtx) controlOut(m msg) error {
+func (sc *Subtask) controlOut(m msg) error {
 	for _, o := range sc.outs {
 		var err error
 		if m.kind == msgWatermark {
@@ -275,7 +276,7 @@ func (sc *subtaskCtx) controlOut(m msg) error {
 
 // advanceWatermark moves the stage's event time to wm: keyed operators fire
 // their due event-time timers, then the watermark goes downstream.
-func (sc *subtaskCtx) advanceWatermark(wm int64) error {
+func (sc *Subtask) advanceWatermark(wm int64) error {
 	if wm <= sc.watermark {
 		return nil
 	}
@@ -298,22 +299,22 @@ func (sc *subtaskCtx) advanceWatermark(wm int64) error {
 
 // endOfInput runs when every input has ended: event time jumps to the end,
 // firing every event-time timer, then keyed functions see EndOfInput.
-func (sc *subtaskCtx) endOfInput() error {
+func (sc *Subtask) endOfInput() error {
 	if err := sc.advanceWatermark(math.MaxInt64); err != nil {
 		return err
 	}
 	for _, rt := range sc.keyed {
 		if rt.end != nil {
 			if err := rt.end(); err != nil {
-				return userError(rt.uid, sc.subtask, "EndOfInput", err, false)
+				return UserError(rt.uid, sc.subtask, "EndOfInput", err, false)
 			}
 		}
 	}
 	return sc.controlOut(msg{kind: msgEndOfData})
 }
 
-type sinkWriter struct {
-	entry *sinkEntry
+type sinkHandle struct {
+	entry *SinkEntry
 	w     interface {
 		PreCommit(uint64) ([]byte, error)
 		Close() error
@@ -322,15 +323,15 @@ type sinkWriter struct {
 
 // sendTo hands m to a downstream subtask's inbox, as this subtask's input
 // there, waiting while that input has its credits out (backpressure).
-func (sc *subtaskCtx) sendTo(ib *inbox.Inbox[msg], m msg) error {
+func (sc *Subtask) sendTo(ib *inbox.Inbox[msg], m msg) error {
 	if ib.Send(sc.ctx.Done(), sc.subtask, m) {
 		return nil
 	}
 	return sc.ctx.Err()
 }
 
-func (sc *subtaskCtx) flushCounters() {
-	s := &sc.job.env.stats
+func (sc *Subtask) flushCounters() {
+	s := sc.job.env.stats
 	if sc.recordsIn != 0 {
 		s.recordsIn.Add(sc.recordsIn)
 		sc.recordsIn = 0
@@ -347,7 +348,7 @@ func (sc *subtaskCtx) flushCounters() {
 
 // restoreKeyed loads the keyed state of operator uid from the restored
 // checkpoint, reading every part whose key groups overlap this subtask's.
-func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.StatePart, []checkpoint.LogPart, error) {
+func (sc *Subtask) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.StatePart, []checkpoint.LogPart, error) {
 	m := sc.job.restored
 	if m == nil {
 		return nil, nil, nil
@@ -360,7 +361,7 @@ func (sc *subtaskCtx) restoreKeyed(uid string, b *state.Backend) ([]checkpoint.S
 			continue
 		}
 		if int(op.MaxParallelism) != b.MaxParallelism() {
-			return nil, nil, &permanentError{fmt.Errorf("eddy: operator %s: checkpoint %d has %d key groups, the job %d; the max parallelism of a job cannot change", uid, m.ID, op.MaxParallelism, b.MaxParallelism())}
+			return nil, nil, errs.Kind(errs.IncompatibleState, fmt.Errorf("eddy: operator %s: checkpoint %d has %d key groups, the job %d; the max parallelism of a job cannot change", uid, m.ID, op.MaxParallelism, b.MaxParallelism()), true)
 		}
 		// The log's objects are fetched while the snapshot parts load.
 		var opLogs []checkpoint.LogPart
@@ -418,7 +419,7 @@ const partFetches = 8
 // parts of a checkpoint list disjoint key groups, so the order they load in
 // does not matter. Each fetcher reuses its buffer once its part is loaded,
 // so a restore of many parts holds partFetches of them, not all.
-func (sc *subtaskCtx) loadParts(uid string, b *state.Backend, parts []checkpoint.StatePart) error {
+func (sc *Subtask) loadParts(uid string, b *state.Backend, parts []checkpoint.StatePart) error {
 	if len(parts) == 0 {
 		return nil
 	}
@@ -540,11 +541,11 @@ func restoreFailure(id uint64, err error) error {
 // checkpoint runs at an aligned barrier: snapshot keyed state, pre-commit
 // sinks, forward the barrier, and acknowledge to the coordinator. State is
 // written to storage in the background; the ack follows the write.
-func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.SplitState) error {
+func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitState) error {
 	syncStart := time.Now()
 	a := ack{stage: sc.st.id, subtask: sc.subtask, id: id, splits: splits, sinkTxns: map[string][]byte{}, barrier: syncStart}
 	type pending struct {
-		op   *keyedRuntime
+		op   *Keyed
 		data *[]byte // from snapshotBufs, returned once uploaded
 	}
 	var snaps []pending
@@ -627,7 +628,7 @@ func (sc *subtaskCtx) checkpoint(id uint64, final bool, splits []checkpoint.Spli
 var snapshotBufs = &bufpool.Pool{}
 
 // fireTimers runs due processing-time timers.
-func (sc *subtaskCtx) fireTimers() error {
+func (sc *Subtask) fireTimers() error {
 	now := time.Now().UnixNano()
 	for _, rt := range sc.keyed {
 		fire := rt.fireProc
@@ -642,7 +643,7 @@ func (sc *subtaskCtx) fireTimers() error {
 }
 
 // nextTimer is the earliest pending processing-time timer, or 0.
-func (sc *subtaskCtx) nextTimer() int64 {
+func (sc *Subtask) nextTimer() int64 {
 	next := int64(0)
 	for _, rt := range sc.keyed {
 		if n := rt.procTimers.next(); n != 0 && (next == 0 || n < next) {
@@ -652,7 +653,7 @@ func (sc *subtaskCtx) nextTimer() int64 {
 	return next
 }
 
-func (sc *subtaskCtx) closeSinks() {
+func (sc *Subtask) closeSinks() {
 	for _, s := range sc.sinks {
 		_ = s.w.Close()
 	}
@@ -664,7 +665,7 @@ func (sc *subtaskCtx) closeSinks() {
 // barrier is held until every live input has delivered the barrier and the
 // checkpoint is taken; the inbox's credits bound what is held. Output
 // batches are flushed when the inbox is empty, not after every input batch.
-func (sc *subtaskCtx) runReceiver(process func(batch any, mark func(wm int64) error) error) error {
+func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error) error) error {
 	defer sc.closeSinks()
 	ib := sc.job.inboxes[sc.st][sc.subtask]
 	n := ib.Inputs()
@@ -870,11 +871,11 @@ type trigger struct {
 // runSource is the loop of a source subtask: read its splits round-robin,
 // push records into the chain, emit watermarks when a strategy is set, and
 // inject barriers when the coordinator triggers a checkpoint.
-func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push push[T], wm *watermarkSpec[T]) error {
+func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], push Push[T], wm *WatermarkSpec[T]) error {
 	defer sc.closeSinks()
 	type split struct {
 		id     int
-		r      SplitReader[T]
+		r      connector.SplitReader[T]
 		pos    []byte
 		done   bool
 		reader bool
@@ -939,11 +940,11 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 				continue
 			}
 			open++
-			if wm.idleAft > 0 && now.Sub(sp.clock.lastSeen) > wm.idleAft {
+			if wm.IdleAfter > 0 && now.Sub(sp.clock.lastSeen) > wm.IdleAfter {
 				continue
 			}
 			active++
-			combined = min(combined, sp.clock.watermark(wm.delay))
+			combined = min(combined, sp.clock.watermark(wm.Delay))
 		}
 		if open == 0 {
 			return nil // end of data carries the final watermark
@@ -1016,7 +1017,7 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 			continue
 		}
 		progress, active := false, false
-		paused := wm != nil && wm.align > 0 && !aligned(slots, sc.subtask, lastWM, wm.align)
+		paused := wm != nil && wm.Align > 0 && !aligned(slots, sc.subtask, lastWM, wm.Align)
 		for _, sp := range splits {
 			if sp.done {
 				continue
@@ -1034,19 +1035,19 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 				if err != nil {
 					return fmt.Errorf("eddy: source %s split %d: %w", entry.name, sp.id, err)
 				}
-				if st == Idle {
+				if st == connector.Idle {
 					break
 				}
-				if st == End {
+				if st == connector.End {
 					sp.done = true
 					sp.pos = sp.r.Position()
 					break
 				}
 				got = true
 				sc.recordsIn++
-				ts := int64(noTimestamp)
+				ts := int64(NoTimestamp)
 				if wm != nil {
-					ts = wm.ts(&rec).UnixNano()
+					ts = wm.TS(&rec).UnixNano()
 					if ts > sp.clock.maxTs {
 						sp.clock.maxTs = ts
 					}
@@ -1057,7 +1058,7 @@ func runSource[T any](sc *subtaskCtx, entry *sourceEntry, src Source[T], push pu
 			}
 			if got {
 				progress = true
-				if wm != nil && wm.idleAft > 0 {
+				if wm != nil && wm.IdleAfter > 0 {
 					sp.clock.lastSeen = time.Now()
 				}
 			}

@@ -1,0 +1,254 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"reflect"
+	"unsafe"
+
+	"github.com/eddyflow/eddy/connector"
+	"github.com/eddyflow/eddy/serde"
+	"github.com/eddyflow/eddy/state"
+)
+
+// Graph is a job's physical plan as the API builds it: stages (chains of
+// operators that run in one goroutine per subtask), the hash shuffles
+// between them, its sources and its sinks.
+type Graph struct {
+	stages  []*Stage
+	sources []*SourceEntry
+	sinks   []*SinkEntry
+}
+
+// Stage is a chain of operators that runs in one goroutine per subtask: a
+// source or a shuffle input, then operators up to a sink or a shuffle
+// output.
+type Stage struct {
+	id          int
+	parallelism int
+	source      *SourceEntry
+	input       *Edge   // the shuffle feeding this stage
+	outs        []*Edge // the shuffles this stage feeds
+	// receive builds, per subtask, the handler of a batch from input; the
+	// handler calls mark for each watermark in the batch, at its place
+	// among the records.
+	receive func(sc *Subtask) (func(batch any, mark func(wm int64) error) error, error)
+}
+
+// Parallelism is the stage's number of subtasks.
+func (st *Stage) Parallelism() int { return st.parallelism }
+
+// Edge is a hash shuffle between two stages.
+type Edge struct {
+	from, to *Stage
+	// free recycles the batches of the edge's record type. It is a
+	// bounded channel, not a sync.Pool, whose contents each GC drops:
+	// every batch would then grow its slices anew.
+	free     chan any
+	newBatch func() any
+}
+
+// getBatch returns a recycled batch, or a new one.
+func (e *Edge) getBatch() any {
+	select {
+	case b := <-e.free:
+		return b
+	default:
+		return e.newBatch()
+	}
+}
+
+// putBatch recycles a batch that has been reset.
+func (e *Edge) putBatch(b any) {
+	select {
+	case e.free <- b:
+	default:
+	}
+}
+
+// SourceEntry is a source of the job, type-erased.
+type SourceEntry struct {
+	index  int
+	name   string
+	splits int
+	st     *Stage
+	run    func(sc *Subtask) error
+}
+
+// SinkEntry is a sink of the job, type-erased.
+type SinkEntry struct {
+	name    string
+	recover func(ctx context.Context, txns [][]byte) error
+	commit  func(ctx context.Context, txns [][]byte) error
+}
+
+// AddSource adds a source stage of parallelism par reading a source with
+// id name and splits splits; run is its subtask loop (RunSource).
+func (g *Graph) AddSource(par int, name string, splits int) (*Stage, *SourceEntry) {
+	st := g.newStage(par)
+	entry := &SourceEntry{index: len(g.sources), name: name, splits: splits, st: st}
+	st.source = entry
+	g.sources = append(g.sources, entry)
+	return st, entry
+}
+
+// SetRun sets the loop of the source's subtasks.
+func (s *SourceEntry) SetRun(run func(sc *Subtask) error) { s.run = run }
+
+// AddSink adds a sink with id name to the job.
+func (g *Graph) AddSink(name string, recover, commit func(ctx context.Context, txns [][]byte) error) *SinkEntry {
+	s := &SinkEntry{name: name, recover: recover, commit: commit}
+	g.sinks = append(g.sinks, s)
+	return s
+}
+
+func (g *Graph) newStage(parallelism int) *Stage {
+	st := &Stage{id: len(g.stages), parallelism: parallelism}
+	g.stages = append(g.stages, st)
+	return st
+}
+
+// KeyedStage adds a stage of parallelism par fed by a hash shuffle of
+// records of type T with keys of type K from stage from, batching
+// batchSize records and allowing each input channelBatches batches in
+// flight. Set what its subtasks do with SetReceive(ReceiveKeyed(...)).
+func KeyedStage[K comparable, T any](g *Graph, from *Stage, par, batchSize, channelBatches int) (*Stage, *Edge) {
+	st := g.newStage(par)
+	e := &Edge{from: from, to: st}
+	// At most every input's credits and open batch are out at once.
+	e.free = make(chan any, from.parallelism*par*(channelBatches+1))
+	e.newBatch = func() any {
+		return &keyedBatch[K, T]{keys: make([]K, 0, batchSize), kgs: make([]int32, 0, batchSize), keyBuf: make([]byte, 0, 16*batchSize),
+			keyEnd: make([]int32, 0, batchSize), ts: make([]int64, 0, batchSize), recs: make([]T, 0, batchSize), marks: make([]mark, 0, 4)}
+	}
+	from.outs = append(from.outs, e)
+	st.input = e
+	return st, e
+}
+
+// SetReceive sets how the subtasks of a keyed stage handle their input:
+// build returns, per subtask, the push of the stage's keyed operators.
+func SetReceive[K comparable, T any](st *Stage, build func(sc *Subtask) (KeyedPush[K, T], error)) {
+	e := st.input
+	st.receive = func(sc *Subtask) (func(any, func(int64) error) error, error) {
+		push, err := build(sc)
+		if err != nil {
+			return nil, err
+		}
+		return func(b any, mark func(int64) error) error {
+			kb := b.(*keyedBatch[K, T])
+			m := 0
+			for i := range kb.recs {
+				for ; m < len(kb.marks) && int(kb.marks[m].at) == i; m++ {
+					if err := mark(kb.marks[m].wm); err != nil {
+						return err
+					}
+				}
+				if err := push(&kb.keys[i], kb.key(i), int(kb.kgs[i]), kb.ts[i], &kb.recs[i]); err != nil {
+					return err
+				}
+			}
+			for ; m < len(kb.marks); m++ {
+				if err := mark(kb.marks[m].wm); err != nil {
+					return err
+				}
+			}
+			kb.reset()
+			e.putBatch(kb)
+			return nil
+		}, nil
+	}
+}
+
+// Shuffle returns, for subtask sc of the stage that feeds e, the push that
+// partitions records by key over e's receivers.
+func Shuffle[K comparable, T any](sc *Subtask, e *Edge, key func(*T) K, enc func([]byte, *K) []byte) Push[T] {
+	w := newShuffleWriter[K, T](sc, e, key, enc)
+	sc.outs = append(sc.outs, w)
+	return w.push
+}
+
+// Push hands one record, with its event time in nanoseconds (NoTimestamp
+// when it has none), to the next operator.
+type Push[T any] func(ts int64, rec *T) error
+
+// KeyedPush hands one record of a keyed stream to the next operator, with
+// its key, serialized key and key group.
+type KeyedPush[K comparable, T any] func(key *K, kb []byte, kg int, ts int64, rec *T) error
+
+// NoTimestamp marks a record without event time.
+const NoTimestamp = math.MinInt64
+
+// KeyEncoder returns how keys of type K are serialized to choose their key
+// group: strings as their bytes, other types with serde.
+func KeyEncoder[K comparable]() (func(dst []byte, k *K) []byte, error) {
+	if reflect.TypeFor[K]().Kind() == reflect.String {
+		return func(dst []byte, k *K) []byte {
+			return append(dst, *(*string)(unsafe.Pointer(k))...)
+		}, nil
+	}
+	codec, err := serde.For[K]()
+	if err != nil {
+		return nil, fmt.Errorf("eddy: key type: %w", err)
+	}
+	return func(dst []byte, k *K) []byte {
+		out, err := codec.Append(dst, k)
+		if err != nil {
+			return append(dst, fmt.Sprint(*k)...) // keys that fail to encode (bad UTF-8) still hash consistently
+		}
+		return out
+	}, nil
+}
+
+// KeyDecoder reverses KeyEncoder, for timers. The bytes it is given are a
+// view of a timer service's interned key, which never changes, so string
+// keys share them instead of copying.
+func KeyDecoder[K comparable]() (func(b []byte, k *K) error, error) {
+	if reflect.TypeFor[K]().Kind() == reflect.String {
+		return func(b []byte, k *K) error {
+			*(*string)(unsafe.Pointer(k)) = unsafe.String(unsafe.SliceData(b), len(b))
+			return nil
+		}, nil
+	}
+	codec, err := serde.For[K]()
+	if err != nil {
+		return nil, err
+	}
+	return codec.Decode, nil
+}
+
+// OpenSink opens the writer of sink entry for subtask sc, which the
+// subtask pre-commits at each barrier and closes at its end.
+func OpenSink[T any](sc *Subtask, entry *SinkEntry, sink connector.Sink[T]) (connector.SinkWriter[T], error) {
+	w, err := sink.OpenWriter(sc.ctx, sc.subtask, sc.par)
+	if err != nil {
+		return nil, fmt.Errorf("eddy: sink %s subtask %d: %w", entry.name, sc.subtask, err)
+	}
+	sc.sinks = append(sc.sinks, sinkHandle{entry: entry, w: w})
+	return w, nil
+}
+
+// keyGroups is the key-group range of subtask sc of a keyed stage.
+func (sc *Subtask) keyGroups() (int, int) {
+	return state.KeyGroupRange(sc.job.env.cfg.MaxParallelism, sc.par, sc.subtask)
+}
+
+// Index is the subtask's number within its stage.
+func (sc *Subtask) Index() int { return sc.subtask }
+
+// Parallelism is the number of subtasks of the subtask's stage.
+func (sc *Subtask) Parallelism() int { return sc.par }
+
+// Context is the context of the subtask's attempt.
+func (sc *Subtask) Context() context.Context { return sc.ctx }
+
+// CountOut counts one record written to a sink.
+func (sc *Subtask) CountOut() { sc.recordsOut++ }
+
+// LateRecords is the subtask's counter of records that came after their
+// windows were gone.
+func (sc *Subtask) LateRecords() *int64 { return &sc.lateRecords }
+
+// NumSources is the number of sources of the graph.
+func (g *Graph) NumSources() int { return len(g.sources) }

@@ -1,0 +1,114 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/eddyflow/eddy/internal/errs"
+	"github.com/eddyflow/eddy/serde"
+	"github.com/eddyflow/eddy/state"
+)
+
+// Keyed is the runtime of one keyed operator in one subtask: its state
+// backend, timers and watermark.
+type Keyed struct {
+	uid         string
+	backend     *state.Backend
+	procTimers  *Timers
+	eventTimers *Timers
+	watermark   int64
+	fireEvent   func(kb []byte, kg int, at int64) error
+	fireProc    func(kb []byte, kg int, at int64) error
+	end         func() error
+	cl          *changelogState // with the changelog state backend
+}
+
+// OpenKeyed creates the state backend of keyed operator uid in subtask sc,
+// for keys of schema ksch. Declare the operator's state on State, then
+// call Start.
+func OpenKeyed(sc *Subtask, uid string, ksch serde.Schema) *Keyed {
+	kgs, kge := sc.keyGroups()
+	return &Keyed{uid: uid, backend: state.NewBackend(sc.job.env.cfg.MaxParallelism, kgs, kge, ksch), watermark: math.MinInt64}
+}
+
+// State is the backend the operator's state is declared on.
+func (k *Keyed) State() *state.Backend { return k.backend }
+
+// OnTimer sets what fires an event-time and a processing-time timer of the
+// operator: the key's bytes, its key group and the time.
+func (k *Keyed) OnTimer(event, proc func(kb []byte, kg int, at int64) error) {
+	k.fireEvent, k.fireProc = event, proc
+}
+
+// OnEnd sets what runs once the operator's input has ended, after every
+// event-time timer has fired.
+func (k *Keyed) OnEnd(end func() error) { k.end = end }
+
+// Watermark is the operator's event-time watermark (math.MinInt64 before
+// the first one).
+func (k *Keyed) Watermark() int64 { return k.watermark }
+
+// RegisterTimer adds a timer of key kb (key group kg) at (ns) in the event
+// time domain, or the processing time one.
+func (k *Keyed) RegisterTimer(eventTime bool, kb []byte, kg int, at int64) {
+	if eventTime {
+		k.eventTimers.register(kb, kg, at)
+	} else {
+		k.procTimers.register(kb, kg, at)
+	}
+}
+
+// DeleteEventTimer removes the event-time timer of key kb at (ns).
+func (k *Keyed) DeleteEventTimer(kb []byte, kg int, at int64) { k.eventTimers.delete(kb, kg, at) }
+
+// Start finishes setting the operator up once its state is declared: its
+// timers, the restore of its state from the restored checkpoint (the
+// attempt's recovery time is its slowest subtask's), the changelog, and
+// its watermark; from then on the subtask runs it.
+func (k *Keyed) Start(sc *Subtask) error {
+	var err error
+	if k.procTimers, err = newTimers(k.backend, "eddy.timers"); err != nil {
+		return err
+	}
+	if k.eventTimers, err = newTimers(k.backend, "eddy.event-timers"); err != nil {
+		return err
+	}
+	began := time.Now()
+	restoredParts, restoredLogs, err := sc.restoreKeyed(k.uid, k.backend)
+	if err != nil {
+		return err
+	}
+	if sc.job.restored != nil {
+		storeMax(&sc.job.env.stats.recovery, int64(time.Since(began)))
+	}
+	if sc.job.dlog != nil {
+		// Attached after the restore: replayed changes are already in the
+		// checkpoint's log and must not be logged again.
+		sc.attachChangelog(k, restoredParts, restoredLogs)
+	}
+	k.procTimers.rebuild()
+	k.eventTimers.rebuild()
+	if wm, ok := k.backend.Watermark(); ok {
+		k.watermark = wm
+	}
+	sc.keyed = append(sc.keyed, k)
+	return nil
+}
+
+// KeySchema is the schema of keys of type K, or a permanent error naming
+// operator uid.
+func KeySchema[K comparable](uid string) (serde.Schema, error) {
+	s, err := serde.SchemaOf[K]()
+	if err != nil {
+		return serde.Schema{}, errs.Kind(errs.Permanent, fmt.Errorf("eddy: %s: key type: %w", uid, err), true)
+	}
+	return s, nil
+}
+
+// UserError is err returned by method what of operator uid's function in
+// subtask subtask: ErrUserFunction, and permanent if so marked or if
+// permanent is set.
+func UserError(uid string, subtask int, what string, err error, permanent bool) error {
+	return errs.Kind(errs.UserFunction, fmt.Errorf("eddy: %s subtask %d %s: %w", uid, subtask, what, err), permanent)
+}

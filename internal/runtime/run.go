@@ -1,0 +1,95 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/eddyflow/eddy/blob"
+	_ "github.com/eddyflow/eddy/blob/file" // registers file:// storage
+	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/internal/errs"
+)
+
+// Config is what the runtime takes from a job's options.
+type Config struct {
+	StorageURL     string     // where checkpoints go (blob.Open), unless Store is set
+	Store          blob.Store // an open checkpoint store
+	Interval       time.Duration
+	Timeout        time.Duration
+	Retain         int
+	MaxParallelism int
+	Restarts       int
+	RestartDelay   time.Duration
+	BatchSize      int
+	ChannelBatches int // credits per input of an inbox
+	Job            string
+	Logger         *slog.Logger
+	OnCheckpoint   func(CheckpointStats)
+	Changelog      *ChangelogConfig // nil: the heap backend alone
+}
+
+// runner is one Run of a job graph: its configuration, graph and counters.
+type runner struct {
+	cfg     *Config
+	stages  []*Stage
+	sources []*SourceEntry
+	sinks   []*SinkEntry
+	stats   *Counters
+}
+
+// Run runs the job graph g until its bounded inputs are exhausted and their
+// output is committed, or ctx is cancelled. It first restores the latest
+// complete checkpoint in the job's storage, falling back to the one before
+// while a checkpoint's state or log turns out corrupt or missing (without
+// counting a restart); on a failure it restarts from the last checkpoint as
+// cfg allows, unless the error is permanent.
+func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
+	e := &runner{cfg: cfg, stages: g.stages, sources: g.sources, sinks: g.sinks, stats: stats}
+	var store *checkpoint.Storage
+	bs := cfg.Store
+	if bs == nil && cfg.StorageURL != "" {
+		var err error
+		if bs, err = blob.Open(cfg.StorageURL); err != nil {
+			return errs.Kind(errs.Storage, fmt.Errorf("eddy: checkpoint storage: %w", err), true)
+		}
+	}
+	if bs != nil {
+		store = checkpoint.NewStorage(bs, cfg.Retain)
+	}
+	var before uint64 // restore a checkpoint older than this one, when not 0
+	for attempt := 0; ; attempt++ {
+		err := e.runAttempt(ctx, store, bs, before)
+		before = 0
+		if err == nil || ctx.Err() != nil {
+			if ctx.Err() != nil && err != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		// A checkpoint whose state is unreadable is skipped at once; this
+		// is not a restart. Each fallback goes to an older checkpoint, so
+		// fallbacks end.
+		var re *restoreError
+		if errors.As(err, &re) {
+			cfg.Logger.Warn("checkpoint unusable; falling back to the previous complete checkpoint (output committed after it may repeat)",
+				"checkpoint", re.id, "err", re.err)
+			before = re.id
+			attempt--
+			continue
+		}
+		if errs.IsPermanent(err) || attempt >= cfg.Restarts {
+			return err
+		}
+		stats.restarts.Add(1)
+		cfg.Logger.Warn(fmt.Sprintf("job failed (attempt %d of %d); restarting from the last checkpoint", attempt+1, cfg.Restarts+1),
+			"err", err, "delay", cfg.RestartDelay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(cfg.RestartDelay):
+		}
+	}
+}
