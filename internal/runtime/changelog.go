@@ -15,6 +15,7 @@ import (
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/internal/bufpool"
+	"github.com/eddyflow/eddy/internal/manifest"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -439,29 +440,29 @@ func (sc *Subtask) changelogCheckpoint(rt *Keyed, a *ack) func(ctx context.Conte
 		p.Subtask = uint32(sc.subtask)
 		p.KeyGroupStart, p.KeyGroupEnd = max(p.KeyGroupStart, uint32(start)), min(p.KeyGroupEnd, uint32(end))
 		if p.KeyGroupStart < p.KeyGroupEnd {
-			a.parts = append(a.parts, opPart{uid: rt.uid, part: p})
+			a.Parts = append(a.Parts, manifest.OpPart{UID: rt.uid, Part: p})
 		}
 	}
 	for _, l := range cl.baseLogs {
 		l.Subtask = uint32(sc.subtask)
 		l.KeyGroupStart, l.KeyGroupEnd = max(l.KeyGroupStart, uint32(start)), min(l.KeyGroupEnd, uint32(end))
 		if l.KeyGroupStart < l.KeyGroupEnd {
-			a.logs = append(a.logs, opLog{uid: rt.uid, part: l})
+			a.Logs = append(a.Logs, manifest.OpLog{UID: rt.uid, Part: l})
 		}
 	}
 	// The watermark now: the materialized parts carry the one of their
 	// materialization, older.
 	if rt.watermark != NoTimestamp {
-		a.watermarks = append(a.watermarks, opWatermark{uid: rt.uid, wm: checkpoint.Watermark{
+		a.Watermarks = append(a.Watermarks, manifest.OpWatermark{UID: rt.uid, Watermark: checkpoint.Watermark{
 			KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Nanos: rt.watermark}})
 	}
-	a.uploaded += cl.newBytes
+	a.Uploaded += cl.newBytes
 	cl.newBytes = 0
 	// The running materializations' blobs are not part of this
 	// checkpoint, but must outlive its pruning.
 	for _, m := range cl.runs {
 		for _, p := range m.parts {
-			a.extraFiles = append(a.extraFiles, p.Blob)
+			a.ExtraFiles = append(a.ExtraFiles, p.Blob)
 		}
 	}
 	after := cl.after
@@ -475,7 +476,7 @@ func (sc *Subtask) changelogCheckpoint(rt *Keyed, a *ack) func(ctx context.Conte
 		if err != nil {
 			return fmt.Errorf("persisting the changelog of %s: %w", rt.uid, err)
 		}
-		a.logs = append(a.logs, opLog{uid: rt.uid, part: checkpoint.LogPart{Subtask: uint32(sc.subtask),
+		a.Logs = append(a.Logs, manifest.OpLog{UID: rt.uid, Part: checkpoint.LogPart{Subtask: uint32(sc.subtask),
 			KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Writer: h.Writer, After: after, Upto: upto,
 			Objects: h.Objects, Size: h.Size}})
 		// Uploaded for this checkpoint: the log since the previous one, or
@@ -485,12 +486,12 @@ func (sc *Subtask) changelogCheckpoint(rt *Keyed, a *ack) func(ctx context.Conte
 		case after < cl.lastAfter:
 			// A checkpoint of an older base finishing late: its log is
 			// not what the next checkpoints carry.
-			a.uploaded += h.Size
+			a.Uploaded += h.Size
 		case cl.lastAfter == after && h.Size >= cl.lastSize:
-			a.uploaded += h.Size - cl.lastSize
+			a.Uploaded += h.Size - cl.lastSize
 			cl.lastSize = h.Size
 		default:
-			a.uploaded += h.Size
+			a.Uploaded += h.Size
 			cl.lastAfter, cl.lastSize = after, h.Size
 		}
 		cl.mu.Unlock()

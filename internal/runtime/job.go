@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/inbox"
+	"github.com/eddyflow/eddy/internal/manifest"
 )
 
 // Job is one attempt of running the job: its channels, the restored
@@ -51,37 +51,7 @@ type Job struct {
 const PruneGrace = 3 * time.Second
 
 // ack is a subtask's answer to a checkpoint barrier.
-type ack struct {
-	stage, subtask int
-	id             uint64
-	splits         []checkpoint.SplitState
-	parts          []opPart
-	logs           []opLog
-	watermarks     []opWatermark // of changelog operators
-	extraFiles     []string      // blobs to keep though no part lists them
-	sinkTxns       map[string][]byte
-	entries, bytes int64
-	uploaded       int64
-	syncDur        time.Duration // time the subtask spent at the barrier
-	barrier        time.Time     // when the barrier reached the subtask
-	err            error
-	fatal          bool // err means the job must fail over, not only this checkpoint
-}
-
-type opLog struct {
-	uid  string
-	part checkpoint.LogPart
-}
-
-type opWatermark struct {
-	uid string
-	wm  checkpoint.Watermark
-}
-
-type opPart struct {
-	uid  string
-	part checkpoint.StatePart
-}
+type ack = manifest.Ack
 
 func (j *Job) sendAck(ctx context.Context, a ack) error {
 	select {
@@ -316,11 +286,7 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 	aborted := map[uint64]bool{}
 	// Sink transactions pre-committed by checkpoints not yet complete,
 	// including aborted ones: their records precede later barriers.
-	type txn struct {
-		id   uint64
-		data []byte
-	}
-	pendingTxns := map[string][]txn{}
+	pendingTxns := map[string][]manifest.Txn{}
 	timeout := time.NewTimer(time.Hour)
 	defer timeout.Stop()
 
@@ -366,121 +332,44 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 				inflight = nil
 			}
 		case a := <-j.acks:
-			for name, t := range a.sinkTxns {
-				pendingTxns[name] = append(pendingTxns[name], txn{a.id, t})
+			for name, t := range a.SinkTxns {
+				pendingTxns[name] = append(pendingTxns[name], manifest.Txn{ID: a.ID, Data: t})
 			}
-			if a.err != nil {
-				if a.fatal {
-					return fmt.Errorf("eddy: checkpoint %d: %w", a.id, a.err)
+			if a.Err != nil {
+				if a.Fatal {
+					return fmt.Errorf("eddy: checkpoint %d: %w", a.ID, a.Err)
 				}
 				// A failed upload fails this checkpoint, not the job: the
 				// next one is triggered on schedule.
-				e.cfg.Logger.Warn("checkpoint failed", "checkpoint", a.id, "stage", a.stage, "subtask", a.subtask, "err", a.err)
-				if inflight != nil && inflight.id == a.id {
+				e.cfg.Logger.Warn("checkpoint failed", "checkpoint", a.ID, "stage", a.Stage, "subtask", a.Subtask, "err", a.Err)
+				if inflight != nil && inflight.id == a.ID {
 					if inflight.final {
-						return fmt.Errorf("eddy: the final checkpoint %d failed: %w", a.id, a.err)
+						return fmt.Errorf("eddy: the final checkpoint %d failed: %w", a.ID, a.Err)
 					}
-					aborted[a.id] = true
+					aborted[a.ID] = true
 					inflight = nil
 					timeout.Reset(time.Hour)
 				}
 				continue
 			}
-			if inflight == nil || a.id != inflight.id {
+			if inflight == nil || a.ID != inflight.id {
 				continue // an aborted checkpoint
 			}
-			if a.syncDur > inflight.syncDur {
-				inflight.syncDur = a.syncDur
+			if a.SyncDur > inflight.syncDur {
+				inflight.syncDur = a.SyncDur
 			}
 			inflight.acks = append(inflight.acks, a)
 			if len(inflight.acks) < totalTasks {
 				continue
 			}
-			inflight.last = AckTiming{Stage: a.stage, Subtask: a.subtask, Barrier: a.barrier.Sub(inflight.started),
-				Sync: a.syncDur, Async: time.Since(a.barrier) - a.syncDur}
+			inflight.last = AckTiming{Stage: a.Stage, Subtask: a.Subtask, Barrier: a.Barrier.Sub(inflight.started),
+				Sync: a.SyncDur, Async: time.Since(a.Barrier) - a.SyncDur}
 			c := inflight
 			inflight = nil
 			timeout.Reset(time.Hour)
-			m := &checkpoint.Manifest{ID: c.id, Job: e.cfg.Job, CreatedAt: time.Now().UnixNano()}
-			var bytes, entries, uploaded, full int64
-			files, keepFiles := map[string]bool{}, map[string]bool{}
-			sources := map[string]*checkpoint.SourceState{}
-			ops := map[string]*checkpoint.OperatorState{}
-			for _, a := range c.acks {
-				bytes += a.bytes
-				entries += a.entries
-				uploaded += a.uploaded
-				for _, f := range a.extraFiles {
-					keepFiles[f] = true
-				}
-				if a.splits != nil {
-					name := e.stages[a.stage].source.name
-					ss := sources[name]
-					if ss == nil {
-						ss = &checkpoint.SourceState{Name: name}
-						sources[name] = ss
-					}
-					ss.Splits = append(ss.Splits, a.splits...)
-				}
-				// opState is the manifest entry of operator uid, created
-				// on first use.
-				opState := func(uid string) *checkpoint.OperatorState {
-					op := ops[uid]
-					if op == nil {
-						op = &checkpoint.OperatorState{Name: uid, MaxParallelism: uint32(e.cfg.MaxParallelism),
-							Parallelism: uint32(e.stages[a.stage].parallelism)}
-						ops[uid] = op
-					}
-					return op
-				}
-				for _, p := range a.parts {
-					op := opState(p.uid)
-					op.Parts = append(op.Parts, p.part)
-					if p.part.Blob != "" {
-						files[p.part.Blob] = true
-					}
-					full += p.part.Size
-				}
-				for _, w := range a.watermarks {
-					op := opState(w.uid)
-					op.Watermarks = append(op.Watermarks, w.wm)
-				}
-				for _, l := range a.logs {
-					op := opState(l.uid)
-					op.Changelog = append(op.Changelog, l.part)
-					for _, o := range l.part.Objects {
-						files[o] = true
-					}
-					full += l.part.Size
-				}
-			}
-			for _, name := range sortedKeys(sources) {
-				ss := sources[name]
-				sort.Slice(ss.Splits, func(a, b int) bool { return ss.Splits[a].Split < ss.Splits[b].Split })
-				m.Sources = append(m.Sources, *ss)
-			}
-			for _, name := range sortedKeys(ops) {
-				op := ops[name]
-				sort.Slice(op.Parts, func(a, b int) bool { return op.Parts[a].KeyGroupStart < op.Parts[b].KeyGroupStart })
-				sort.Slice(op.Watermarks, func(a, b int) bool { return op.Watermarks[a].KeyGroupStart < op.Watermarks[b].KeyGroupStart })
-				m.Operators = append(m.Operators, *op)
-			}
-			commits := map[string][][]byte{}
-			keep := map[string][]txn{}
-			for _, name := range sortedKeys(pendingTxns) {
-				for _, t := range pendingTxns[name] {
-					if t.id <= c.id {
-						commits[name] = append(commits[name], t.data)
-					} else {
-						keep[name] = append(keep[name], t)
-					}
-				}
-				if len(commits[name]) > 0 {
-					m.Sinks = append(m.Sinks, checkpoint.SinkState{Name: name, Txns: commits[name]})
-				}
-			}
-			m.Files = sortedKeys(files)
-			m.Keep = sortedKeys(keepFiles)
+			r := manifest.Assemble(c.id, e.cfg.Job, time.Now().UnixNano(), e.cfg.MaxParallelism, c.acks, pendingTxns)
+			m, commits := r.Manifest, r.Commits
+			bytes, entries, uploaded, full := r.Bytes, r.Entries, r.Uploaded, r.Full
 			writeStart := time.Now()
 			if j.storage != nil {
 				// A manifest write is retried a few times: a lost final
@@ -523,7 +412,7 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 				}
 			}
 			manifestWrite := time.Since(writeStart)
-			pendingTxns = keep
+			pendingTxns = r.Pending
 			// The checkpoint exists; now its output becomes visible.
 			for _, s := range e.sinks {
 				if txns := commits[s.name]; len(txns) > 0 {
@@ -551,13 +440,4 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 			}
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
