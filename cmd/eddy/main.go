@@ -1,10 +1,3 @@
-// Command eddy is Eddy's command-line tool.
-//
-//	eddy demo [flags]                   run the main job (see eddy demo -h)
-//	eddy serde [--seed N] [--events N]  serde showcase on sample order events
-//	eddy schema proto                   print the .proto of the demo's event types
-//	eddy schema show [--type T]         print a demo type's schema (JSON or --binary)
-//	eddy schema check [--key] OLD NEW   compare two saved schemas
 package main
 
 import (

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eddyflow/eddy/internal/errs"
+	"github.com/eddyflow/eddy/internal/timers"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/eddyflow/eddy/state"
 )
@@ -15,8 +16,8 @@ import (
 type Keyed struct {
 	uid         string
 	backend     *state.Backend
-	procTimers  *Timers
-	eventTimers *Timers
+	procTimers  *timers.Service
+	eventTimers *timers.Service
 	watermark   int64
 	fireEvent   func(kb []byte, kg int, at int64) error
 	fireProc    func(kb []byte, kg int, at int64) error
@@ -53,14 +54,14 @@ func (k *Keyed) Watermark() int64 { return k.watermark }
 // time domain, or the processing time one.
 func (k *Keyed) RegisterTimer(eventTime bool, kb []byte, kg int, at int64) {
 	if eventTime {
-		k.eventTimers.register(kb, kg, at)
+		k.eventTimers.Register(kb, kg, at)
 	} else {
-		k.procTimers.register(kb, kg, at)
+		k.procTimers.Register(kb, kg, at)
 	}
 }
 
 // DeleteEventTimer removes the event-time timer of key kb at (ns).
-func (k *Keyed) DeleteEventTimer(kb []byte, kg int, at int64) { k.eventTimers.delete(kb, kg, at) }
+func (k *Keyed) DeleteEventTimer(kb []byte, kg int, at int64) { k.eventTimers.Delete(kb, kg, at) }
 
 // Start finishes setting the operator up once its state is declared: its
 // timers, the restore of its state from the restored checkpoint (the
@@ -68,10 +69,10 @@ func (k *Keyed) DeleteEventTimer(kb []byte, kg int, at int64) { k.eventTimers.de
 // its watermark; from then on the subtask runs it.
 func (k *Keyed) Start(sc *Subtask) error {
 	var err error
-	if k.procTimers, err = newTimers(k.backend, "eddy.timers"); err != nil {
+	if k.procTimers, err = timers.New(k.backend, "eddy.timers"); err != nil {
 		return err
 	}
-	if k.eventTimers, err = newTimers(k.backend, "eddy.event-timers"); err != nil {
+	if k.eventTimers, err = timers.New(k.backend, "eddy.event-timers"); err != nil {
 		return err
 	}
 	began := time.Now()
@@ -87,8 +88,8 @@ func (k *Keyed) Start(sc *Subtask) error {
 		// checkpoint's log and must not be logged again.
 		sc.attachChangelog(k, restoredParts, restoredLogs)
 	}
-	k.procTimers.rebuild()
-	k.eventTimers.rebuild()
+	k.procTimers.Rebuild()
+	k.eventTimers.Rebuild()
 	if wm, ok := k.backend.Watermark(); ok {
 		k.watermark = wm
 	}

@@ -17,7 +17,7 @@ func (sc *Subtask) fireTimers() error {
 		if fire == nil {
 			fire = func([]byte, int, int64) error { return nil }
 		}
-		if err := rt.procTimers.fireDue(now, fire); err != nil {
+		if err := rt.procTimers.FireDue(now, fire); err != nil {
 			return err
 		}
 	}
@@ -28,7 +28,7 @@ func (sc *Subtask) fireTimers() error {
 func (sc *Subtask) nextTimer() int64 {
 	next := int64(0)
 	for _, rt := range sc.keyed {
-		if n := rt.procTimers.next(); n != 0 && (next == 0 || n < next) {
+		if n := rt.procTimers.Next(); n != 0 && (next == 0 || n < next) {
 			next = n
 		}
 	}

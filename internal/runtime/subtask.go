@@ -66,7 +66,7 @@ func (sc *Subtask) advanceWatermark(wm int64) error {
 		if fire == nil {
 			fire = func([]byte, int, int64) error { return nil }
 		}
-		if err := rt.eventTimers.fireDue(wm, fire); err != nil {
+		if err := rt.eventTimers.FireDue(wm, fire); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package runtime
+package timers
 
 import (
 	"slices"
@@ -7,22 +7,24 @@ import (
 	"github.com/eddyflow/eddy/state"
 )
 
-// Timers holds the timers of one keyed subtask in one time domain:
+// Service holds the timers of one keyed subtask in one time domain:
 // per key in a list state (so they are checkpointed and rescaled with the
 // key), and in a min-heap across keys for firing.
-type Timers struct {
+type Service struct {
 	backend *state.Backend
 	st      *state.List[int64]
 	queue   []timerEntry
 	keys    map[string]string // interned keys, so queue entries share them
 }
 
-func newTimers(b *state.Backend, name string) (*Timers, error) {
+// New returns the timer service of backend b, keeping its timers in a list
+// state named name.
+func New(b *state.Backend, name string) (*Service, error) {
 	st, err := state.NewList[int64](b, name)
 	if err != nil {
 		return nil, err
 	}
-	return &Timers{backend: b, st: st, keys: map[string]string{}}, nil
+	return &Service{backend: b, st: st, keys: map[string]string{}}, nil
 }
 
 type timerEntry struct {
@@ -32,7 +34,7 @@ type timerEntry struct {
 }
 
 // intern returns a string equal to kb that the service keeps.
-func (t *Timers) intern(kb []byte) string {
+func (t *Service) intern(kb []byte) string {
 	if k, ok := t.keys[string(kb)]; ok {
 		return k
 	}
@@ -45,8 +47,8 @@ func (t *Timers) intern(kb []byte) string {
 // to them.
 func keyBytes(k string) []byte { return unsafe.Slice(unsafe.StringData(k), len(k)) }
 
-// register adds a timer for key at (nanoseconds), once per (key, time).
-func (t *Timers) register(kb []byte, kg int, at int64) {
+// Register adds a timer for key at (nanoseconds), once per (key, time).
+func (t *Service) Register(kb []byte, kg int, at int64) {
 	t.backend.SetCurrentKey(kb, kg)
 	if slices.Contains(t.st.Get(), at) {
 		return
@@ -55,9 +57,9 @@ func (t *Timers) register(kb []byte, kg int, at int64) {
 	t.push(timerEntry{at: at, key: t.intern(kb), kg: kg})
 }
 
-// delete removes key's timer at (nanoseconds); the queue entry is skipped
+// Delete removes key's timer at (nanoseconds); the queue entry is skipped
 // when it comes up.
-func (t *Timers) delete(kb []byte, kg int, at int64) {
+func (t *Service) Delete(kb []byte, kg int, at int64) {
 	t.backend.SetCurrentKey(kb, kg)
 	xs := t.st.Get()
 	if i := slices.Index(xs, at); i >= 0 {
@@ -65,8 +67,8 @@ func (t *Timers) delete(kb []byte, kg int, at int64) {
 	}
 }
 
-// rebuild fills the queue from restored state.
-func (t *Timers) rebuild() {
+// Rebuild fills the queue from restored state.
+func (t *Service) Rebuild() {
 	t.queue = t.queue[:0]
 	t.st.Range(func(key []byte, kg int, xs []int64) bool {
 		k := t.intern(key)
@@ -77,17 +79,17 @@ func (t *Timers) rebuild() {
 	})
 }
 
-// next returns the earliest timer time, or 0 when there is none.
-func (t *Timers) next() int64 {
+// Next returns the earliest timer time, or 0 when there is none.
+func (t *Service) Next() int64 {
 	if len(t.queue) == 0 {
 		return 0
 	}
 	return t.queue[0].at
 }
 
-// fireDue calls fire for every timer at or before now, removing it from
+// FireDue calls fire for every timer at or before now, removing it from
 // state first.
-func (t *Timers) fireDue(now int64, fire func(kb []byte, kg int, at int64) error) error {
+func (t *Service) FireDue(now int64, fire func(kb []byte, kg int, at int64) error) error {
 	for len(t.queue) > 0 && t.queue[0].at <= now {
 		e := t.pop()
 		kb := keyBytes(e.key)
@@ -107,7 +109,7 @@ func (t *Timers) fireDue(now int64, fire func(kb []byte, kg int, at int64) error
 
 // push and pop keep queue a binary min-heap by time, without the boxing of
 // container/heap.
-func (t *Timers) push(e timerEntry) {
+func (t *Service) push(e timerEntry) {
 	q := append(t.queue, e)
 	i := len(q) - 1
 	for i > 0 {
@@ -121,7 +123,7 @@ func (t *Timers) push(e timerEntry) {
 	t.queue = q
 }
 
-func (t *Timers) pop() timerEntry {
+func (t *Service) pop() timerEntry {
 	q := t.queue
 	top := q[0]
 	last := len(q) - 1

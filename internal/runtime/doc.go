@@ -1,0 +1,22 @@
+// Package runtime runs a job graph: it owns the stages and the subtasks
+// (goroutines) that run them, the hash shuffles between them (batches
+// handed to one inbox per receiving subtask, with watermarks inside the
+// batches), the source loop, barrier checkpoints (alignment decided by
+// internal/align, snapshots and sink pre-commits at the barrier,
+// acknowledgements), the coordinator that triggers checkpoints, writes
+// manifests (assembled by internal/manifest) and commits sinks, the restore
+// of keyed state (snapshot parts and the changelog's log), the changelog
+// state backend's glue (materialization, log ranges per checkpoint), the
+// restart and fallback policy, and the job's counters.
+//
+// The root package builds a Graph through this package's small API
+// (Graph.AddSource, KeyedStage, SetReceive, Shuffle, OpenKeyed, RunSource,
+// OpenSink) and calls Run. Records enter at RunSource, from a connector's
+// split readers; they leave through a sink writer (OpenSink) or a Push to
+// the next operator. What is checkpointed leaves through blob.Store and
+// comes back on restore through checkpoint.Storage.
+//
+// The coordinator is written for one checkpoint of the whole job, but all
+// it decides is in manifest.Assemble over the acks it is given, so a later
+// coordinator per task (the subgraph over one source split) can reuse it.
+package runtime

@@ -1,0 +1,75 @@
+package timers
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/eddyflow/eddy/serde"
+	"github.com/eddyflow/eddy/state"
+)
+
+func newService(t *testing.T) (*state.Backend, *Service) {
+	t.Helper()
+	ks, err := serde.SchemaOf[string]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := state.NewBackend(8, 0, 8, ks)
+	s, err := New(b, "timers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, s
+}
+
+// TestFireInTimeOrder: timers fire once each, in time order across keys,
+// deleted ones not at all, and each is gone from state before it fires.
+func TestFireInTimeOrder(t *testing.T) {
+	b, s := newService(t)
+	key := func(k string) ([]byte, int) { kb := []byte(k); return kb, state.KeyGroupFor(kb, 8) }
+	for _, r := range []struct {
+		k  string
+		at int64
+	}{{"a", 30}, {"b", 10}, {"a", 20}, {"a", 30}, {"c", 40}, {"b", 50}} {
+		kb, kg := key(r.k)
+		s.Register(kb, kg, r.at)
+	}
+	kb, kg := key("c")
+	s.Delete(kb, kg, 40)
+	if s.Next() != 10 {
+		t.Fatalf("Next = %d", s.Next())
+	}
+	var fired []string
+	fire := func(kb []byte, kg int, at int64) error {
+		b.SetCurrentKey(kb, kg)
+		if slices.Contains(s.st.Get(), at) {
+			t.Errorf("timer %s@%d still in state as it fires", kb, at)
+		}
+		fired = append(fired, fmt.Sprintf("%s@%d", kb, at))
+		return nil
+	}
+	if err := s.FireDue(35, fire); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"b@10", "a@20", "a@30"}; !slices.Equal(fired, want) {
+		t.Fatalf("fired %v, want %v", fired, want)
+	}
+	// A restore rebuilds the queue from state: the timers not fired yet.
+	snap, err := b.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, s2 := newService(t)
+	if err := b2.Restore([][]byte{snap}); err != nil {
+		t.Fatal(err)
+	}
+	s2.Rebuild()
+	fired, s, b = nil, s2, b2
+	if err := s2.FireDue(1<<62, fire); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"b@50"}; !slices.Equal(fired, want) {
+		t.Fatalf("after restore fired %v, want %v", fired, want)
+	}
+}
