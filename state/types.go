@@ -515,6 +515,12 @@ func (m *Map[K, V]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
 		}
 		return nil
 	}
+	// Decode reuses the memory of what it decodes into, and the map keeps
+	// a shallow copy: a value with slices, maps or pointers (a window's
+	// records) must start from zero, or every replayed value would share
+	// the scratch's memory and the last one would overwrite the others.
+	var zero V
+	sc.v = zero
 	if err := m.vc.Decode(val, &sc.v); err != nil {
 		return fmt.Errorf("map value: %w", err)
 	}

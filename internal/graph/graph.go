@@ -71,10 +71,13 @@ func Place() string {
 	}
 }
 
-// inRuntime reports whether fn belongs to the root package or an internal
-// package of Eddy (a generic function's name carries its type arguments
-// after the package path, so the test is on the prefix).
+// inRuntime reports whether fn belongs to the packages a node is declared
+// through: the root package, this one and the runtime (a generic
+// function's name carries its type arguments after the package path, so
+// the test is on the prefix). Other packages of Eddy, such as the demo job,
+// are user code here.
 func inRuntime(fn string) bool {
 	const root = "github.com/eddyflow/eddy"
-	return strings.HasPrefix(fn, root+".") || strings.HasPrefix(fn, root+"/internal/")
+	return strings.HasPrefix(fn, root+".") || strings.HasPrefix(fn, root+"/internal/graph.") ||
+		strings.HasPrefix(fn, root+"/internal/runtime.")
 }

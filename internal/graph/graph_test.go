@@ -40,7 +40,7 @@ func TestPlace(t *testing.T) {
 		t.Fatalf("Place = %s inside the runtime", p)
 	}
 	if !inRuntime("github.com/eddyflow/eddy.FromSource[...]") || !inRuntime("github.com/eddyflow/eddy/internal/graph.Place") ||
-		inRuntime("github.com/eddyflow/eddy/internal_test.Foo") || inRuntime("main.main") || inRuntime("github.com/eddyflow/eddy/connector/file.JSONLines") {
+		inRuntime("github.com/eddyflow/eddy/internal_test.Foo") || inRuntime("main.main") || inRuntime("github.com/eddyflow/eddy/internal/demojob.Build") || inRuntime("github.com/eddyflow/eddy/connector/file.JSONLines") {
 		t.Fatal("inRuntime")
 	}
 }
