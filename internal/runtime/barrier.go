@@ -62,26 +62,60 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 	sc.flushCounters()
 	a.SyncDur = time.Since(syncStart)
 	job := sc.job
-	if (len(snaps) == 0 && len(waits) == 0) || job.storage == nil {
+	// A subtask's acks reach the coordinator in barrier order: its sink
+	// transactions travel with them, and a later checkpoint completing
+	// before an earlier (aborted) one's ack arrived would leave that
+	// transaction out of its manifest, and a restore from it would abort
+	// output that precedes its barrier.
+	prev := sc.acked
+	prevSent := prev == nil
+	if !prevSent {
+		select {
+		case <-prev:
+			prevSent = true
+		default:
+		}
+	}
+	if job.storage == nil {
+		for _, p := range snaps {
+			snapshotBufs.Put(p.data)
+		}
+		snaps, waits = nil, nil
+	}
+	if len(snaps) == 0 && len(waits) == 0 && prevSent {
+		sc.acked = nil
 		return job.sendAck(sc.ctx, a)
+	}
+	sent := make(chan struct{})
+	sc.acked = sent
+	send := func() {
+		defer close(sent)
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-sc.ctx.Done():
+				return
+			}
+		}
+		_ = job.sendAck(sc.ctx, a)
 	}
 	job.wg.Add(1)
 	go func() {
 		defer job.wg.Done()
-		for _, wait := range waits {
-			if err := wait(sc.ctx); err != nil {
-				// The log could not be made durable: it is broken, and
-				// only a restart from the last checkpoint repairs it.
-				a.Err, a.Fatal = err, true
-				_ = job.sendAck(sc.ctx, a)
-				return
-			}
-		}
 		defer func() {
 			for _, p := range snaps {
 				snapshotBufs.Put(p.data)
 			}
 		}()
+		for _, wait := range waits {
+			if err := wait(sc.ctx); err != nil {
+				// The log could not be made durable: it is broken, and
+				// only a restart from the last checkpoint repairs it.
+				a.Err, a.Fatal = err, true
+				send()
+				return
+			}
+		}
 		for _, p := range snaps {
 			start, end := p.op.backend.KeyGroups()
 			name := job.storage.StateBlobName(id, p.op.uid, sc.subtask)
@@ -94,7 +128,7 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 				KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Blob: name, Size: int64(len(data))}})
 			a.Bytes += int64(len(data))
 		}
-		_ = job.sendAck(sc.ctx, a)
+		send()
 	}()
 	return nil
 }

@@ -165,7 +165,6 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 			j.triggers[i][k] = make(chan trigger, 1)
 		}
 	}
-	errs := make(chan error, 64)
 	var tasks sync.WaitGroup
 	total := 0
 	for _, st := range e.stages {
@@ -175,10 +174,8 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 			tasks.Add(1)
 			go func() {
 				defer tasks.Done()
-				err := runSubtask(sc)
-				if err != nil {
-					errs <- err
-					cancel(err)
+				if err := runSubtask(sc); err != nil {
+					cancel(err) // the first cancel's cause is the attempt's error
 				}
 			}()
 		}
@@ -200,17 +197,16 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 	}
 	j.finishPrunes(PruneGrace)
 	j.wg.Wait()
-	select {
-	case err := <-errs:
-		if !errors.Is(err, context.Canceled) || parent.Err() == nil {
-			return err
+	// The first failure cancelled the attempt with itself as the cause:
+	// it is the root cause, whatever the others then saw (a subtask
+	// stopped by the cancellation reports only "context canceled").
+	if cause := context.Cause(ctx); cause != nil {
+		if parent.Err() != nil && errors.Is(cause, context.Canceled) {
+			return parent.Err()
 		}
-	default:
+		return cause
 	}
-	if coordErr != nil {
-		return coordErr
-	}
-	return parent.Err()
+	return coordErr
 }
 
 // finishPrunes waits up to grace for the retention goroutine, then cancels
@@ -309,6 +305,13 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 			}
 		}
 	}
+	// retryFinal starts the final checkpoint once a checkpoint in flight
+	// when the last source finished has failed: no tick triggers one then.
+	retryFinal := func() {
+		if finishedSources == totalSources && inflight == nil {
+			start(true)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -330,6 +333,7 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 					return fmt.Errorf("eddy: the final checkpoint %d timed out", inflight.id)
 				}
 				inflight = nil
+				retryFinal()
 			}
 		case a := <-j.acks:
 			for name, t := range a.SinkTxns {
@@ -349,6 +353,7 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 					aborted[a.ID] = true
 					inflight = nil
 					timeout.Reset(time.Hour)
+					retryFinal()
 				}
 				continue
 			}
@@ -406,6 +411,7 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 							return errs.Kind(errs.Storage, fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.id, err), false)
 						}
 						e.cfg.Logger.Warn("checkpoint failed: writing its manifest", "checkpoint", c.id, "err", err)
+						retryFinal()
 						continue
 					}
 					e.cfg.Logger.Warn("checkpoint complete; cleaning up old checkpoints failed", "checkpoint", c.id, "err", err)

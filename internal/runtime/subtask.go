@@ -9,6 +9,9 @@ import (
 
 // Subtask is one subtask of a stage in one run attempt.
 type Subtask struct {
+	// acked is closed once the subtask's last ack has been sent, nil if
+	// it was sent at its barrier: the next ack waits for it.
+	acked       chan struct{}
 	ctx         context.Context
 	job         *Job
 	st          *Stage
