@@ -267,6 +267,22 @@ func (f *windowFn[K, IN, ACC, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) 
 		return nil
 	}
 	t := at.UnixNano()
+	if f.w.kind != session {
+		// A tumbling or sliding window is found by its start, which its
+		// end gives: no walk over the key's open windows, however many
+		// (their number grows with how far event time lags the records).
+		s := t + 1 - f.w.size // the window this timer fires
+		if ws, ok := f.st.Get(s); ok && ws.End-1 == t {
+			if err := f.fire(ctx, s, ws); err != nil {
+				return err
+			}
+		}
+		s = t + 1 - f.lateness - f.w.size // the window it cleans up
+		if ws, ok := f.st.Get(s); ok && ws.End-1+f.lateness == t {
+			f.st.Delete(s)
+		}
+		return nil
+	}
 	fire, drop := f.fireBuf[:0], f.dropBuf[:0]
 	defer func() { f.fireBuf, f.dropBuf = fire[:0], drop[:0] }()
 	for s, ws := range f.st.All() {

@@ -80,21 +80,35 @@ func committed(t testing.TB, dir string) []string {
 	t.Helper()
 	var lines []string
 	for _, part := range []struct{ prefix, dir string }{{"totals ", dir}, {"windows ", filepath.Join(dir, "windows")}, {"late ", filepath.Join(dir, "late")}} {
-		files, _ := filepath.Glob(filepath.Join(part.dir, "*.jsonl"))
-		for _, f := range files {
-			fh, err := os.Open(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sc := bufio.NewScanner(fh)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() {
-				lines = append(lines, part.prefix+sc.Text())
-			}
-			fh.Close()
+		for _, l := range committedLines(t, part.dir) {
+			lines = append(lines, part.prefix+l)
 		}
 	}
 	sort.Strings(lines)
+	return lines
+}
+
+// committedLines returns the lines of the committed files (*.jsonl) of a
+// file sink's directory, in file order.
+func committedLines(t testing.TB, dir string) []string {
+	t.Helper()
+	lines := []string{}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		fh.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
 	return lines
 }
 

@@ -1,7 +1,6 @@
 package demojob
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -799,23 +798,7 @@ func committedSinks(t *testing.T, g *graphSpec, out string) map[int][]string {
 	t.Helper()
 	sinks := map[int][]string{}
 	for n, dir := range sinkDirs(g, out) {
-		lines := []string{}
-		files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
-		for _, f := range files {
-			fh, err := os.Open(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sc := bufio.NewScanner(fh)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() {
-				lines = append(lines, sc.Text())
-			}
-			fh.Close()
-			if err := sc.Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		lines := committedLines(t, dir)
 		slices.Sort(lines)
 		sinks[n] = lines
 	}
