@@ -1,13 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"text/tabwriter"
@@ -47,6 +48,13 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "eddy demo: --events, --drivers and --parallelism must be at least 1")
 		return 2
 	}
+	if c.Data == "" {
+		// Without a checkpoint directory the job could not resume, and
+		// a rerun would commit its output again.
+		fmt.Fprintln(stderr, "eddy demo: --data must name a checkpoint directory")
+		return 2
+	}
+	committedBefore := committedLines(c.Out)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -97,7 +105,8 @@ loop:
 		fmt.Fprintf(tw, "  resumed from checkpoint\t%d\n", s.RestoredFrom)
 	}
 	fmt.Fprintf(tw, "  events read this run\t%d\n", s.RecordsIn)
-	fmt.Fprintf(tw, "  lines committed this run\t%d\n", s.RecordsOut)
+	fmt.Fprintf(tw, "  lines written this run\t%d\n", s.RecordsOut)
+	fmt.Fprintf(tw, "  lines committed this run\t%d\n", committedLines(c.Out)-committedBefore)
 	fmt.Fprintf(tw, "  elapsed\t%v\n", elapsed.Round(time.Millisecond))
 	fmt.Fprintf(tw, "  throughput\t%.0f events/s\n", float64(s.RecordsIn)/elapsed.Seconds())
 	fmt.Fprintf(tw, "  checkpoints completed\t%d\n", s.Checkpoints)
@@ -114,7 +123,8 @@ loop:
 	fmt.Fprintf(tw, "  restarts\t%d\n", s.Restarts)
 	tw.Flush()
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
+		if ctx.Err() != nil {
+			// Stopped by SIGINT or SIGTERM, and only then.
 			fmt.Fprintf(stdout, "stopped; run the same command again to resume from the last checkpoint\n")
 			return 130
 		}
@@ -133,4 +143,21 @@ func bytesString(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// committedLines counts the lines of the demo's committed output files
+// under out (totals, windows, late points); a directory that does not exist
+// yet has none.
+func committedLines(out string) int64 {
+	var n int64
+	for _, dir := range []string{out, filepath.Join(out, "windows"), filepath.Join(out, "late")} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err == nil {
+				n += int64(bytes.Count(data, []byte{'\n'}))
+			}
+		}
+	}
+	return n
 }

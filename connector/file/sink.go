@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/eddyflow/eddy/connector"
 )
@@ -65,7 +66,12 @@ type handle struct {
 
 func (s *jsonSink[T]) Recover(ctx context.Context, committed [][]byte) error {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
-		return fmt.Errorf("file sink: %w", err)
+		err = fmt.Errorf("file sink: %w", err)
+		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EEXIST) {
+			// A file where the directory should be: no retry fixes it.
+			err = connector.Permanent(err)
+		}
+		return err
 	}
 	if err := s.Commit(ctx, committed); err != nil {
 		return err
