@@ -9,5 +9,3 @@ require (
 	github.com/planetscale/vtprotobuf v0.6.0
 	google.golang.org/protobuf v1.36.12
 )
-
-require github.com/klauspost/compress v1.20.3 // indirect
