@@ -3,6 +3,7 @@ package file
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector"
 )
 
 var ctx = context.Background()
@@ -438,5 +440,47 @@ func TestNamesAreCanonical(t *testing.T) {
 		if got := JSONLinesSource[map[string]any](p).Name(); got != src {
 			t.Errorf("source %q is named %q, source %q %q", p, got, "in.jsonl", src)
 		}
+	}
+}
+
+// TestSourceRejectsNonRecords: null, non-objects and bad UTF-8 fail the
+// read with the file, line and byte offset, as permanent errors; unknown
+// fields do with the option; replacement of bad UTF-8 is an opt-in.
+func TestSourceRejectsNonRecords(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		line string
+		opts SourceOptions
+		want string // "" : accepted
+	}{
+		{`null`, SourceOptions{}, "null is not a record"},
+		{`[1,2]`, SourceOptions{}, "must be a JSON object"},
+		{`7`, SourceOptions{}, "must be a JSON object"},
+		{`{}`, SourceOptions{}, ""},
+		{"{\"id\":1,\"name\":\"a\xffb\"}", SourceOptions{}, "invalid UTF-8 at byte 17"},
+		{"{\"id\":1,\"name\":\"a\xffb\"}", SourceOptions{ReplaceInvalidUTF8: true}, ""},
+		{`{"id":1,"extra":2}`, SourceOptions{}, ""},
+		{`{"id":1,"extra":2}`, SourceOptions{DisallowUnknownFields: true}, `unknown field "extra"`},
+	}
+	for i, c := range cases {
+		path := filepath.Join(dir, fmt.Sprintf("in%d.jsonl", i))
+		writeFile(t, path, "{\"id\":0}\n"+c.line+"\n")
+		r, err := JSONLinesSourceWith[rec](c.opts, path).OpenSplit(ctx, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var x rec
+		if st, err := r.Next(&x); st != eddy.Record || err != nil {
+			t.Fatalf("first line: %v %v", st, err)
+		}
+		_, err = r.Next(&x)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q with %+v: %v", c.line, c.opts, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path+": line 2 (byte 9)") ||
+			!errors.Is(err, connector.ErrPermanent)):
+			t.Errorf("%q with %+v: %v, want a permanent error naming the place and %q", c.line, c.opts, err, c.want)
+		}
+		r.Close()
 	}
 }

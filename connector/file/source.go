@@ -11,8 +11,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/eddyflow/eddy/connector"
 )
@@ -29,6 +31,26 @@ import (
 // the files' connector.CanonicalPath, comma-separated: spelling the same
 // files another way resumes from the same positions.
 func JSONLinesSource[T any](paths ...string) connector.Source[T] {
+	return JSONLinesSourceWith[T](SourceOptions{}, paths...)
+}
+
+// SourceOptions are the choices of JSONLinesSourceWith.
+type SourceOptions struct {
+	// DisallowUnknownFields fails the read at a line with a field T does
+	// not have (encoding/json's Decoder.DisallowUnknownFields).
+	DisallowUnknownFields bool
+	// ReplaceInvalidUTF8 accepts lines that are not valid UTF-8, with
+	// encoding/json's replacement of each bad byte by U+FFFD; by default
+	// such a line fails the read.
+	ReplaceInvalidUTF8 bool
+}
+
+// JSONLinesSourceWith is JSONLinesSource with options. A line that is not
+// a JSON object (null, a number, an array) fails the read when T is a
+// struct or a map, whatever the options; every failure names the file, the
+// line and its byte offset, and is permanent (connector.Permanent): reading
+// the same bytes again cannot succeed.
+func JSONLinesSourceWith[T any](o SourceOptions, paths ...string) connector.Source[T] {
 	var files []string
 	for _, p := range paths {
 		m, err := filepath.Glob(p)
@@ -41,12 +63,16 @@ func JSONLinesSource[T any](paths ...string) connector.Source[T] {
 	}
 	slices.Sort(files)
 	files = slices.Compact(files)
-	return &jsonSource[T]{name: "file-jsonlines-source:" + strings.Join(files, ","), files: files}
+	k := reflect.TypeFor[T]().Kind()
+	return &jsonSource[T]{name: "file-jsonlines-source:" + strings.Join(files, ","), files: files, opts: o,
+		object: k == reflect.Struct || k == reflect.Map}
 }
 
 type jsonSource[T any] struct {
-	name  string
-	files []string
+	name   string
+	files  []string
+	opts   SourceOptions
+	object bool // T is a struct or a map: a line must be a JSON object
 }
 
 func (s *jsonSource[T]) Name() string { return s.name }
@@ -70,7 +96,7 @@ func (s *jsonSource[T]) OpenSplit(_ context.Context, split int, pos []byte) (con
 	if err != nil {
 		return nil, fmt.Errorf("file source: %w", err)
 	}
-	r := &jsonReader[T]{path: path, f: f, off: off}
+	r := &jsonReader[T]{path: path, f: f, off: off, opts: s.opts, object: s.object}
 	if err := r.seek(); err != nil {
 		f.Close()
 		return nil, err
@@ -79,11 +105,13 @@ func (s *jsonSource[T]) OpenSplit(_ context.Context, split int, pos []byte) (con
 }
 
 type jsonReader[T any] struct {
-	path string
-	f    *os.File
-	br   *bufio.Reader
-	off  int64 // offset after the last line returned
-	buf  []byte
+	path   string
+	f      *os.File
+	br     *bufio.Reader
+	off    int64 // offset after the last line returned
+	buf    []byte
+	opts   SourceOptions
+	object bool
 }
 
 // seek positions the reader at r.off, which must be the start of a line (or
@@ -128,12 +156,45 @@ func (r *jsonReader[T]) Next(rec *T) (connector.ReadStatus, error) {
 		}
 		var zero T
 		*rec = zero // fields missing from the line must not keep old values
-		if err := json.Unmarshal(trimmed, rec); err != nil {
-			return connector.End, fmt.Errorf("file source: %s: line %s: %w", r.path, r.lineNumber(), err)
+		if err := r.decode(trimmed, rec); err != nil {
+			return connector.End, connector.Permanent(fmt.Errorf("file source: %s: line %s: %w", r.path, r.lineNumber(), err))
 		}
 		r.off += int64(len(line))
 		return connector.Record, nil
 	}
+}
+
+// decode checks a line and decodes it into rec.
+func (r *jsonReader[T]) decode(line []byte, rec *T) error {
+	if !r.opts.ReplaceInvalidUTF8 && !utf8.Valid(line) {
+		i := 0
+		for i < len(line) {
+			c, n := utf8.DecodeRune(line[i:])
+			if c == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return fmt.Errorf("invalid UTF-8 at byte %d of the line", i)
+	}
+	if string(line) == "null" {
+		return errors.New("null is not a record")
+	}
+	if r.object && line[0] != '{' {
+		return fmt.Errorf("a record must be a JSON object, not %.20q", line)
+	}
+	if !r.opts.DisallowUnknownFields {
+		return json.Unmarshal(line, rec)
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(rec); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value on the line")
+	}
+	return nil
 }
 
 // lineNumber returns the 1-based number of the line that starts at r.off. It
