@@ -67,3 +67,32 @@ func GetInto(ctx context.Context, s Store, name string, buf *[]byte) ([]byte, er
 	}
 	return s.Get(ctx, name)
 }
+
+// Locker is implemented by stores that one process can hold at a time, so
+// that two processes of one job never write the same checkpoints. Lock
+// returns once this process holds the store, recording owner (who holds it,
+// for the error another process gets), or a *HeldError naming the holder.
+// The lease it returns checks that the store is still held (Check) and
+// releases it (Release); a process that dies releases it too.
+type Locker interface {
+	Lock(owner string) (Lease, error)
+}
+
+// Lease is a held store.
+type Lease interface {
+	// Check returns an error if the store is no longer held by this
+	// lease (its lock was removed or taken over).
+	Check() error
+	// Release gives the store up.
+	Release() error
+}
+
+// HeldError says that a store is held by another owner.
+type HeldError struct {
+	Store  string // where the store is
+	Holder string // the holder's owner string, as it recorded it
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("blob: %s is in use by %s; stop that process, or give this one its own checkpoint storage", e.Store, e.Holder)
+}

@@ -22,6 +22,7 @@ import (
 type Job struct {
 	env        *runner
 	storage    *checkpoint.Storage
+	lease      blob.Lease // the lock on the storage, nil if it has none
 	blobs      blob.Store
 	restored   *checkpoint.Manifest
 	nextID     uint64
@@ -74,12 +75,12 @@ func (j *Job) sourceFinished(ctx context.Context) error {
 // runAttempt runs one attempt of the job, restoring the newest complete
 // checkpoint, or the newest one before the checkpoint id before when before
 // is not 0.
-func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage, blobs blob.Store, before uint64) error {
+func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage, blobs blob.Store, lease blob.Lease, before uint64) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	defer stopPrune()
-	j := &Job{pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, inboxes: map[*Stage][]*inbox.Inbox[msg]{},
+	j := &Job{lease: lease, pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, inboxes: map[*Stage][]*inbox.Inbox[msg]{},
 		acks: make(chan ack, 64), finished: make(chan struct{}, 64),
 		readHedger: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout),
 		partReader: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout)}
@@ -376,6 +377,13 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 			m, commits := r.Manifest, r.Commits
 			bytes, entries, uploaded, full := r.Bytes, r.Entries, r.Uploaded, r.Full
 			writeStart := time.Now()
+			if j.lease != nil {
+				// Another process may have taken the storage over (its
+				// lock was removed): stop without committing.
+				if err := j.lease.Check(); err != nil {
+					return errs.Kind(errs.Fenced, fmt.Errorf("eddy: checkpoint %d: %w", c.id, err), true)
+				}
+			}
 			if j.storage != nil {
 				// A manifest write is retried a few times: a lost final
 				// checkpoint cannot be taken again without a restart.

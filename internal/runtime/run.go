@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/eddyflow/eddy/blob"
@@ -56,12 +57,22 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 			return errs.Kind(errs.Storage, fmt.Errorf("eddy: checkpoint storage: %w", err), true)
 		}
 	}
+	var lease blob.Lease
+	if l, ok := bs.(blob.Locker); ok {
+		// One process per job's storage: a second one would write the
+		// same checkpoints and commit the same output.
+		var err error
+		if lease, err = l.Lock(owner(cfg.Job)); err != nil {
+			return errs.Kind(errs.Fenced, fmt.Errorf("eddy: checkpoint storage: %w", err), true)
+		}
+		defer lease.Release()
+	}
 	if bs != nil {
 		store = checkpoint.NewStorage(bs, cfg.Retain)
 	}
 	var before uint64 // restore a checkpoint older than this one, when not 0
 	for attempt := 0; ; attempt++ {
-		err := e.runAttempt(ctx, store, bs, before)
+		err := e.runAttempt(ctx, store, bs, lease, before)
 		before = 0
 		if err == nil || ctx.Err() != nil {
 			if ctx.Err() != nil && err != nil {
@@ -92,4 +103,10 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 		case <-time.After(cfg.RestartDelay):
 		}
 	}
+}
+
+// owner describes this process for the lock of its checkpoint storage.
+func owner(job string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("job %q, pid %d on host %s, since %s", job, os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))
 }
