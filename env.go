@@ -66,8 +66,16 @@ func Parallelism(n int) Option { return func(c *config) { c.parallelism = n } }
 // state.
 func MaxParallelism(n int) Option { return func(c *config) { c.MaxParallelism = n } }
 
+// TolerableCheckpointFailures fails the job once more than n checkpoints
+// in a row have failed (timed out, an upload or the manifest failed), with
+// the last failure's error (default 3; negative: never), like Flink's
+// tolerable-failed-checkpoints. The restart strategy then applies.
+func TolerableCheckpointFailures(n int) Option { return func(c *config) { c.TolerableFailures = n } }
+
 // Restarts restarts a failed job from its last checkpoint up to attempts
-// times, waiting delay before each (default 3 attempts, 1 s).
+// times, waiting delay before the first and twice as long before each next
+// one, at most a minute (default 3 attempts, 1 s). Permanent errors
+// (ErrPermanent) are not retried.
 func Restarts(attempts int, delay time.Duration) Option {
 	return func(c *config) { c.Restarts, c.RestartDelay = attempts, delay }
 }
@@ -110,7 +118,7 @@ type Stats = runtime.Stats
 func New(opts ...Option) *Env {
 	cfg := config{Config: runtime.Config{
 		Timeout: time.Minute, Retain: 3,
-		MaxParallelism: state.DefaultMaxParallelism, Restarts: 3, RestartDelay: time.Second,
+		MaxParallelism: state.DefaultMaxParallelism, Restarts: 3, RestartDelay: time.Second, TolerableFailures: 3,
 		BatchSize: 512, ChannelBatches: 4, Job: "eddy-job",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "eddy"),
 	}, parallelism: goruntime.NumCPU()}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/file"
 	"github.com/eddyflow/eddy/state"
@@ -85,4 +87,39 @@ func TestErrorKinds(t *testing.T) {
 			t.Fatalf("Run = %v", err)
 		}
 	})
+}
+
+// fullDisk fails every state upload as a full disk does.
+type fullDisk struct{ blob.Store }
+
+func (s fullDisk) Put(ctx context.Context, name string, data []byte) error {
+	if strings.HasSuffix(name, ".state") {
+		return &fs.PathError{Op: "write", Path: "/data/" + name, Err: syscall.ENOSPC}
+	}
+	return s.Store.Put(ctx, name, data)
+}
+
+// TestCheckpointsFailingForever: with every checkpoint failing (a full
+// disk), the job fails once more than the tolerated number have failed in
+// a row, with the cause, instead of running on.
+func TestCheckpointsFailingForever(t *testing.T) {
+	dir := t.TempDir()
+	inner, err := blob.Open(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuf{}
+	env := eddy.New(eddy.CheckpointStore(fullDisk{inner}, 10*time.Millisecond), eddy.Parallelism(1), eddy.Restarts(0, 0),
+		eddy.TolerableCheckpointFailures(2), eddy.LogOutput(logs))
+	ks := eddy.KeyBy(eddy.FromSource(env, datagen.GPS(datagen.Events(1<<40), datagen.Rate(10_000))), func(p *datagen.GPSPoint) string { return p.DriverID })
+	eddy.ToSink(eddy.Reduce(ks, func(a, b datagen.GPSPoint) datagen.GPSPoint { return b }), file.JSONLines[datagen.GPSPoint](filepath.Join(dir, "out")))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = env.Run(ctx)
+	if !errors.Is(err, eddy.ErrStorage) || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "3 checkpoints in a row failed (2 tolerated)") {
+		t.Fatalf("Run = %v", err)
+	}
+	if n := strings.Count(logs.String(), "checkpoint failed"); n != 3 {
+		t.Fatalf("%d failed checkpoints logged, want 3:\n%s", n, logs)
+	}
 }

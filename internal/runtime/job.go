@@ -306,6 +306,17 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 			}
 		}
 	}
+	// failed counts a failed checkpoint: past the tolerated number in a
+	// row, the job fails with it (a full disk does not heal by taking
+	// more checkpoints, and their pending output piles up).
+	failures := 0
+	failed := func(err error) error {
+		failures++
+		if tol := e.cfg.TolerableFailures; tol >= 0 && failures > tol {
+			return fmt.Errorf("eddy: %d checkpoints in a row failed (%d tolerated); the last: %w", failures, tol, err)
+		}
+		return nil
+	}
 	// retryFinal starts the final checkpoint once a checkpoint in flight
 	// when the last source finished has failed: no tick triggers one then.
 	retryFinal := func() {
@@ -333,6 +344,9 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 				if inflight.final {
 					return fmt.Errorf("eddy: the final checkpoint %d timed out", inflight.id)
 				}
+				if err := failed(fmt.Errorf("checkpoint %d timed out after %v", inflight.id, e.cfg.Timeout)); err != nil {
+					return err
+				}
 				inflight = nil
 				retryFinal()
 			}
@@ -352,6 +366,9 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 						return fmt.Errorf("eddy: the final checkpoint %d failed: %w", a.ID, a.Err)
 					}
 					aborted[a.ID] = true
+					if err := failed(fmt.Errorf("checkpoint %d: %w", a.ID, a.Err)); err != nil {
+						return err
+					}
 					inflight = nil
 					timeout.Reset(time.Hour)
 					retryFinal()
@@ -419,6 +436,9 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 							return errs.Kind(errs.Storage, fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.id, err), false)
 						}
 						e.cfg.Logger.Warn("checkpoint failed: writing its manifest", "checkpoint", c.id, "err", err)
+						if err := failed(fmt.Errorf("checkpoint %d: writing its manifest: %w", c.id, err)); err != nil {
+							return err
+						}
 						retryFinal()
 						continue
 					}
@@ -426,6 +446,7 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 				}
 			}
 			manifestWrite := time.Since(writeStart)
+			failures = 0
 			pendingTxns = r.Pending
 			// The checkpoint exists; now its output becomes visible.
 			for _, s := range e.sinks {

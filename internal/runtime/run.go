@@ -23,7 +23,10 @@ type Config struct {
 	Retain         int
 	MaxParallelism int
 	Restarts       int
-	RestartDelay   time.Duration
+	RestartDelay   time.Duration // before the first restart; doubled for each next one
+	// TolerableFailures is how many checkpoints in a row may fail before
+	// the job fails (negative: any number).
+	TolerableFailures int
 	BatchSize      int
 	ChannelBatches int // credits per input of an inbox
 	Job            string
@@ -95,12 +98,13 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 			return err
 		}
 		stats.restarts.Add(1)
+		delay := restartDelay(cfg.RestartDelay, attempt)
 		cfg.Logger.Warn(fmt.Sprintf("job failed (attempt %d of %d); restarting from the last checkpoint", attempt+1, cfg.Restarts+1),
-			"err", err, "delay", cfg.RestartDelay)
+			"err", err, "delay", delay)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(cfg.RestartDelay):
+		case <-time.After(delay):
 		}
 	}
 }
@@ -109,4 +113,17 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 func owner(job string) string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("job %q, pid %d on host %s, since %s", job, os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))
+}
+
+// restartDelay is the wait before restart attempt+1: first, doubled for
+// each restart before it, at most a minute (or first, if that is longer).
+func restartDelay(first time.Duration, attempt int) time.Duration {
+	limit := max(first, time.Minute)
+	d := first
+	for range attempt {
+		if d *= 2; d >= limit {
+			return limit
+		}
+	}
+	return d
 }
