@@ -27,12 +27,12 @@ type Config struct {
 	// TolerableFailures is how many checkpoints in a row may fail before
 	// the job fails (negative: any number).
 	TolerableFailures int
-	BatchSize      int
-	ChannelBatches int // credits per input of an inbox
-	Job            string
-	Logger         *slog.Logger
-	OnCheckpoint   func(CheckpointStats)
-	Changelog      *ChangelogConfig // nil: the heap backend alone
+	BatchSize         int
+	ChannelBatches    int // credits per input of an inbox
+	Job               string
+	Logger            *slog.Logger
+	OnCheckpoint      func(CheckpointStats)
+	Changelog         *ChangelogConfig // nil: the heap backend alone
 }
 
 // runner is one Run of a job graph: its configuration, graph and counters.
