@@ -33,6 +33,7 @@ type Env struct {
 type config struct {
 	runtime.Config
 	parallelism int
+	params      map[string]string // JobParameters
 }
 
 // Option configures an Env.
@@ -65,6 +66,31 @@ func Parallelism(n int) Option { return func(c *config) { c.parallelism = n } }
 // bound of any keyed operator's parallelism, fixed for the life of the job's
 // state.
 func MaxParallelism(n int) Option { return func(c *config) { c.MaxParallelism = n } }
+
+// JobParameters marks parameters as part of the job's identity (a seed,
+// an input's event count; keys and values as pairs): with the job's
+// checkpointed parts, their ids and record types, they make the
+// fingerprint every checkpoint records. A job resumed from a checkpoint
+// whose fingerprint differs is refused with both shown (AllowChangedJob
+// resumes anyway), so a changed parameter never mixes two jobs' output.
+func JobParameters(kv ...string) Option {
+	return func(c *config) {
+		if c.params == nil {
+			c.params = map[string]string{}
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			c.params[kv[i]] = kv[i+1]
+		}
+		if len(kv)%2 == 1 {
+			c.params[kv[len(kv)-1]] = ""
+		}
+	}
+}
+
+// AllowChangedJob resumes from a checkpoint written by a job with another
+// fingerprint (see JobParameters): the parts whose ids match take their
+// state; it is the user's call that the output stays meaningful.
+func AllowChangedJob() Option { return func(c *config) { c.AllowChangedJob = true } }
 
 // TolerableCheckpointFailures fails the job once more than n checkpoints
 // in a row have failed (timed out, an upload or the manifest failed), with
@@ -147,6 +173,7 @@ func (e *Env) Run(ctx context.Context) error {
 	if err := e.validate(); err != nil {
 		return err
 	}
+	e.cfg.Fingerprint = graph.Fingerprint(e.nodes, e.cfg.params)
 	return runtime.Run(ctx, &e.graph, &e.cfg.Config, &e.stats)
 }
 

@@ -1,6 +1,10 @@
 package eddy
 
-import "github.com/eddyflow/eddy/internal/graph"
+import (
+	"reflect"
+
+	"github.com/eddyflow/eddy/internal/graph"
+)
 
 // Options of the parts of a job are typed by where they apply, so that one
 // that means nothing where it is passed does not compile: WithParallelism
@@ -111,6 +115,9 @@ func Named(name string) IDOption { return idOption{s: name} }
 func UID(id string) IDOption { return idOption{s: id, uid: true} }
 
 // node records a checkpointed part of the job for the identity check.
-func (e *Env) node(kind, id, how string) {
-	e.nodes = append(e.nodes, graph.Node{Kind: kind, ID: id, How: how, Place: graph.Place()})
+func (e *Env) node(kind, id, how, typ string) {
+	e.nodes = append(e.nodes, graph.Node{Kind: kind, ID: id, How: how, Type: typ, Place: graph.Place()})
 }
+
+// typeName names T for a job's fingerprint.
+func typeName[T any]() string { return reflect.TypeFor[T]().String() }

@@ -46,14 +46,14 @@ func (e *Env) fail(err error) {
 
 // opID returns the id of a keyed operator of kind (and records it): its
 // UID or Named name, else kind-n for the n-th part of the job declared.
-func (e *Env) opID(kind string, id identity) string {
+func (e *Env) opID(kind string, id identity, typ string) string {
 	e.ops++
 	uid, how := id.id(fmt.Sprintf("%s-%d", kind, e.ops), "derived from its kind and position")
 	nodeKind := "keyed operator"
 	if kind == "window" {
 		nodeKind = "window operator"
 	}
-	e.node(nodeKind, uid, how)
+	e.node(nodeKind, uid, how, typ)
 	return uid
 }
 
@@ -73,7 +73,7 @@ func FromSource[T any](env *Env, src Source[T], opts ...SourceOption) *Stream[T]
 	}
 	env.ops++
 	id, how := c.id(src.Name(), "the connector's Name")
-	env.node("source", id, how)
+	env.node("source", id, how, typeName[T]())
 	st, entry := env.graph.AddSource(par, id, src.Splits())
 	s := newStream[T](env, st, "source "+id)
 	var wm *runtime.WatermarkSpec[T]
@@ -208,7 +208,7 @@ func ToSink[T any](s *Stream[T], sink Sink[T], opts ...SinkOption) {
 		o.applySink(&c)
 	}
 	id, how := c.id(sink.Name(), "the connector's Name")
-	s.env.node("sink", id, how)
+	s.env.node("sink", id, how, typeName[T]())
 	entry := s.env.graph.AddSink(id, sink.Recover, sink.Commit)
 	s.consume("sink "+id, func(sc *runtime.Subtask) (runtime.Push[T], error) {
 		w, err := runtime.OpenSink(sc, entry, sink)
@@ -384,7 +384,7 @@ func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, 
 		o.applyOperator(&c)
 	}
 	env := ks.env
-	uid := env.opID("process", c.identity)
+	uid := env.opID("process", c.identity, fmt.Sprintf("%s, %s -> %s", typeName[K](), typeName[IN](), typeName[OUT]()))
 	out := newStream[OUT](env, ks.st, "process "+uid)
 	ks.consume("process "+uid, func(sc *runtime.Subtask) (runtime.KeyedPush[K, IN], error) {
 		next, err := out.build(sc)

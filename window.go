@@ -320,7 +320,7 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 	if cfg.lateness < 0 {
 		env.fail(errors.New("eddy: allowed lateness must not be negative"))
 	}
-	uid := env.opID("window", cfg.identity)
+	uid := env.opID("window", cfg.identity, fmt.Sprintf("%s, %s -> %s", typeName[K](), typeName[IN](), typeName[OUT]()))
 	results := newStream[OUT](env, ks.st, "window "+uid)
 	late := newStream[IN](env, ks.st, "late records of window "+uid)
 	late.info.consumed = true // optional

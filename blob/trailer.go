@@ -16,6 +16,9 @@ const trailerMagic = "EDB1"
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// Checksum is the CRC-32C (Castagnoli) of payload, as trailers record it.
+func Checksum(payload []byte) uint32 { return crc32.Checksum(payload, castagnoli) }
+
 // AppendTrailer appends the trailer that backends store after payload and
 // returns the extended buffer. The trailer is, little-endian: the CRC-32C
 // (Castagnoli) of payload (4 bytes), len(payload) (8 bytes), and the magic

@@ -29,6 +29,12 @@ type Manifest struct {
 	// its pruning, such as the parts of a materialization still being
 	// written. They need not exist.
 	Keep []string `proto:"8"`
+	// Fingerprint describes what the job that wrote the checkpoint
+	// declared it depends on: its checkpointed parts (ids, kinds, record
+	// types) and the parameters it marked as its identity, one per line.
+	// A resume by a job with another fingerprint is refused unless asked
+	// for. "" in checkpoints of jobs from before fingerprints.
+	Fingerprint string `proto:"9"`
 	// Version is the manifest format. Complete writes ManifestVersion
 	// whatever it holds; DecodeManifest rejects versions it does not know.
 	Version uint32 `proto:"15"`
@@ -93,6 +99,10 @@ type StatePart struct {
 	KeyGroupEnd   uint32 `proto:"3"` // exclusive
 	Blob          string `proto:"4"` // the blob holding the part; "" for a part without state
 	Size          int64  `proto:"5"` // the blob's payload size in bytes
+	// CRC is the CRC-32C (Castagnoli) of the payload, 0 if not recorded:
+	// a restore compares the part it reads against it, so a blob replaced
+	// by another valid one (an older file of the same name) is caught.
+	CRC uint32 `proto:"6,fixed"`
 }
 
 // SinkState is what one sink pre-committed in a checkpoint.

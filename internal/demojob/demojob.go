@@ -1,6 +1,7 @@
 package demojob
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"time"
@@ -168,7 +169,11 @@ func Build(env *eddy.Env, c Config) {
 
 // Env returns an environment configured for c, with the demo job built.
 func Env(c Config, opts ...eddy.Option) *eddy.Env {
-	base := []eddy.Option{eddy.JobName("eddy-demo")}
+	// What the output depends on: a resume with another seed or event
+	// count would mix two jobs' output, so it is refused.
+	base := []eddy.Option{eddy.JobName("eddy-demo"), eddy.JobParameters(
+		"seed", fmt.Sprint(c.Seed), "events", fmt.Sprint(c.Events), "drivers", fmt.Sprint(c.Drivers),
+		"emit-every", fmt.Sprint(c.EmitEvery), "late-every", fmt.Sprint(c.LateEvery))}
 	if c.Data != "" {
 		base = append(base, eddy.Checkpoints(c.Data, c.CheckpointInterval))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/eddyflow/eddy/internal/errs"
@@ -14,6 +15,7 @@ type Node struct {
 	Kind  string // "source", "keyed operator", "window operator", "sink"
 	ID    string // what checkpoints store it under
 	How   string // how the id was chosen: "eddy.UID", "eddy.Named", or what it was derived from
+	Type  string // its record types, for the job's fingerprint
 	Place string // file:line of the user's code that declared it
 }
 
@@ -80,4 +82,46 @@ func inRuntime(fn string) bool {
 	const root = "github.com/eddyflow/eddy"
 	return strings.HasPrefix(fn, root+".") || strings.HasPrefix(fn, root+"/internal/graph.") ||
 		strings.HasPrefix(fn, root+"/internal/runtime.")
+}
+
+// Fingerprint describes what a job declared it depends on, one line each,
+// sorted: its checkpointed parts (kind, id, record types) and the
+// parameters it marked as its identity. Two runs of one job have the same
+// fingerprint; a changed seed, a part added or retyped, another output
+// directory change it.
+func Fingerprint(nodes []Node, params map[string]string) string {
+	var lines []string
+	for _, n := range nodes {
+		lines = append(lines, fmt.Sprintf("%s %q: %s", n.Kind, n.ID, n.Type))
+	}
+	for k, v := range params {
+		lines = append(lines, fmt.Sprintf("parameter %s=%q", k, v))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// FingerprintDiff lists the lines of fingerprint a that b lacks ("-") and
+// those of b that a lacks ("+").
+func FingerprintDiff(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	ina, inb := in(a), in(b)
+	var out []string
+	for _, l := range strings.Split(a, "\n") {
+		if !inb[l] {
+			out = append(out, "  - "+l)
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if !ina[l] {
+			out = append(out, "  + "+l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

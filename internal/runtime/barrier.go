@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/internal/bufpool"
 	"github.com/eddyflow/eddy/internal/errs"
@@ -125,7 +126,7 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 				break
 			}
 			a.Parts = append(a.Parts, manifest.OpPart{UID: p.op.uid, Part: checkpoint.StatePart{Subtask: uint32(sc.subtask),
-				KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Blob: name, Size: int64(len(data))}})
+				KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Blob: name, Size: int64(len(data)), CRC: blob.Checksum(data)}})
 			a.Bytes += int64(len(data))
 		}
 		send()

@@ -106,6 +106,7 @@ type materialization struct {
 	inFlight   atomic.Int32
 	mu         sync.Mutex
 	putErr     error
+	crcs       map[string]uint32 // the parts' checksums by blob, as their uploads compute them (under mu)
 }
 
 // maxMaterializations is how many materializations of a subtask may run at
@@ -271,6 +272,13 @@ func (sc *Subtask) materializeStep(rt *Keyed, m *materialization, end int) error
 		buf := partBufs.Get(p.Size())
 		defer partBufs.Put(buf)
 		*buf = p.AppendTo((*buf)[:0])
+		crc := blob.Checksum(*buf)
+		m.mu.Lock()
+		if m.crcs == nil {
+			m.crcs = map[string]uint32{}
+		}
+		m.crcs[name] = crc
+		m.mu.Unlock()
 		if err := sc.job.partHedger.Put(sc.ctx, sc.job.blobs, name, *buf, sc.job.dlog.Options().MaxAttempts); err != nil {
 			m.mu.Lock()
 			if m.putErr == nil {
@@ -366,6 +374,11 @@ func (sc *Subtask) finishMaterializations(rt *Keyed, now time.Time, end int) err
 		}
 		cl.failures = 0
 		cl.newBytes += m.size
+		m.mu.Lock()
+		for i := range m.parts {
+			m.parts[i].CRC = m.crcs[m.parts[i].Blob]
+		}
+		m.mu.Unlock()
 		cl.base, cl.baseSize, cl.baseLogs, cl.after = m.parts, m.size, nil, m.seq
 		cl.baseEntries = m.entries
 		cl.appendedAtBase = m.appended

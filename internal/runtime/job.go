@@ -13,6 +13,7 @@ import (
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/internal/errs"
+	"github.com/eddyflow/eddy/internal/graph"
 	"github.com/eddyflow/eddy/internal/inbox"
 	"github.com/eddyflow/eddy/internal/manifest"
 )
@@ -105,6 +106,11 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		}
 		j.restored = m
 	}
+	if m := j.restored; m != nil && m.Fingerprint != "" && m.Fingerprint != e.cfg.Fingerprint && !e.cfg.AllowChangedJob {
+		return errs.Kind(errs.IncompatibleState, fmt.Errorf("eddy: checkpoint %d was written by a job that declared other parts or parameters (- the checkpoint's, + this job's):\n%s\n"+
+			"resuming would mix two jobs' output: run this job with its own checkpoint storage and output, or pass eddy.AllowChangedJob()",
+			m.ID, graph.FingerprintDiff(m.Fingerprint, e.cfg.Fingerprint)), true)
+	}
 	if j.restored != nil {
 		j.logShared = dstl.NewShared()
 	}
@@ -112,7 +118,7 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		// Ids keep growing past anything stored, also after a fallback.
 		id, err := storage.NextID(ctx)
 		if err != nil {
-			return fmt.Errorf("eddy: reading checkpoints: %w", err)
+			return errs.Kind(errs.Storage, fmt.Errorf("eddy: reading checkpoints: %w", err), false)
 		}
 		j.nextID = id
 	}
@@ -392,6 +398,7 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 			timeout.Reset(time.Hour)
 			r := manifest.Assemble(c.id, e.cfg.Job, time.Now().UnixNano(), e.cfg.MaxParallelism, c.acks, pendingTxns)
 			m, commits := r.Manifest, r.Commits
+			m.Fingerprint = e.cfg.Fingerprint
 			bytes, entries, uploaded, full := r.Bytes, r.Entries, r.Uploaded, r.Full
 			writeStart := time.Now()
 			if j.lease != nil {

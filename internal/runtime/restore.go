@@ -139,6 +139,12 @@ func (sc *Subtask) loadParts(uid string, b *state.Backend, parts []checkpoint.St
 	for f := range out {
 		if first == nil {
 			p, err := parts[f.i], f.err
+			if err == nil && p.CRC != 0 {
+				if got := blob.Checksum(f.data); got != p.CRC {
+					// A valid blob, but not the one the checkpoint wrote.
+					err = &blob.CorruptError{Name: p.Blob, Reason: fmt.Sprintf("the manifest records CRC-32C %08x, the blob holds %08x (replaced by another file?)", p.CRC, got)}
+				}
+			}
 			if err == nil {
 				err = b.RestorePart(f.data, int(p.KeyGroupStart), int(p.KeyGroupEnd))
 			}

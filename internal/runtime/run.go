@@ -33,6 +33,10 @@ type Config struct {
 	Logger            *slog.Logger
 	OnCheckpoint      func(CheckpointStats)
 	Changelog         *ChangelogConfig // nil: the heap backend alone
+	// Fingerprint is recorded in every manifest; a restore from a
+	// checkpoint with another one is refused unless AllowChangedJob.
+	Fingerprint     string
+	AllowChangedJob bool
 }
 
 // runner is one Run of a job graph: its configuration, graph and counters.
