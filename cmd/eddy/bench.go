@@ -399,7 +399,9 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 		}
 		cancel()
 	}()
-	env := eddy.New(opts()...)
+	// The measured job takes over the pre-fill's keyed state under
+	// another source: a changed job, on purpose.
+	env := eddy.New(append(opts(), eddy.AllowChangedJob())...)
 	mu.Lock()
 	current = env
 	mu.Unlock()

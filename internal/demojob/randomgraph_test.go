@@ -949,6 +949,7 @@ func checkIdentity(t *testing.T, g *graphSpec, rng *rand.Rand) (dup, out string)
 		}
 	}
 	got.First.Place, got.Second.Place = "", ""
+	got.First.Type, got.Second.Type = "", ""
 	if got != *want {
 		t.Fatalf("Run = %v\npredicted the id %q of the %s (%s) and the %s (%s)", err, want.ID,
 			want.First.Kind, want.First.How, want.Second.Kind, want.Second.How)
