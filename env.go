@@ -92,6 +92,14 @@ func JobParameters(kv ...string) Option {
 // state; it is the user's call that the output stays meaningful.
 func AllowChangedJob() Option { return func(c *config) { c.AllowChangedJob = true } }
 
+// AllowDuplicatesOnFallback lets a restore fall back past checkpoints that
+// turned out unusable (corrupt or missing) even though they committed
+// output to a sink that cannot roll it back (Kafka): that output is
+// committed again, and the job logs so at Error level. Without it such a
+// restore is refused. Sinks that can roll back (the file sink) do, and
+// need no permission.
+func AllowDuplicatesOnFallback() Option { return func(c *config) { c.AllowDuplicates = true } }
+
 // TolerableCheckpointFailures fails the job once more than n checkpoints
 // in a row have failed (timed out, an upload or the manifest failed), with
 // the last failure's error (default 3; negative: never), like Flink's

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/eddyflow/eddy/connector"
 	"github.com/eddyflow/eddy/internal/runtime"
 	"github.com/eddyflow/eddy/state"
 )
@@ -209,7 +210,8 @@ func ToSink[T any](s *Stream[T], sink Sink[T], opts ...SinkOption) {
 	}
 	id, how := c.id(sink.Name(), "the connector's Name")
 	s.env.node("sink", id, how, typeName[T]())
-	entry := s.env.graph.AddSink(id, sink.Recover, sink.Commit)
+	rollback, _ := any(sink).(connector.RollbackSink)
+	entry := s.env.graph.AddSink(id, sink.Recover, sink.Commit, rollback)
 	s.consume("sink "+id, func(sc *runtime.Subtask) (runtime.Push[T], error) {
 		w, err := runtime.OpenSink(sc, entry, sink)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -92,11 +93,54 @@ func (s *Storage) List(ctx context.Context) ([]uint64, error) {
 // from a checkpoint older than the newest should continue from NextID, not
 // from its restored id + 1, since Complete refuses ids below a complete one.
 func (s *Storage) NextID(ctx context.Context) (uint64, error) {
-	ids, err := s.List(ctx)
-	if err != nil || len(ids) == 0 {
-		return 1, err
+	// Every object counts, not only manifests: a checkpoint whose
+	// manifest was deleted may have committed output under its id (a
+	// sink's transaction markers), so its id is never taken again.
+	names, err := s.store.List(ctx, checkpointsDir)
+	if err != nil {
+		return 1, fmt.Errorf("checkpoint: list checkpoints: %w", err)
 	}
-	return ids[len(ids)-1] + 1, nil
+	next := uint64(1)
+	for _, n := range names {
+		if id, _, ok := parseName(n); ok && id >= next {
+			next = id + 1
+		}
+	}
+	return next, nil
+}
+
+// quarantineDir holds one marker per quarantined checkpoint, its reason.
+const quarantineDir = "quarantine/"
+
+// Quarantine sets checkpoint id aside as unusable, saying why: retention
+// never deletes its objects (they are the evidence of what went wrong),
+// and Latest and Before pass over it.
+func (s *Storage) Quarantine(ctx context.Context, id uint64, reason string) error {
+	if err := s.store.Put(ctx, fmt.Sprintf("%s%020d", quarantineDir, id), []byte(reason)); err != nil {
+		return fmt.Errorf("checkpoint: quarantine checkpoint %d: %w", id, err)
+	}
+	return nil
+}
+
+// Quarantined returns the quarantined checkpoints and why.
+func (s *Storage) Quarantined(ctx context.Context) (map[uint64]string, error) {
+	names, err := s.store.List(ctx, quarantineDir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: list quarantine: %w", err)
+	}
+	q := map[uint64]string{}
+	for _, n := range names {
+		id, err := strconv.ParseUint(strings.TrimPrefix(n, quarantineDir), 10, 64)
+		if err != nil {
+			continue
+		}
+		reason := "quarantined"
+		if data, err := s.store.Get(ctx, n); err == nil && len(data) > 0 {
+			reason = string(data)
+		}
+		q[id] = reason
+	}
+	return q, nil
 }
 
 // Load reads and decodes the manifest of checkpoint id. It does not check
@@ -257,10 +301,14 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 		kept++
 	}
 	var manifests, files []string
+	quarantined, err := s.Quarantined(ctx)
+	if err != nil {
+		return err
+	}
 	for _, n := range names {
 		id, manifest, ok := parseName(n)
 		switch {
-		case !ok || id > m.ID || keep[n]:
+		case !ok || id > m.ID || keep[n] || quarantined[id] != "":
 		case manifest:
 			manifests = append(manifests, n)
 		default:
@@ -368,11 +416,19 @@ func (s *Storage) newest(ctx context.Context, eligible func(uint64) bool) (*Mani
 	if err != nil {
 		return nil, nil, err
 	}
+	quarantined, err := s.Quarantined(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	var skipped []error
 	listed := map[string]map[string]bool{} // directory prefix -> names under it
 	for i := len(ids) - 1; i >= 0; i-- {
 		id := ids[i]
 		if !eligible(id) {
+			continue
+		}
+		if why := quarantined[id]; why != "" {
+			skipped = append(skipped, &SkipError{id, fmt.Errorf("quarantined: %s", why)})
 			continue
 		}
 		m, err := s.load(ctx, id)

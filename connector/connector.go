@@ -125,3 +125,17 @@ func CanonicalPath(p string) (string, error) {
 		dir = parent
 	}
 }
+
+// RollbackSink is implemented by sinks that can undo what they committed.
+// When a restore has to fall back past checkpoints (their manifest or
+// state is corrupt or missing), the output those checkpoints committed
+// would be produced again: a RollbackSink removes it first, so the
+// fallback stays exactly-once. A fallback past committed output of a sink
+// that is not one is refused unless the job allows duplicates.
+type RollbackSink interface {
+	// CommittedAfter describes the output committed by checkpoints after
+	// id (after 0: any), or returns "" if there is none.
+	CommittedAfter(ctx context.Context, id uint64) (string, error)
+	// RollBack removes the output committed by checkpoints after id.
+	RollBack(ctx context.Context, id uint64) error
+}

@@ -484,3 +484,45 @@ func TestSourceRejectsNonRecords(t *testing.T) {
 		r.Close()
 	}
 }
+
+// TestRollBack: the sink removes exactly the files committed by
+// checkpoints after the one a restore falls back to.
+func TestRollBack(t *testing.T) {
+	dir := t.TempDir()
+	sink := JSONLines[rec](dir)
+	rb := sink.(connector.RollbackSink)
+	if desc, err := rb.CommittedAfter(ctx, 0); desc != "" || err != nil {
+		t.Fatalf("empty sink: %q, %v", desc, err)
+	}
+	if err := sink.Recover(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	w, err := sink.OpenWriter(ctx, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ckpt := uint64(1); ckpt <= 3; ckpt++ {
+		write(t, w, int(ckpt))
+		h, err := w.PreCommit(ckpt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Commit(ctx, [][]byte{h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	desc, err := rb.CommittedAfter(ctx, 1)
+	if err != nil || !strings.HasPrefix(desc, "2 committed files") {
+		t.Fatalf("CommittedAfter(1) = %q, %v", desc, err)
+	}
+	if err := rb.RollBack(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(t, dir); !slices.Equal(got, []int{1}) {
+		t.Fatalf("after rolling back past checkpoint 1: %v", got)
+	}
+	if desc, _ := rb.CommittedAfter(ctx, 1); desc != "" {
+		t.Fatalf("still committed after 1: %s", desc)
+	}
+}

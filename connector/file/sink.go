@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -66,12 +67,7 @@ type handle struct {
 
 func (s *jsonSink[T]) Recover(ctx context.Context, committed [][]byte) error {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
-		err = fmt.Errorf("file sink: %w", err)
-		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EEXIST) {
-			// A file where the directory should be: no retry fixes it.
-			err = connector.Permanent(err)
-		}
-		return err
+		return dirError(err)
 	}
 	if err := s.Commit(ctx, committed); err != nil {
 		return err
@@ -259,4 +255,65 @@ func syncDir(dir string) error {
 		return fmt.Errorf("file sink: sync dir %s: %w", dir, err)
 	}
 	return nil
+}
+
+var _ connector.RollbackSink = (*jsonSink[int])(nil)
+
+// committedAfter lists the committed files of checkpoints after id: their
+// names are part-<subtask>-<checkpoint>-<attempt>.jsonl.
+func (s *jsonSink[T]) committedAfter(id uint64) ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, dirError(err)
+	}
+	var after []string
+	for _, e := range entries {
+		parts := strings.Split(strings.TrimSuffix(e.Name(), ".jsonl"), "-")
+		if e.IsDir() || !strings.HasPrefix(e.Name(), "part-") || !strings.HasSuffix(e.Name(), ".jsonl") || len(parts) != 4 {
+			continue
+		}
+		if c, err := strconv.ParseUint(parts[2], 10, 64); err == nil && c > id {
+			after = append(after, e.Name())
+		}
+	}
+	return after, nil
+}
+
+// CommittedAfter describes the committed files of checkpoints after id.
+func (s *jsonSink[T]) CommittedAfter(_ context.Context, id uint64) (string, error) {
+	after, err := s.committedAfter(id)
+	if err != nil || len(after) == 0 {
+		return "", err
+	}
+	return fmt.Sprintf("%d committed files in %s, first %s", len(after), s.dir, after[0]), nil
+}
+
+// RollBack deletes the committed files of checkpoints after id.
+func (s *jsonSink[T]) RollBack(_ context.Context, id uint64) error {
+	after, err := s.committedAfter(id)
+	if err != nil {
+		return err
+	}
+	for _, name := range after {
+		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("file sink: rolling back: %w", err)
+		}
+	}
+	if len(after) > 0 {
+		return syncDir(s.dir)
+	}
+	return nil
+}
+
+// dirError is err from using the sink's directory; a file where the
+// directory should be is permanent: no retry fixes it.
+func dirError(err error) error {
+	err = fmt.Errorf("file sink: %w", err)
+	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EEXIST) {
+		return connector.Permanent(err)
+	}
+	return err
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/connector/datagen"
+	"github.com/eddyflow/eddy/connector/file"
 )
 
 // logBuffer collects the runtime's log lines and echoes them to the test log.
@@ -58,53 +60,15 @@ func checkpointDir(data string, id uint64) string {
 	return filepath.Join(data, "checkpoints", fmt.Sprintf("%020d", id))
 }
 
-// supersetOf checks that got holds every line of want (sorted, as committed
-// and expected return them) and nothing that is not in want; lines of want
-// may repeat in got. It returns the number of repeated lines.
-func supersetOf(t *testing.T, got, want []string) int {
-	t.Helper()
-	count := make(map[string]int, len(want))
-	for _, l := range want {
-		count[l]++
-	}
-	for _, l := range want {
-		if count[l] != 1 {
-			t.Fatalf("the reference repeats %s", l)
-		}
-	}
-	seen := make(map[string]int, len(got))
-	for _, l := range got {
-		if count[l] == 0 {
-			t.Fatalf("committed line not in the reference: %s", l)
-		}
-		seen[l]++
-	}
-	repeats := 0
-	for _, l := range want {
-		switch n := seen[l]; {
-		case n == 0:
-			t.Fatalf("reference line never committed: %s", l)
-		case n > 1:
-			repeats += n - 1
-		}
-	}
-	return repeats
-}
-
 // TestCorruptCheckpointFallsBack stops a job after a few checkpoints,
-// corrupts the newest one (a state part, the manifest, or with the
-// changelog on an object of its log), and checks that
-// the next run says it falls back to an older checkpoint and completes.
-//
-// Falling back is not exactly-once: the corrupt checkpoint's sink
-// transactions were already committed (made visible) when it completed, and
-// the job replays the records between the older checkpoint and the corrupt
-// one, so their output lines are committed a second time. The file sink can
-// abort only pending transactions, not take back committed files. So this
-// test checks that every reference line is committed and that nothing else
-// is (a superset of the reference with repeats), not exact equality.
+// damages the newest one (a state part, the manifest, with the changelog on
+// an object of its log; or deletes its manifest) or every one, and checks
+// that the next run falls back to an older checkpoint (or the beginning),
+// rolls back the output committed after it (the file sink can), and
+// commits exactly the reference: no loss, no duplicate. The damaged
+// checkpoints are quarantined, not pruned.
 func TestCorruptCheckpointFallsBack(t *testing.T) {
-	for _, what := range []string{"state", "manifest", "log"} {
+	for _, what := range []string{"state", "manifest", "log", "manifest-deleted", "every-manifest"} {
 		t.Run(what, func(t *testing.T) {
 			dir := t.TempDir()
 			c := Config{Seed: 5, Events: 60_000, Drivers: 200, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
@@ -147,6 +111,17 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 			case "manifest":
 				flipByte(t, filepath.Join(cdir, "MANIFEST"))
 				marker = fmt.Sprintf("checkpoint %d:", newest)
+			case "manifest-deleted":
+				// No trace that it ever completed but its sink's files.
+				if err := os.Remove(filepath.Join(cdir, "MANIFEST")); err != nil {
+					t.Fatal(err)
+				}
+				marker = ""
+			case "every-manifest":
+				for _, id := range ids {
+					flipByte(t, filepath.Join(checkpointDir(c.Data, id), "MANIFEST"))
+				}
+				marker = fmt.Sprintf("checkpoint %d:", newest)
 			case "log":
 				// The newest log object: older checkpoints end before it.
 				store, err := blob.Open(c.Data)
@@ -180,7 +155,7 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 				t.Fatalf("run after corrupting checkpoint %d: %v", newest, err)
 			}
 			out := logs.String()
-			fellBack := false
+			fellBack := marker == ""
 			for _, line := range strings.Split(out, "\n") {
 				if strings.Contains(line, marker) && strings.Contains(line, "falling back") {
 					fellBack = true
@@ -189,16 +164,78 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 			if !fellBack {
 				t.Fatalf("no log line mentions %q and \"falling back\"; the log:\n%s", marker, out)
 			}
+			if !strings.Contains(out, "rolling back output committed after the checkpoint restored from") {
+				t.Fatalf("the log does not say the output after the fallback point was rolled back:\n%s", out)
+			}
 			st := env.Stats()
-			if st.RestoredFrom == 0 || st.RestoredFrom >= newest {
-				t.Fatalf("restored from checkpoint %d, want one before the corrupt %d", st.RestoredFrom, newest)
+			if what == "every-manifest" {
+				if st.RestoredFrom != 0 {
+					t.Fatalf("restored from checkpoint %d with every manifest corrupt", st.RestoredFrom)
+				}
+			} else {
+				if st.RestoredFrom == 0 || st.RestoredFrom >= newest {
+					t.Fatalf("restored from checkpoint %d, want one before the damaged %d", st.RestoredFrom, newest)
+				}
+				if !strings.Contains(out, fmt.Sprintf("msg=\"restoring from checkpoint\" component=eddy checkpoint=%d\n", st.RestoredFrom)) {
+					t.Fatalf("the log does not say it restores checkpoint %d:\n%s", st.RestoredFrom, out)
+				}
 			}
-			if !strings.Contains(out, fmt.Sprintf("msg=\"restoring from checkpoint\" component=eddy checkpoint=%d\n", st.RestoredFrom)) {
-				t.Fatalf("the log does not say it restores checkpoint %d:\n%s", st.RestoredFrom, out)
-			}
-			repeats := supersetOf(t, committed(t, c.Out), want)
-			t.Logf("checkpoint %d corrupt, restored %d: %d lines committed twice", newest, st.RestoredFrom, repeats)
+			sameLines(t, committed(t, c.Out), want)
 			noPending(t, c.Out)
+			if marker != "" {
+				// The damaged checkpoint is kept, set aside.
+				if _, err := os.Stat(filepath.Join(c.Data, "quarantine", fmt.Sprintf("%020d", newest))); err != nil {
+					t.Fatalf("checkpoint %d was not quarantined: %v", newest, err)
+				}
+				if _, err := os.Stat(cdir); err != nil {
+					t.Fatalf("the quarantined checkpoint %d was pruned: %v", newest, err)
+				}
+			}
 		})
+	}
+}
+
+// noRollback hides that the file sink can roll back: like Kafka's.
+type noRollback[T any] struct{ eddy.Sink[T] }
+
+// TestFallbackRefusedWithoutRollback: falling back past a checkpoint that
+// committed output to a sink that cannot roll it back is refused, naming
+// the checkpoint, why it is unusable and the sink; AllowDuplicatesOnFallback
+// lets it run, saying so at Error level.
+func TestFallbackRefusedWithoutRollback(t *testing.T) {
+	dir := t.TempDir()
+	data, out := filepath.Join(dir, "data"), filepath.Join(dir, "out")
+	build := func(opts ...eddy.Option) *eddy.Env {
+		env := eddy.New(append([]eddy.Option{eddy.Checkpoints(data, 10*time.Millisecond), eddy.Parallelism(1), eddy.Restarts(0, 0)}, opts...)...)
+		src := eddy.FromSource(env, datagen.GPS(datagen.Events(30_000), datagen.Rate(30_000), datagen.Drivers(20)))
+		eddy.ToSink(src, noRollback[datagen.GPSPoint]{file.JSONLines[datagen.GPSPoint](out)}, eddy.UID("points"))
+		return env
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	env := build(eddy.LogOutput(testWriter{t}), eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
+		if s.ID >= 4 {
+			cancel()
+		}
+	}))
+	if err := env.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("partial run: %v", err)
+	}
+	newest := maxID(manifestIDs(data))
+	flipByte(t, filepath.Join(checkpointDir(data, newest), "MANIFEST"))
+	err := build(eddy.LogOutput(testWriter{t})).Run(context.Background())
+	if !errors.Is(err, eddy.ErrCorruptCheckpoint) || !errors.Is(err, eddy.ErrPermanent) {
+		t.Fatalf("Run = %v, want a refusal", err)
+	}
+	for _, want := range []string{fmt.Sprintf("checkpoint %d: manifest corrupt", newest), "sinks points", "cannot roll it back"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal %q does not say %q", err, want)
+		}
+	}
+	logs := &logBuffer{t: t}
+	if err := build(eddy.LogOutput(logs), eddy.AllowDuplicatesOnFallback()).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "duplicates allowed") {
+		t.Fatalf("the allowed fallback was not logged as an error:\n%s", logs.String())
 	}
 }

@@ -78,9 +78,10 @@ type SourceEntry struct {
 
 // SinkEntry is a sink of the job, type-erased.
 type SinkEntry struct {
-	name    string
-	recover func(ctx context.Context, txns [][]byte) error
-	commit  func(ctx context.Context, txns [][]byte) error
+	name     string
+	recover  func(ctx context.Context, txns [][]byte) error
+	commit   func(ctx context.Context, txns [][]byte) error
+	rollback connector.RollbackSink // nil if the sink cannot undo a commit
 }
 
 // AddSource adds a source stage of parallelism par reading a source with
@@ -96,9 +97,10 @@ func (g *Graph) AddSource(par int, name string, splits int) (*Stage, *SourceEntr
 // SetRun sets the loop of the source's subtasks.
 func (s *SourceEntry) SetRun(run func(sc *Subtask) error) { s.run = run }
 
-// AddSink adds a sink with id name to the job.
-func (g *Graph) AddSink(name string, recover, commit func(ctx context.Context, txns [][]byte) error) *SinkEntry {
-	s := &SinkEntry{name: name, recover: recover, commit: commit}
+// AddSink adds a sink with id name to the job; rollback is nil unless the
+// sink can undo what it committed.
+func (g *Graph) AddSink(name string, recover, commit func(ctx context.Context, txns [][]byte) error, rollback connector.RollbackSink) *SinkEntry {
+	s := &SinkEntry{name: name, recover: recover, commit: commit, rollback: rollback}
 	g.sinks = append(g.sinks, s)
 	return s
 }

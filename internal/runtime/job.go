@@ -100,11 +100,20 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		}
 		for _, s := range skipped {
 			e.cfg.Logger.Warn("skipping a checkpoint", "err", s)
+			var se *checkpoint.SkipError
+			if errors.As(s, &se) {
+				e.unusable[se.ID] = se.Err.Error()
+			}
 		}
 		if err != nil {
 			return errs.Kind(errs.Storage, fmt.Errorf("eddy: reading checkpoints: %w", err), false)
 		}
 		j.restored = m
+	}
+	if storage != nil {
+		if err := e.settleFallback(ctx, storage, j.restored); err != nil {
+			return err
+		}
 	}
 	if m := j.restored; m != nil && m.Fingerprint != "" && m.Fingerprint != e.cfg.Fingerprint && !e.cfg.AllowChangedJob {
 		return errs.Kind(errs.IncompatibleState, fmt.Errorf("eddy: checkpoint %d was written by a job that declared other parts or parameters (- the checkpoint's, + this job's):\n%s\n"+

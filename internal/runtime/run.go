@@ -37,6 +37,9 @@ type Config struct {
 	// checkpoint with another one is refused unless AllowChangedJob.
 	Fingerprint     string
 	AllowChangedJob bool
+	// AllowDuplicates lets a restore fall back past checkpoints that
+	// committed output to sinks that cannot roll it back.
+	AllowDuplicates bool
 }
 
 // runner is one Run of a job graph: its configuration, graph and counters.
@@ -46,6 +49,8 @@ type runner struct {
 	sources []*SourceEntry
 	sinks   []*SinkEntry
 	stats   *Counters
+	// unusable are the checkpoints found corrupt or incomplete, and why.
+	unusable map[uint64]string
 }
 
 // Run runs the job graph g until its bounded inputs are exhausted and their
@@ -55,7 +60,7 @@ type runner struct {
 // counting a restart); on a failure it restarts from the last checkpoint as
 // cfg allows, unless the error is permanent.
 func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
-	e := &runner{cfg: cfg, stages: g.stages, sources: g.sources, sinks: g.sinks, stats: stats}
+	e := &runner{cfg: cfg, stages: g.stages, sources: g.sources, sinks: g.sinks, stats: stats, unusable: map[uint64]string{}}
 	var store *checkpoint.Storage
 	bs := cfg.Store
 	if bs == nil && cfg.StorageURL != "" {
@@ -95,6 +100,7 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 			cfg.Logger.Warn("checkpoint unusable; falling back to the previous complete checkpoint (output committed after it may repeat)",
 				"checkpoint", re.id, "err", re.err)
 			before = re.id
+			e.unusable[re.id] = re.err.Error()
 			attempt--
 			continue
 		}
