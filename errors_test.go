@@ -122,4 +122,8 @@ func TestCheckpointsFailingForever(t *testing.T) {
 	if n := strings.Count(logs.String(), "checkpoint failed"); n != 3 {
 		t.Fatalf("%d failed checkpoints logged, want 3:\n%s", n, logs)
 	}
+	// The failed checkpoints' pending output is gone.
+	if pending, _ := filepath.Glob(filepath.Join(dir, "out", ".*")); len(pending) != 0 {
+		t.Fatalf("pending files left: %v", pending)
+	}
 }

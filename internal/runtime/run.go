@@ -105,6 +105,9 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 			continue
 		}
 		if errs.IsPermanent(err) || attempt >= cfg.Restarts {
+			if store != nil {
+				e.abandonPending(store)
+			}
 			return err
 		}
 		stats.restarts.Add(1)
@@ -136,4 +139,31 @@ func restartDelay(first time.Duration, attempt int) time.Duration {
 		}
 	}
 	return d
+}
+
+// abandonPending runs when the job fails for good: every sink settles what
+// the latest complete checkpoint recorded and aborts the rest, so the output
+// of failed checkpoints does not lie around pending until a next run (it is
+// produced again from that checkpoint). Best effort: a failure is logged.
+func (e *runner) abandonPending(store *checkpoint.Storage) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, _, err := store.Latest(ctx)
+	if err != nil {
+		e.cfg.Logger.Warn("the job failed; its sinks' pending output stays for the next run to abort", "err", err)
+		return
+	}
+	for _, s := range e.sinks {
+		var txns [][]byte
+		if m != nil {
+			for _, ss := range m.Sinks {
+				if ss.Name == s.name {
+					txns = ss.Txns
+				}
+			}
+		}
+		if err := s.recover(ctx, txns); err != nil {
+			e.cfg.Logger.Warn("the job failed; aborting a sink's pending output failed too (the next run aborts it)", "sink", s.name, "err", err)
+		}
+	}
 }
