@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/connector/datagen"
+	"github.com/eddyflow/eddy/connector/discard"
 	"github.com/eddyflow/eddy/connector/file"
 	"github.com/eddyflow/eddy/state"
 )
@@ -125,5 +127,55 @@ func TestCheckpointsFailingForever(t *testing.T) {
 	// The failed checkpoints' pending output is gone.
 	if pending, _ := filepath.Glob(filepath.Join(dir, "out", ".*")); len(pending) != 0 {
 		t.Fatalf("pending files left: %v", pending)
+	}
+}
+
+// readOnly fails every write as a read-only file system does.
+type readOnly struct{ blob.Store }
+
+func (s readOnly) Put(ctx context.Context, name string, data []byte) error {
+	return &fs.PathError{Op: "open", Path: "/data/" + name, Err: syscall.EROFS}
+}
+
+// TestReadOnlyStorage: a checkpoint store that refuses writes fails the job
+// with that cause (EROFS, ErrStorage), not "context canceled".
+func TestReadOnlyStorage(t *testing.T) {
+	dir := t.TempDir()
+	inner, err := blob.Open(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := eddy.New(eddy.CheckpointStore(readOnly{inner}, 10*time.Millisecond), eddy.Parallelism(2), eddy.Restarts(0, 0),
+		eddy.TolerableCheckpointFailures(0), eddy.LogOutput(&logBuf{}))
+	ks := eddy.KeyBy(eddy.FromSource(env, datagen.GPS(datagen.Events(1<<40), datagen.Rate(10_000))), func(p *datagen.GPSPoint) string { return p.DriverID })
+	eddy.ToSink(eddy.Reduce(ks, func(a, b datagen.GPSPoint) datagen.GPSPoint { return b }), discard.Sink[datagen.GPSPoint]())
+	err = env.Run(context.Background())
+	if !errors.Is(err, eddy.ErrStorage) || !errors.Is(err, syscall.EROFS) || errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "context canceled") {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+// TestLostLockStops: a job whose storage lock is removed while it runs
+// (another process could now take the storage) stops before its next
+// manifest, with ErrFenced, instead of committing.
+func TestLostLockStops(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	var once sync.Once
+	env := eddy.New(eddy.Checkpoints(data, 10*time.Millisecond), eddy.Parallelism(1), eddy.Restarts(3, time.Millisecond), eddy.LogOutput(&logBuf{}),
+		eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+			once.Do(func() {
+				if err := os.Remove(filepath.Join(data, ".lock")); err != nil {
+					t.Error(err)
+				}
+			})
+		}))
+	eddy.ToSink(eddy.FromSource(env, datagen.GPS(datagen.Events(1<<40), datagen.Rate(10_000))), discard.Sink[datagen.GPSPoint]())
+	err := env.Run(context.Background())
+	if !errors.Is(err, eddy.ErrFenced) || !errors.Is(err, eddy.ErrPermanent) || !strings.Contains(err.Error(), "was removed or replaced") {
+		t.Fatalf("Run = %v", err)
+	}
+	if st := env.Stats(); st.Checkpoints != 1 || st.Restarts != 0 {
+		t.Fatalf("%d checkpoints, %d restarts after losing the lock", st.Checkpoints, st.Restarts)
 	}
 }
