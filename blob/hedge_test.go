@@ -76,6 +76,12 @@ func (s *slowStore) Delete(ctx context.Context, name string) error {
 
 // hedgeCases are plans for a slowStore's calls and what a hedged operation
 // with 3 attempts makes of them.
+// hedgeDelay is the hedge delay of these tests: long enough that a failed
+// attempt's immediate retry finishes before a hedge could start, even on a
+// loaded machine whose file writes (with fsync) take tens of milliseconds
+// (at 20 ms, "failure retried at once" saw a third attempt under load).
+const hedgeDelay = 250 * time.Millisecond
+
 var hedgeCases = []struct {
 	name    string
 	plan    []string
@@ -96,7 +102,7 @@ func TestHedgerDelete(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			inner := storeWithObject(t, "o", "payload")
 			s := &slowStore{Store: inner, plan: tc.plan}
-			err := (&blob.Hedger{Max: 20 * time.Millisecond}).Delete(context.Background(), s, "o", 3)
+			err := (&blob.Hedger{Max: hedgeDelay}).Delete(context.Background(), s, "o", 3)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
 			}
@@ -123,7 +129,7 @@ func TestPutHedged(t *testing.T) {
 			}
 			s := &slowStore{Store: inner, plan: tc.plan}
 			start := time.Now()
-			err = blob.PutHedged(context.Background(), s, "m", []byte("manifest"), 20*time.Millisecond, 3)
+			err = blob.PutHedged(context.Background(), s, "m", []byte("manifest"), hedgeDelay, 3)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
 			}
