@@ -47,22 +47,7 @@ func BenchmarkSlidingWindows(b *testing.B) {
 	gps := func() eddy.Source[datagen.GPSPoint] {
 		return datagen.GPS(datagen.Seed(1), datagen.Events(events), datagen.Drivers(drivers), datagen.Spacing(time.Second/drivers))
 	}
-	run := func(b *testing.B, build func(env *eddy.Env)) {
-		for b.Loop() {
-			env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(b.TempDir(), time.Second), eddy.LogOutput(&logBuf{}))
-			build(env)
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			start := time.Now()
-			if err := env.Run(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			el := time.Since(start)
-			runtime.ReadMemStats(&after)
-			b.ReportMetric(float64(events)/el.Seconds(), "events/s")
-			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/events, "allocs/event")
-		}
-	}
+	run := func(b *testing.B, build func(env *eddy.Env)) { runJobBench(b, 2, events, build) }
 	b.Run("keyed-count", func(b *testing.B) {
 		run(b, func(env *eddy.Env) {
 			pts := eddy.FromSource(env, gps())
@@ -124,8 +109,7 @@ func BenchmarkEventTimeParallelism(b *testing.B) {
 		}
 		for _, par := range []int{2, 4, 8} {
 			b.Run(fmt.Sprintf("%s/par=%d", cfg.name, par), func(b *testing.B) {
-				for b.Loop() {
-					env := eddy.New(eddy.Parallelism(par), eddy.Checkpoints(b.TempDir(), time.Second), eddy.LogOutput(&logBuf{}))
+				runJobBench(b, par, events, func(env *eddy.Env) {
 					src := datagen.GPS(datagen.Seed(1), datagen.Events(events), datagen.Drivers(drivers), datagen.Spacing(time.Second/time.Duration(drivers)))
 					pts := eddy.FromSource(env, src, eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second, wmOpts...))
 					keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
@@ -134,21 +118,30 @@ func BenchmarkEventTimeParallelism(b *testing.B) {
 						Result: func(k string, _ eddy.Window, n int64) slideOut { return slideOut{Driver: k, Points: n} },
 					})
 					eddy.ToSink(w.Results, discard.Sink[slideOut]())
-					var before, after runtime.MemStats
-					runtime.ReadMemStats(&before)
-					start, cpu := time.Now(), kcProcessCPU()
-					if err := env.Run(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-					el, cpu := time.Since(start), kcProcessCPU()-cpu
-					runtime.ReadMemStats(&after)
-					b.ReportMetric(float64(events)/el.Seconds(), "events/s")
-					b.ReportMetric(float64(after.Mallocs-before.Mallocs)/events, "allocs/event")
-					// The process's CPU time per event: the cost of the work,
-					// whatever share of the shared machine the run got.
-					b.ReportMetric(float64(cpu.Nanoseconds())/events, "cpu-ns/event")
-				}
+				})
 			})
 		}
+	}
+}
+
+// runJobBench runs, per benchmark iteration, the job build makes at
+// parallelism par with checkpoints every second, and reports events/s,
+// allocs/event and cpu-ns/event (the process's CPU time per event: the
+// cost of the work, whatever share of the shared machine the run got).
+func runJobBench(b *testing.B, par int, events int64, build func(env *eddy.Env)) {
+	for b.Loop() {
+		env := eddy.New(eddy.Parallelism(par), eddy.Checkpoints(b.TempDir(), time.Second), eddy.LogOutput(&logBuf{}))
+		build(env)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start, cpu := time.Now(), kcProcessCPU()
+		if err := env.Run(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		el, cpu := time.Since(start), kcProcessCPU()-cpu
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(events)/el.Seconds(), "events/s")
+		b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(events), "allocs/event")
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(events), "cpu-ns/event")
 	}
 }

@@ -295,7 +295,6 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 	}
 	finishedSources := 0
 	var inflight *pendingCheckpoint
-	aborted := map[uint64]bool{}
 	// Sink transactions pre-committed by checkpoints not yet complete,
 	// including aborted ones: their records precede later barriers.
 	pendingTxns := map[string][]manifest.Txn{}
@@ -355,7 +354,6 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 		case <-timeout.C:
 			if inflight != nil {
 				e.cfg.Logger.Warn("checkpoint timed out; aborting it", "checkpoint", inflight.id, "timeout", e.cfg.Timeout)
-				aborted[inflight.id] = true
 				if inflight.final {
 					return fmt.Errorf("eddy: the final checkpoint %d timed out", inflight.id)
 				}
@@ -380,7 +378,6 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 					if inflight.final {
 						return fmt.Errorf("eddy: the final checkpoint %d failed: %w", a.ID, a.Err)
 					}
-					aborted[a.ID] = true
 					if err := failed(fmt.Errorf("checkpoint %d: %w", a.ID, a.Err)); err != nil {
 						return err
 					}
@@ -441,24 +438,21 @@ func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
 					}(m)
 				}
 				if err != nil {
-					var pe *checkpoint.PruneError
-					if !errors.As(err, &pe) {
-						if ctx.Err() != nil {
-							return ctx.Err()
-						}
-						// No manifest, no checkpoint: its transactions wait
-						// for the next one.
-						if c.final {
-							return errs.Kind(errs.Storage, fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.id, err), false)
-						}
-						e.cfg.Logger.Warn("checkpoint failed: writing its manifest", "checkpoint", c.id, "err", err)
-						if err := failed(fmt.Errorf("checkpoint %d: writing its manifest: %w", c.id, err)); err != nil {
-							return err
-						}
-						retryFinal()
-						continue
+					// Write does no pruning (that runs in the background),
+					// so an error means no manifest, no checkpoint: its
+					// transactions wait for the next one.
+					if ctx.Err() != nil {
+						return ctx.Err()
 					}
-					e.cfg.Logger.Warn("checkpoint complete; cleaning up old checkpoints failed", "checkpoint", c.id, "err", err)
+					if c.final {
+						return errs.Kind(errs.Storage, fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.id, err), false)
+					}
+					e.cfg.Logger.Warn("checkpoint failed: writing its manifest", "checkpoint", c.id, "err", err)
+					if err := failed(fmt.Errorf("checkpoint %d: writing its manifest: %w", c.id, err)); err != nil {
+						return err
+					}
+					retryFinal()
+					continue
 				}
 			}
 			manifestWrite := time.Since(writeStart)
