@@ -83,8 +83,42 @@ func (r *sinkRun) close() {
 	r.prods = nil
 	r.mu.Unlock()
 	for _, p := range prods {
-		p.cl.Close()
+		p.close()
 	}
+}
+
+// close closes the producer's client; a client that replaces it later is
+// closed at once.
+func (p *txnProducer) close() {
+	p.clMu.Lock()
+	p.closed = true
+	cl := p.cl
+	p.clMu.Unlock()
+	cl.Close()
+}
+
+// replaceClient swaps the client for a fresh one, with a new producer
+// epoch: after franz-go turned a commit into an abort its sequence state
+// for the partitions is not to be trusted (the next produce failed with
+// OUT_OF_ORDER_SEQUENCE_NUMBER). Called with mu held.
+func (p *txnProducer) replaceClient(ctx context.Context) error {
+	nc, err := p.reopen(ctx)
+	if err != nil {
+		return err
+	}
+	p.clMu.Lock()
+	old, closed := p.cl, p.closed
+	if !closed {
+		p.cl = nc
+	}
+	p.clMu.Unlock()
+	if closed {
+		nc.Close()
+		return fmt.Errorf("the job attempt has ended: %w", context.Canceled)
+	}
+	old.Close()
+	p.recs = nil
+	return nil
 }
 
 // Recover checks the topic, then (ExactlyOnce) takes the lineage of the
@@ -241,8 +275,15 @@ func cmpUint(a, b uint64) int {
 // txnProducer is the transactional producer of one subtask, and the last
 // marker it knows.
 type txnProducer struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// cl is read under mu by commits; replaced under mu and clMu; read
+	// under clMu by close.
 	cl     *kgo.Client
+	clMu   sync.Mutex
+	closed bool // guarded by clMu
+	// reopen creates a fresh client for the transactional id and
+	// initialises its producer id (fencing the current one).
+	reopen func(context.Context) (*kgo.Client, error)
 	txnID  string
 	group  string
 	marker handleMark
@@ -273,16 +314,33 @@ func (s *sink[T]) producer(ctx context.Context, run *sinkRun, subtask int) (*txn
 	}
 	run.mu.Unlock()
 	id := s.txnID(subtask)
-	cl, dial, err := newClient(&s.cfg.common,
+	opts := []kgo.Opt{
 		kgo.TransactionalID(id),
 		kgo.TransactionTimeout(s.cfg.txnTimeout),
 		kgo.DefaultProduceTopic(s.topic),
 		kgo.ProducerLinger(0),
-	)
+	}
+	cl, dial, err := newClient(&s.cfg.common, opts...)
 	if err != nil {
 		return nil, err
 	}
 	p := &txnProducer{cl: cl, txnID: id, group: id}
+	p.reopen = func(ctx context.Context) (*kgo.Client, error) {
+		cl, dial, err := newClient(&s.cfg.common, opts...)
+		if err != nil {
+			return nil, err
+		}
+		tctx, cancel := context.WithTimeout(ctx, s.cfg.connectTimeout)
+		defer cancel()
+		if _, _, err := cl.ProducerID(tctx); err != nil {
+			cl.Close()
+			if (tctx.Err() != nil && ctx.Err() == nil) || isDialErr(err) {
+				err = brokerErr(ctx, tctx, &s.cfg.common, dial, err)
+			}
+			return nil, fmt.Errorf("initialising transactional id %q again: %w", id, txnErr(err, id, s.cfg.name))
+		}
+		return cl, nil
+	}
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.connectTimeout)
 	defer cancel()
 	fail := func(err error) (*txnProducer, error) {
@@ -354,17 +412,58 @@ func (p *txnProducer) readMarker(ctx context.Context, topic string) error {
 	return nil
 }
 
+// commitAttempts bounds how often commit repeats a transaction that the
+// broker aborted although the client reported it committed.
+const commitAttempts = 3
+
 // commit produces a handle's records in one transaction together with its
 // marker, unless the marker says it is committed already.
+//
+// A nil from EndTransaction is not taken as proof: franz-go (v1.22.3) can
+// turn a commit into an abort and still return nil when it believes no
+// produce succeeded in the transaction (seen under load, after a produce to
+// a topic whose metadata was loading). So after every commit the marker is
+// read back, with stable offsets required: the marker moves only with the
+// transaction, so it says whether the records are visible. If they are not,
+// the transaction is produced again; after commitAttempts the commit fails
+// loudly rather than report records as committed that nobody can read.
 func (p *txnProducer) commit(ctx context.Context, name, topic string, topicID [16]byte, h handle) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.err != nil {
 		return p.err
 	}
-	if p.marker.set && p.marker.lineage == h.lineage && p.marker.checkpoint >= h.checkpoint {
-		return nil // committed before
+	for attempt := 1; ; attempt++ {
+		if p.marker.set && p.marker.lineage == h.lineage && p.marker.checkpoint >= h.checkpoint {
+			return nil // committed
+		}
+		if attempt > 1 {
+			if err := p.readMarker(ctx, topic); err != nil {
+				return fmt.Errorf("kafka sink %s: checking the commit of checkpoint %d: %w", name, h.checkpoint, err)
+			}
+			if p.marker.set && p.marker.lineage == h.lineage && p.marker.checkpoint >= h.checkpoint {
+				return nil
+			}
+			if attempt <= commitAttempts {
+				if err := p.replaceClient(ctx); err != nil {
+					return fmt.Errorf("kafka sink %s: checkpoint %d: the broker aborted the transaction although the client reported it committed, and a fresh producer could not be made: %w", name, h.checkpoint, err)
+				}
+			}
+			if attempt > commitAttempts {
+				return fmt.Errorf("kafka sink %s: checkpoint %d: the transaction of transactional id %q was aborted by the broker %d times although the client reported it committed; none of its records are visible, so the checkpoint is not committed",
+					name, h.checkpoint, p.txnID, commitAttempts)
+			}
+		}
+		if err := p.produceTxn(ctx, name, topic, topicID, h); err != nil {
+			return err
+		}
+		p.marker = handleMark{} // unknown until read back
 	}
+}
+
+// produceTxn writes the handle's records and marker in one transaction and
+// asks for its commit.
+func (p *txnProducer) produceTxn(ctx context.Context, name, topic string, topicID [16]byte, h handle) error {
 	fail := func(what string, err error) error {
 		// Abort what was started; the producer stays usable unless fenced.
 		// The client may still hold records: do not reuse them.
@@ -420,7 +519,6 @@ func (p *txnProducer) commit(ctx context.Context, name, topic string, topicID [1
 	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return fail("commit", err)
 	}
-	p.marker = handleMark{lineage: h.lineage, checkpoint: h.checkpoint, set: true}
 	return nil
 }
 

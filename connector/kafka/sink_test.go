@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 	"github.com/eddyflow/eddy/connector/kafka"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func countSink(addrs []string, opts ...kafka.SinkOpt) eddy.Sink[Count] {
@@ -294,4 +297,80 @@ func TestAtLeastOnceAndNone(t *testing.T) {
 			wantSeqs(t, seqs(t, addrs), 0, 100)
 		})
 	}
+}
+
+// abortCommits makes the cluster abort the next n transactions that a
+// client asks to commit, answering as if they committed: what franz-go does
+// itself when it wrongly believes no produce of the transaction succeeded.
+// It returns how many it turned.
+func abortCommits(c *kfake.Cluster, n int) *atomic.Int32 {
+	var turned atomic.Int32
+	c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.EndTxnRequest)
+		if r.Commit && turned.Load() < int32(n) {
+			r.Commit = false
+			turned.Add(1)
+		}
+		c.KeepControl()
+		return nil, nil, false // the cluster handles it, as changed
+	})
+	return &turned
+}
+
+// TestCommitTurnedIntoAbortIsRedone: a commit that the broker aborted while
+// the client reported success is noticed by reading the marker back, and
+// the transaction is produced again: every record once.
+func TestCommitTurnedIntoAbortIsRedone(t *testing.T) {
+	c := newCluster(t, 1, "out")
+	addrs := c.ListenAddrs()
+	ctx := testCtx(t)
+	s := countSink(addrs)
+	if err := s.Recover(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	h := preCommit(t, ctx, s, 0, 1, 1, 0, 50)
+	turned := abortCommits(c, 2)
+	if err := s.Commit(ctx, [][]byte{h}); err != nil {
+		t.Fatal(err)
+	}
+	if n := turned.Load(); n != 2 {
+		t.Fatalf("%d commits were turned into aborts, want 2", n)
+	}
+	wantSeqs(t, seqs(t, addrs), 0, 50)
+	// A repeated commit of the same handle is a no-op.
+	if err := s.Commit(ctx, [][]byte{h}); err != nil {
+		t.Fatal(err)
+	}
+	wantSeqs(t, seqs(t, addrs), 0, 50)
+}
+
+// TestCommitAbortedEveryTimeFailsLoudly: when every commit is aborted, the
+// sink says so instead of reporting the checkpoint committed, and a later
+// Recover with the handle commits it.
+func TestCommitAbortedEveryTimeFailsLoudly(t *testing.T) {
+	c := newCluster(t, 1, "out")
+	addrs := c.ListenAddrs()
+	ctx := testCtx(t)
+	s := countSink(addrs)
+	if err := s.Recover(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	h := preCommit(t, ctx, s, 0, 1, 1, 0, 20)
+	turned := abortCommits(c, 3)
+	err := s.Commit(ctx, [][]byte{h})
+	if err == nil || !strings.Contains(err.Error(), "aborted by the broker 3 times") || !strings.Contains(err.Error(), "checkpoint 1") {
+		t.Fatalf("want a loud commit failure naming the checkpoint, got %v", err)
+	}
+	if n := turned.Load(); n != 3 {
+		t.Fatalf("%d commits turned, want 3", n)
+	}
+	if got := seqs(t, addrs); len(got) != 0 {
+		t.Fatalf("aborted records are visible: %v", got)
+	}
+	// The next attempt of the job restores the checkpoint and commits it.
+	s2 := countSink(addrs)
+	if err := s2.Recover(ctx, [][]byte{h}); err != nil {
+		t.Fatal(err)
+	}
+	wantSeqs(t, seqs(t, addrs), 0, 20)
 }
