@@ -89,6 +89,10 @@ type LogPart struct {
 	Upto          uint64   `proto:"6"`
 	Objects       []string `proto:"7"`
 	Size          int64    `proto:"8"`
+	// CRCs are the checksums of Objects, one each, as the durable
+	// short-term log records them (dstl.Handle.CRCs), or empty in
+	// manifests written before they were recorded.
+	CRCs []uint32 `proto:"9,fixed"`
 }
 
 // StatePart is the state of the key groups [KeyGroupStart, KeyGroupEnd) as
@@ -245,6 +249,8 @@ func (m *Manifest) validate() error {
 				return fmt.Errorf("%s: key groups [%d, %d) exceed the operator's %d key groups", where, l.KeyGroupStart, l.KeyGroupEnd, op.MaxParallelism)
 			case l.Upto < l.After:
 				return fmt.Errorf("%s: sequence range (%d, %d] runs backwards", where, l.After, l.Upto)
+			case len(l.CRCs) != 0 && len(l.CRCs) != len(l.Objects):
+				return fmt.Errorf("%s: %d checksums for %d log objects", where, len(l.CRCs), len(l.Objects))
 			}
 			for _, o := range l.Objects {
 				if !files[o] {

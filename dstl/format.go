@@ -138,6 +138,7 @@ type Object struct {
 // group's changes at a time.
 type Batch struct {
 	compressed bool
+	crc        uint32 // the object's checksum, from its header
 	sections   []batchSection
 }
 
@@ -326,8 +327,14 @@ func decodeBatch(data []byte, keep func(writer string) bool) (*Batch, error) {
 		return nil, err
 	}
 	b.compressed = compressed
+	b.crc = objectCRC(data)
 	return b, nil
 }
+
+// objectCRC is the checksum an object's header records (CRC-32C of the
+// header's first 16 bytes and the stored body): what a Handle records to
+// identify the object. data must have passed checkObject, or be sealed.
+func objectCRC(data []byte) uint32 { return binary.LittleEndian.Uint32(data[16:headerSize]) }
 
 // checkObject verifies the header and checksum of an object and returns its
 // raw (decompressed) body and format version.

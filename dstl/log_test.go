@@ -1352,3 +1352,89 @@ func TestReadHedgesStuckObject(t *testing.T) {
 		t.Errorf("%d reads at once, want at most 3 fetches and a hedge", got)
 	}
 }
+
+// TestReadRefusesReplacedObject: an intact object that is not the one the
+// handle recorded (another valid object put under its name) is refused,
+// naming the object; a local copy that differs is read from the store
+// instead; a handle without checksums (written before they were recorded)
+// still reads.
+func TestReadRefusesReplacedObject(t *testing.T) {
+	store := fileStore(t)
+	local := t.TempDir()
+	ctx := context.Background()
+	l := openLog(t, store, Options{FlushInterval: time.Hour, LocalDir: local})
+	w := l.Writer("w")
+	w.Append(0, 1, []byte("a"), []byte("1"), false)
+	h1, err := w.Persist(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Append(0, 1, []byte("a"), []byte("2"), false)
+	h2, err := w.Persist(ctx, h1.Upto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h1.CRCs) != 1 || len(h2.CRCs) != 1 || h1.CRCs[0] == h2.CRCs[0] {
+		t.Fatalf("checksums not recorded: %v %v", h1.CRCs, h2.CRCs)
+	}
+	read := func(opts ReadOptions, h Handle) (model, *ReadStats, error) {
+		got := newSyncModel()
+		st := &ReadStats{}
+		opts.Stats = st
+		err := Read(ctx, store, opts, []Handle{h}, 0, 1, got.apply)
+		return got.m, st, err
+	}
+	if _, _, err := read(ReadOptions{}, h1); err != nil {
+		t.Fatal(err)
+	}
+	// The local copy of h1's object replaced by h2's object: the store's
+	// copy is read.
+	p1 := filepath.Join(local, filepath.FromSlash(h1.Objects[0]))
+	obj2, err := store.Get(ctx, h2.Objects[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p1, obj2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, st, err := read(ReadOptions{LocalDir: local}, h1)
+	if err != nil || st.LocalCorrupt != 1 || st.RemoteReads != 1 {
+		t.Fatalf("replaced local copy: %v, stats %+v", err, st)
+	}
+	if v := m[skey{0, 1, "a"}]; v == nil || v.whole != "1" {
+		got := "<none>"
+		if v != nil {
+			got = v.whole
+		}
+		t.Fatalf("replaced local copy: read value %q, want the recorded object's \"1\"", got)
+	}
+	// The store's object replaced too: refused, naming it.
+	obj1, err := store.Get(ctx, h1.Objects[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(ctx, h1.Objects[0], obj2); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = read(ReadOptions{LocalDir: local}, h1)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), h1.Objects[0]) || !strings.Contains(err.Error(), "checkpoint recorded") {
+		t.Fatalf("replaced object: err = %v", err)
+	}
+	if _, err := Fetch(ctx, store, ReadOptions{}, []Handle{h1}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("replaced object, Fetch: err = %v", err)
+	}
+	// A handle without checksums (an older checkpoint's) reads.
+	if err := store.Put(ctx, h1.Objects[0], obj1); err != nil {
+		t.Fatal(err)
+	}
+	old := h1
+	old.CRCs = nil
+	if _, _, err := read(ReadOptions{}, old); err != nil {
+		t.Fatalf("handle without checksums: %v", err)
+	}
+	bad := h1
+	bad.CRCs = []uint32{1, 2}
+	if _, _, err := read(ReadOptions{}, bad); err == nil || !strings.Contains(err.Error(), "2 checksums for 1 objects") {
+		t.Fatalf("checksum count mismatch: err = %v", err)
+	}
+}

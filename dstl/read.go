@@ -475,18 +475,21 @@ type writerInfo struct {
 	spans []span
 }
 
-// planRead checks handles and returns their writers and distinct objects.
-func planRead(handles []Handle) (map[string]*writerInfo, []string, error) {
+// planRead checks handles and returns their writers, their distinct
+// objects and the objects' recorded checksums (absent for handles that
+// recorded none).
+func planRead(handles []Handle) (map[string]*writerInfo, []string, map[string]uint32, error) {
 	writers := map[string]*writerInfo{}
+	crcs := map[string]uint32{}
 	var names []string
 	index := map[string]int{}
 	for i, h := range handles {
 		if h.After > h.Upto {
-			return nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: after %d > upto %d", i, h.Writer, h.After, h.Upto)
+			return nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: after %d > upto %d", i, h.Writer, h.After, h.Upto)
 		}
 		if len(h.Objects) == 0 {
 			if h.After < h.Upto {
-				return nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: changes (%d,%d] but no objects", i, h.Writer, h.After, h.Upto)
+				return nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: changes (%d,%d] but no objects", i, h.Writer, h.After, h.Upto)
 			}
 			continue
 		}
@@ -496,9 +499,18 @@ func planRead(handles []Handle) (map[string]*writerInfo, []string, error) {
 			writers[h.Writer] = w
 		}
 		w.spans = append(w.spans, span{h.After, h.Upto, i})
-		for _, o := range h.Objects {
+		if len(h.CRCs) != 0 && len(h.CRCs) != len(h.Objects) {
+			return nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: %d checksums for %d objects", i, h.Writer, len(h.CRCs), len(h.Objects))
+		}
+		for j, o := range h.Objects {
+			if len(h.CRCs) != 0 {
+				if prev, ok := crcs[o]; ok && prev != h.CRCs[j] {
+					return nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: object %q recorded with checksums %08x and %08x", i, h.Writer, o, prev, h.CRCs[j])
+				}
+				crcs[o] = h.CRCs[j]
+			}
 			if err := blob.ValidateName(o); err != nil {
-				return nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: %w", i, h.Writer, err)
+				return nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: %w", i, h.Writer, err)
 			}
 			if _, ok := index[o]; !ok {
 				index[o] = len(names)
@@ -506,7 +518,7 @@ func planRead(handles []Handle) (map[string]*writerInfo, []string, error) {
 			}
 		}
 	}
-	return writers, names, nil
+	return writers, names, crcs, nil
 }
 
 // Fetch gets and verifies the objects of handles (the changes of their
@@ -515,11 +527,11 @@ func planRead(handles []Handle) (map[string]*writerInfo, []string, error) {
 // pass the result to Read as ReadOptions.Prefetched, and with opts.Shared
 // to its Release once Read is done.
 func Fetch(ctx context.Context, store blob.Store, opts ReadOptions, handles []Handle) (map[string]*Batch, error) {
-	writers, names, err := planRead(handles)
+	writers, names, crcs, err := planRead(handles)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := fetchAll(ctx, store, opts, names, func(w string) bool { return writers[w] != nil }, &fetchStats{})
+	objs, err := fetchAll(ctx, store, opts, names, crcs, func(w string) bool { return writers[w] != nil }, &fetchStats{})
 	if err != nil {
 		return nil, err
 	}
@@ -534,7 +546,10 @@ type fetchStats struct{ local, missing, corrupt, remote atomic.Int64 }
 
 // fetchAll fetches and decodes the named objects, par at a time, from
 // opts.Prefetched, the local copies, or the store.
-func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []string, wanted func(string) bool, st *fetchStats) ([]*Batch, error) {
+//
+// An object whose checksum differs from the one crcs records is refused
+// (from the store) or fetched again from the store (a local copy).
+func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []string, crcs map[string]uint32, wanted func(string) bool, st *fetchStats) ([]*Batch, error) {
 	par := opts.Fetches
 	if par <= 0 {
 		par = DefaultFetches
@@ -542,17 +557,25 @@ func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []s
 	objs := make([]*Batch, len(names))
 	err := parallel(ctx, par, len(names), func(ctx context.Context, _, i int) error {
 		name := names[i]
+		want, check := crcs[name]
 		if o := opts.Prefetched[name]; o != nil {
+			if check && o.crc != want {
+				return wrongObject(name, o.crc, want)
+			}
 			objs[i] = o
 			return nil
 		}
 		var err error
 		if opts.Shared != nil {
 			objs[i], err = opts.Shared.acquire(ctx, name, func() (*Batch, error) {
-				return fetchOne(ctx, store, opts.LocalDir, opts.Hedger, name, nil, st)
+				return fetchOne(ctx, store, opts.LocalDir, opts.Hedger, name, want, check, nil, st)
 			})
+			if err == nil && check && objs[i].crc != want {
+				// Cached for another reader that recorded another object.
+				err = wrongObject(name, objs[i].crc, want)
+			}
 		} else {
-			objs[i], err = fetchOne(ctx, store, opts.LocalDir, opts.Hedger, name, wanted, st)
+			objs[i], err = fetchOne(ctx, store, opts.LocalDir, opts.Hedger, name, want, check, wanted, st)
 		}
 		return err
 	})
@@ -581,11 +604,13 @@ func releaseFetched(opts ReadOptions, names []string, objs []*Batch) {
 // fetchOne fetches and decodes the object name (the sections of the writers
 // wanted accepts, all if it is nil) from its local copy in localDir, or
 // from the store if there is none or it fails verification.
-func fetchOne(ctx context.Context, store blob.Store, localDir string, h *blob.Hedger, name string, wanted func(string) bool, st *fetchStats) (*Batch, error) {
+//
+// With check, the object must have the checksum want.
+func fetchOne(ctx context.Context, store blob.Store, localDir string, h *blob.Hedger, name string, want uint32, check bool, wanted func(string) bool, st *fetchStats) (*Batch, error) {
 	if localDir != "" {
 		data, err := os.ReadFile(localPath(localDir, name))
 		if err == nil {
-			if o, err := decodeBatch(data, wanted); err == nil {
+			if o, err := decodeBatch(data, wanted); err == nil && (!check || o.crc == want) {
 				st.local.Add(1)
 				return o, nil
 			}
@@ -597,6 +622,9 @@ func fetchOne(ctx context.Context, store blob.Store, localDir string, h *blob.He
 	o, err := fetchRemote(ctx, store, h, name, wanted)
 	if err != nil {
 		return nil, err
+	}
+	if check && o.crc != want {
+		return nil, wrongObject(name, o.crc, want)
 	}
 	st.remote.Add(1)
 	return o, nil
@@ -630,7 +658,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	if par <= 0 {
 		par = 4
 	}
-	writers, names, err := planRead(handles)
+	writers, names, crcs, err := planRead(handles)
 	if err != nil {
 		return err
 	}
@@ -639,7 +667,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	// writers only.
 	wanted := func(w string) bool { return writers[w] != nil }
 	var st fetchStats
-	objs, err := fetchAll(ctx, store, opts, names, wanted, &st)
+	objs, err := fetchAll(ctx, store, opts, names, crcs, wanted, &st)
 	if err != nil {
 		return err
 	}
@@ -726,6 +754,12 @@ func parallel(ctx context.Context, par, n int, fn func(ctx context.Context, w, i
 		return fmt.Errorf("dstl: read: %w", err)
 	}
 	return nil
+}
+
+// wrongObject is the error for an intact object that is not the one the
+// handle recorded.
+func wrongObject(name string, got, want uint32) error {
+	return fmt.Errorf("dstl: read object %q: %w: its checksum is %08x, the checkpoint recorded %08x (the object was replaced after the checkpoint)", name, ErrCorrupt, got, want)
 }
 
 // DefaultFetches is ReadOptions.Fetches' default.

@@ -34,6 +34,7 @@ func (l *Log) upload(b *batch) {
 
 	var object string
 	if err == nil {
+		b.crc = objectCRC(data) // read by waiters only after done is closed
 		b.dataRefs.Store(1)
 		object, err = l.put(b, data)
 	} else {

@@ -21,6 +21,12 @@ type Handle struct {
 	Upto    uint64   `proto:"3"`
 	Objects []string `proto:"4"` // in sequence order
 	Size    int64    `proto:"5"` // bytes of this writer's changes in Objects, uncompressed
+	// CRCs are the checksums of Objects, one each (the CRC-32C each
+	// object's header records over its header and body), or empty for a
+	// handle written before they were recorded. A read checks them, so an
+	// intact object that is not the one written (replaced, or an older
+	// object of the same name) is refused.
+	CRCs []uint32 `proto:"6,fixed"`
 }
 
 // Writer appends the state changes of one subtask to its Log. Its methods
@@ -64,6 +70,7 @@ type batch struct {
 	mu     sync.Mutex
 	refs   int    // writers tracking the batch
 	object string // the winning object, after done
+	crc    uint32 // its checksum, after done
 	err    error  // after done
 	local  string // path of the local copy, if written
 }
@@ -372,6 +379,7 @@ func (w *Writer) PersistUpto(ctx context.Context, after, upto uint64) (Handle, e
 			return Handle{}, s.b.err
 		}
 		h.Objects = append(h.Objects, s.b.object)
+		h.CRCs = append(h.CRCs, s.b.crc)
 		h.Size += s.size
 	}
 	if err := l.usable(); err != nil {

@@ -38,6 +38,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&c.EmitEvery, "emit-every", 100, "write a driver's totals after every n-th of its points")
 	fs.Int64Var(&c.LateEvery, "late-every", 500, "stamp every n-th point of a driver an hour late (0: none)")
 	quiet := fs.Bool("quiet", false, "no live progress line")
+	allowDup := fs.Bool("allow-duplicates-on-fallback", false, "when the newest checkpoints are unusable and a sink that cannot roll back (Kafka) committed after the one restored, resume anyway: that output is written again")
 	kafkaBrokers := fs.String("kafka", "", "run from and to Kafka topics on these brokers (host:port,...)")
 	fs.BoolVar(&c.Changelog, "changelog", false, "use the changelog state backend (durable short-term log + background materialization)")
 	fs.DurationVar(&c.Materialize, "materialize", 10*time.Second, "with --changelog: time between materializations")
@@ -58,15 +59,19 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	opts := []eddy.Option{eddy.LogOutput(stderr)}
+	if *allowDup {
+		opts = append(opts, eddy.AllowDuplicatesOnFallback())
+	}
 	var env *eddy.Env
 	if *kafkaBrokers != "" {
 		var err error
-		if env, err = kafkaDemoEnv(ctx, c, splitBrokers(*kafkaBrokers), stdout, eddy.LogOutput(stderr)); err != nil {
+		if env, err = kafkaDemoEnv(ctx, c, splitBrokers(*kafkaBrokers), stdout, opts...); err != nil {
 			fmt.Fprintf(stderr, "eddy demo: %v\n", err)
 			return 1
 		}
 	} else {
-		env = demojob.Env(c, eddy.LogOutput(stderr))
+		env = demojob.Env(c, opts...)
 	}
 	fmt.Fprintf(stdout, "eddy demo: %d GPS points from %d drivers (seed %d), parallelism %d, checkpoints every %v to %s, output in %s\n",
 		c.Events, c.Drivers, c.Seed, c.Parallelism, c.CheckpointInterval, c.Data, c.Out)

@@ -491,7 +491,7 @@ func (sc *Subtask) changelogCheckpoint(rt *Keyed, a *ack) func(ctx context.Conte
 		}
 		a.Logs = append(a.Logs, manifest.OpLog{UID: rt.uid, Part: checkpoint.LogPart{Subtask: uint32(sc.subtask),
 			KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Writer: h.Writer, After: after, Upto: upto,
-			Objects: h.Objects, Size: h.Size}})
+			Objects: h.Objects, Size: h.Size, CRCs: h.CRCs}})
 		// Uploaded for this checkpoint: the log since the previous one, or
 		// all of it after a new materialization.
 		cl.mu.Lock()
@@ -530,7 +530,7 @@ func (sc *Subtask) prefetchChangelog(logs []checkpoint.LogPart) func() (map[stri
 	}
 	hs := make([]dstl.Handle, len(logs))
 	for i, l := range logs {
-		hs[i] = dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size}
+		hs[i] = dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size, CRCs: l.CRCs}
 	}
 	var objs map[string]*dstl.Batch
 	var err error
@@ -567,7 +567,7 @@ func (sc *Subtask) replayChangelog(uid string, b *state.Backend, logs []checkpoi
 		if _, seen := groups[sp]; !seen {
 			order = append(order, sp)
 		}
-		groups[sp] = append(groups[sp], dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size})
+		groups[sp] = append(groups[sp], dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size, CRCs: l.CRCs})
 	}
 	for _, sp := range order {
 		apply := func(c *dstl.Change) error {
