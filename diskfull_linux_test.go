@@ -1,0 +1,91 @@
+package eddy_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector/datagen"
+	"github.com/eddyflow/eddy/connector/file"
+)
+
+// mountTmpfs mounts a tmpfs of size bytes at dir, or skips the test where
+// it cannot (not root, no mount permission): TestCheckpointsFailingForever
+// covers the same with an injected ENOSPC.
+func mountTmpfs(t *testing.T, dir string, size string) {
+	t.Helper()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v); the injected-ENOSPC test covers a full disk", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+}
+
+// TestCheckpointsOnFullTmpfs: checkpoints to a real file system that is
+// full (a 64 KiB tmpfs, smaller than one checkpoint of 20,000 drivers)
+// fail with ENOSPC naming the file once the state outgrows it, the job
+// stops after the tolerated failures with that cause, no pending output is
+// left, and once there is room again the same job resumes from its last good
+// checkpoint and runs to the end with every record committed once.
+func TestCheckpointsOnFullTmpfs(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountTmpfs(t, data, "64k")
+	out := filepath.Join(dir, "out")
+	const events = 40_000
+	build := func(rate float64) *eddy.Env {
+		env := eddy.New(eddy.Checkpoints(data, 10*time.Millisecond), eddy.Parallelism(2), eddy.Restarts(0, 0),
+			eddy.TolerableCheckpointFailures(2), eddy.LogOutput(&logBuf{}))
+		src := eddy.FromSource(env, datagen.GPS(datagen.Events(events), datagen.Drivers(20_000), datagen.Rate(rate)))
+		ks := eddy.KeyBy(src, func(p *datagen.GPSPoint) string { return p.DriverID })
+		eddy.ToSink(eddy.Reduce(ks, func(a, b datagen.GPSPoint) datagen.GPSPoint { return b }), file.JSONLines[datagen.GPSPoint](out))
+		return env
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := build(20_000).Run(ctx)
+	if !errors.Is(err, eddy.ErrStorage) || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), data) ||
+		!strings.Contains(err.Error(), "checkpoints in a row failed") {
+		t.Fatalf("Run on a full disk = %v", err)
+	}
+	if pending, _ := filepath.Glob(filepath.Join(out, ".*")); len(pending) != 0 {
+		t.Fatalf("pending files left: %v", pending)
+	}
+	before := len(readLines(t, out)) // committed by the checkpoints that fit while the state was small
+	// Room again: the job resumes from its last good checkpoint (or
+	// starts over if none fit) and commits each record once.
+	if err := syscall.Mount("tmpfs", data, "tmpfs", syscall.MS_REMOUNT, "size=64m"); err != nil {
+		t.Fatal(err)
+	}
+	env := build(0)
+	if err := env.Run(ctx); err != nil {
+		t.Fatalf("Run with room: %v", err)
+	}
+	if before > 0 && env.Stats().RestoredFrom == 0 {
+		t.Fatalf("%d lines were committed, but the second run did not restore a checkpoint", before)
+	}
+	t.Logf("committed before the disk filled: %d lines; restored from checkpoint %d", before, env.Stats().RestoredFrom)
+	lines := readLines(t, out)
+	seen := make(map[string]bool, len(lines))
+	for _, l := range lines {
+		if seen[l] {
+			t.Fatalf("line committed twice: %s", l)
+		}
+		seen[l] = true
+	}
+	if len(lines) != events {
+		t.Fatalf("%d lines committed, want %d", len(lines), events)
+	}
+}
