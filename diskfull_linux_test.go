@@ -18,9 +18,9 @@ import (
 // mountTmpfs mounts a tmpfs of size bytes at dir, or skips the test where
 // it cannot (not root, no mount permission): TestCheckpointsFailingForever
 // covers the same with an injected ENOSPC.
-func mountTmpfs(t *testing.T, dir string, size string) {
+func mountTmpfs(t *testing.T, dir string, size string, flags uintptr) {
 	t.Helper()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", flags, "size="+size); err != nil {
 		t.Skipf("cannot mount a tmpfs here (%v); the injected-ENOSPC test covers a full disk", err)
 	}
 	t.Cleanup(func() {
@@ -42,7 +42,7 @@ func TestCheckpointsOnFullTmpfs(t *testing.T) {
 	if err := os.Mkdir(data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mountTmpfs(t, data, "64k")
+	mountTmpfs(t, data, "64k", 0)
 	out := filepath.Join(dir, "out")
 	const events = 40_000
 	build := func(rate float64) *eddy.Env {
@@ -88,4 +88,25 @@ func TestCheckpointsOnFullTmpfs(t *testing.T) {
 	if len(lines) != events {
 		t.Fatalf("%d lines committed, want %d", len(lines), events)
 	}
+}
+
+// TestReadOnlyCheckpointDirectory: a checkpoint directory on a read-only
+// file system fails the job at start with EROFS naming the directory, as a
+// storage error and not as "context canceled".
+func TestReadOnlyCheckpointDirectory(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountTmpfs(t, data, "1m", syscall.MS_RDONLY)
+	env := eddy.New(eddy.Checkpoints(data, 10*time.Millisecond), eddy.Parallelism(2), eddy.Restarts(0, 0), eddy.LogOutput(&logBuf{}))
+	src := eddy.FromSource(env, datagen.GPS(datagen.Events(1000)))
+	eddy.ToSink(src, file.JSONLines[datagen.GPSPoint](filepath.Join(dir, "out")))
+	err := env.Run(context.Background())
+	if !errors.Is(err, eddy.ErrStorage) || !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), data) ||
+		strings.Contains(err.Error(), "context canceled") {
+		t.Fatalf("Run with a read-only checkpoint directory = %v", err)
+	}
+	t.Log(err)
 }

@@ -75,7 +75,13 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 		// same checkpoints and commit the same output.
 		var err error
 		if lease, err = l.Lock(owner(cfg.Job)); err != nil {
-			return errs.Kind(errs.Fenced, fmt.Errorf("eddy: checkpoint storage: %w", err), true)
+			var held *blob.HeldError
+			if errors.As(err, &held) {
+				return errs.Kind(errs.Fenced, fmt.Errorf("eddy: checkpoint storage: %w", err), true)
+			}
+			// Not another writer: the storage cannot take the lock
+			// (read-only, full, no permission).
+			return errs.Kind(errs.Storage, fmt.Errorf("eddy: checkpoint storage: %w", err), true)
 		}
 		defer lease.Release()
 	}
