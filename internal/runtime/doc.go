@@ -3,8 +3,9 @@
 // handed to one inbox per receiving subtask, with watermarks inside the
 // batches), the source loop, barrier checkpoints (alignment decided by
 // internal/align, snapshots and sink pre-commits at the barrier,
-// acknowledgements), the coordinator that triggers checkpoints, writes
-// manifests (assembled by internal/manifest) and commits sinks, the restore
+// acknowledgements), the coordinator's I/O (Job implements coord.Task:
+// triggering the sources, writing manifests assembled by internal/manifest,
+// committing sinks; internal/coord decides when), the restore
 // of keyed state (snapshot parts and the changelog's log), the changelog
 // state backend's glue (materialization, log ranges per checkpoint), the
 // restart and fallback policy, and the job's counters.
@@ -16,7 +17,9 @@
 // the next operator. What is checkpointed leaves through blob.Store and
 // comes back on restore through checkpoint.Storage.
 //
-// The coordinator is written for one checkpoint of the whole job, but all
-// it decides is in manifest.Assemble over the acks it is given, so a later
-// coordinator per task (the subgraph over one source split) can reuse it.
+// The job runs one coord.Coordinator over all its subtasks today. What it
+// decides (internal/coord) and what a checkpoint holds (manifest.Assemble)
+// take only the acknowledgements, sources and sinks they are given, so a
+// coordinator per task (the subgraph over one source split) is another
+// coord.Task over that subgraph's triggers, acks and sinks.
 package runtime

@@ -12,6 +12,7 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/dstl"
+	"github.com/eddyflow/eddy/internal/coord"
 	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/graph"
 	"github.com/eddyflow/eddy/internal/inbox"
@@ -196,8 +197,19 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 			}()
 		}
 	}
+	totalSources := 0
+	for _, s := range e.sources {
+		totalSources += s.st.parallelism
+	}
+	ccfg := coord.Config{FirstID: j.nextID, Timeout: e.cfg.Timeout, Tolerable: e.cfg.TolerableFailures,
+		Acks: total, Sources: totalSources, Logger: e.cfg.Logger}
+	if e.cfg.Interval > 0 {
+		t := time.NewTicker(e.cfg.Interval)
+		defer t.Stop()
+		ccfg.Tick = t.C
+	}
 	done := make(chan error, 1)
-	go func() { done <- j.coordinate(ctx, total) }()
+	go func() { done <- coord.New(j, ccfg).Run(ctx, j.acks, j.finished) }()
 	var coordErr error
 	select {
 	case coordErr = <-done:
@@ -268,221 +280,101 @@ func runSubtask(sc *Subtask) (err error) {
 }
 
 // pendingCheckpoint collects acks for one checkpoint.
-type pendingCheckpoint struct {
-	id      uint64
-	final   bool
-	started time.Time
-	syncDur time.Duration // the longest synchronous part of a subtask
-	acks    []ack
-	last    AckTiming // of the acknowledgement that completed it
+// Trigger implements coord.Task: every source subtask injects the barrier
+// of checkpoint id.
+func (j *Job) Trigger(id uint64, final bool) {
+	j.building.Store(id + 1)
+	for _, ts := range j.triggers {
+		for _, ch := range ts {
+			// A trigger the source has not taken yet (its checkpoint
+			// timed out or failed) is replaced: every source injects the
+			// newest id, and receivers give up an alignment on a newer
+			// barrier.
+			select {
+			case <-ch:
+			default:
+			}
+			ch <- trigger{id: id, final: final}
+		}
+	}
 }
 
-// coordinate triggers checkpoints, collects acks, writes manifests and
-// commits sinks. It returns nil once the final checkpoint of a bounded job is
-// complete, or an error.
-func (j *Job) coordinate(ctx context.Context, totalTasks int) error {
+// Complete implements coord.Task: it assembles the checkpoint's manifest,
+// writes it (unless the storage lock was lost), starts the retention of
+// older checkpoints, commits the sinks and reports the checkpoint.
+func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]manifest.Txn, error) {
 	e := j.env
-	nextID := j.nextID
-	var tick <-chan time.Time
-	if e.cfg.Interval > 0 {
-		t := time.NewTicker(e.cfg.Interval)
-		defer t.Stop()
-		tick = t.C
+	a := c.Last
+	last := AckTiming{Stage: a.Stage, Subtask: a.Subtask, Barrier: a.Barrier.Sub(c.Started),
+		Sync: a.SyncDur, Async: time.Since(a.Barrier) - a.SyncDur}
+	r := manifest.Assemble(c.ID, e.cfg.Job, time.Now().UnixNano(), e.cfg.MaxParallelism, c.Acks, c.Pending)
+	m, commits := r.Manifest, r.Commits
+	m.Fingerprint = e.cfg.Fingerprint
+	bytes, entries, uploaded, full := r.Bytes, r.Entries, r.Uploaded, r.Full
+	writeStart := time.Now()
+	if j.lease != nil {
+		// Another process may have taken the storage over (its lock was
+		// removed): stop without committing.
+		if err := j.lease.Check(); err != nil {
+			return nil, errs.Kind(errs.Fenced, fmt.Errorf("eddy: checkpoint %d: %w", c.ID, err), true)
+		}
 	}
-	totalSources := 0
-	for _, s := range e.sources {
-		totalSources += s.st.parallelism
-	}
-	finishedSources := 0
-	var inflight *pendingCheckpoint
-	// Sink transactions pre-committed by checkpoints not yet complete,
-	// including aborted ones: their records precede later barriers.
-	pendingTxns := map[string][]manifest.Txn{}
-	timeout := time.NewTimer(time.Hour)
-	defer timeout.Stop()
-
-	start := func(final bool) {
-		inflight = &pendingCheckpoint{id: nextID, final: final, started: time.Now()}
-		nextID++
-		j.building.Store(nextID)
-		timeout.Reset(e.cfg.Timeout)
-		for _, ts := range j.triggers {
-			for _, ch := range ts {
-				// A trigger the source has not taken yet (its checkpoint
-				// timed out or failed) is replaced: every source injects
-				// the newest id, and receivers give up an alignment on
-				// a newer barrier.
-				select {
-				case <-ch:
-				default:
+	if j.storage != nil {
+		// A manifest write is retried a few times: a lost final checkpoint
+		// cannot be taken again without a restart.
+		var err error
+		for try := 0; try < 4; try++ {
+			if err = j.storage.Write(ctx, m); err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Duration(50<<try) * time.Millisecond)
+		}
+		if err == nil && j.pruneID.Load() == 0 {
+			// Retention runs in the background, one at a time: the
+			// checkpoint is complete once its manifest is written.
+			j.pruneID.Store(m.ID)
+			j.prunes.Add(1)
+			go func(m *checkpoint.Manifest) {
+				defer j.prunes.Done()
+				defer j.pruneID.Store(0)
+				if err := j.storage.Prune(j.pruneCtx, m); err != nil && j.pruneCtx.Err() == nil {
+					e.cfg.Logger.Warn("checkpoint complete; cleaning up old checkpoints failed", "checkpoint", m.ID, "err", err)
 				}
-				ch <- trigger{id: inflight.id, final: final}
+			}(m)
+		}
+		if err != nil {
+			// Write does no pruning (that runs in the background), so an
+			// error means no manifest, no checkpoint: its transactions
+			// wait for the next one.
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if c.Final {
+				return nil, errs.Kind(errs.Storage, fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.ID, err), false)
+			}
+			e.cfg.Logger.Warn("checkpoint failed: writing its manifest", "checkpoint", c.ID, "err", err)
+			return nil, coord.Failed(fmt.Errorf("checkpoint %d: writing its manifest: %w", c.ID, err))
+		}
+	}
+	manifestWrite := time.Since(writeStart)
+	// The checkpoint exists; now its output becomes visible.
+	for _, s := range e.sinks {
+		if txns := commits[s.name]; len(txns) > 0 {
+			if err := s.commit(ctx, txns); err != nil {
+				return nil, fmt.Errorf("eddy: sink %s commit of checkpoint %d: %w", s.name, c.ID, err)
 			}
 		}
 	}
-	// failed counts a failed checkpoint: past the tolerated number in a
-	// row, the job fails with it (a full disk does not heal by taking
-	// more checkpoints, and their pending output piles up).
-	failures := 0
-	failed := func(err error) error {
-		failures++
-		if tol := e.cfg.TolerableFailures; tol >= 0 && failures > tol {
-			return fmt.Errorf("eddy: %d checkpoints in a row failed (%d tolerated); the last: %w", failures, tol, err)
-		}
-		return nil
+	dur := time.Since(c.Started)
+	e.stats.checkpoints.Add(1)
+	e.stats.lastDur.Store(int64(dur))
+	e.stats.lastBytes.Store(bytes)
+	e.stats.stateEntries.Store(entries)
+	e.stats.lastUploaded.Store(bytes + uploaded)
+	e.stats.lastFull.Store(full)
+	if e.cfg.OnCheckpoint != nil {
+		e.cfg.OnCheckpoint(CheckpointStats{ID: c.ID, Duration: dur, SyncDuration: c.SyncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.Final,
+			Last: last, ManifestWrite: manifestWrite, MaterializationStall: time.Duration(e.stats.stallSinceCheckpoint.Swap(0))})
 	}
-	// retryFinal starts the final checkpoint once a checkpoint in flight
-	// when the last source finished has failed: no tick triggers one then.
-	retryFinal := func() {
-		if finishedSources == totalSources && inflight == nil {
-			start(true)
-		}
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick:
-			if inflight == nil && finishedSources < totalSources {
-				start(false)
-			}
-		case <-j.finished:
-			finishedSources++
-			if finishedSources == totalSources && inflight == nil {
-				start(true)
-			}
-		case <-timeout.C:
-			if inflight != nil {
-				e.cfg.Logger.Warn("checkpoint timed out; aborting it", "checkpoint", inflight.id, "timeout", e.cfg.Timeout)
-				if inflight.final {
-					return fmt.Errorf("eddy: the final checkpoint %d timed out", inflight.id)
-				}
-				if err := failed(fmt.Errorf("checkpoint %d timed out after %v", inflight.id, e.cfg.Timeout)); err != nil {
-					return err
-				}
-				inflight = nil
-				retryFinal()
-			}
-		case a := <-j.acks:
-			for name, t := range a.SinkTxns {
-				pendingTxns[name] = append(pendingTxns[name], manifest.Txn{ID: a.ID, Data: t})
-			}
-			if a.Err != nil {
-				if a.Fatal {
-					return fmt.Errorf("eddy: checkpoint %d: %w", a.ID, a.Err)
-				}
-				// A failed upload fails this checkpoint, not the job: the
-				// next one is triggered on schedule.
-				e.cfg.Logger.Warn("checkpoint failed", "checkpoint", a.ID, "stage", a.Stage, "subtask", a.Subtask, "err", a.Err)
-				if inflight != nil && inflight.id == a.ID {
-					if inflight.final {
-						return fmt.Errorf("eddy: the final checkpoint %d failed: %w", a.ID, a.Err)
-					}
-					if err := failed(fmt.Errorf("checkpoint %d: %w", a.ID, a.Err)); err != nil {
-						return err
-					}
-					inflight = nil
-					timeout.Reset(time.Hour)
-					retryFinal()
-				}
-				continue
-			}
-			if inflight == nil || a.ID != inflight.id {
-				continue // an aborted checkpoint
-			}
-			if a.SyncDur > inflight.syncDur {
-				inflight.syncDur = a.SyncDur
-			}
-			inflight.acks = append(inflight.acks, a)
-			if len(inflight.acks) < totalTasks {
-				continue
-			}
-			inflight.last = AckTiming{Stage: a.Stage, Subtask: a.Subtask, Barrier: a.Barrier.Sub(inflight.started),
-				Sync: a.SyncDur, Async: time.Since(a.Barrier) - a.SyncDur}
-			c := inflight
-			inflight = nil
-			timeout.Reset(time.Hour)
-			r := manifest.Assemble(c.id, e.cfg.Job, time.Now().UnixNano(), e.cfg.MaxParallelism, c.acks, pendingTxns)
-			m, commits := r.Manifest, r.Commits
-			m.Fingerprint = e.cfg.Fingerprint
-			bytes, entries, uploaded, full := r.Bytes, r.Entries, r.Uploaded, r.Full
-			writeStart := time.Now()
-			if j.lease != nil {
-				// Another process may have taken the storage over (its
-				// lock was removed): stop without committing.
-				if err := j.lease.Check(); err != nil {
-					return errs.Kind(errs.Fenced, fmt.Errorf("eddy: checkpoint %d: %w", c.id, err), true)
-				}
-			}
-			if j.storage != nil {
-				// A manifest write is retried a few times: a lost final
-				// checkpoint cannot be taken again without a restart.
-				var err error
-				for try := 0; try < 4; try++ {
-					if err = j.storage.Write(ctx, m); err == nil || ctx.Err() != nil {
-						break
-					}
-					time.Sleep(time.Duration(50<<try) * time.Millisecond)
-				}
-				if err == nil && j.pruneID.Load() == 0 {
-					// Retention runs in the background, one at a time: the
-					// checkpoint is complete once its manifest is written.
-					j.pruneID.Store(m.ID)
-					j.prunes.Add(1)
-					go func(m *checkpoint.Manifest) {
-						defer j.prunes.Done()
-						defer j.pruneID.Store(0)
-						if err := j.storage.Prune(j.pruneCtx, m); err != nil && j.pruneCtx.Err() == nil {
-							e.cfg.Logger.Warn("checkpoint complete; cleaning up old checkpoints failed", "checkpoint", m.ID, "err", err)
-						}
-					}(m)
-				}
-				if err != nil {
-					// Write does no pruning (that runs in the background),
-					// so an error means no manifest, no checkpoint: its
-					// transactions wait for the next one.
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					if c.final {
-						return errs.Kind(errs.Storage, fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.id, err), false)
-					}
-					e.cfg.Logger.Warn("checkpoint failed: writing its manifest", "checkpoint", c.id, "err", err)
-					if err := failed(fmt.Errorf("checkpoint %d: writing its manifest: %w", c.id, err)); err != nil {
-						return err
-					}
-					retryFinal()
-					continue
-				}
-			}
-			manifestWrite := time.Since(writeStart)
-			failures = 0
-			pendingTxns = r.Pending
-			// The checkpoint exists; now its output becomes visible.
-			for _, s := range e.sinks {
-				if txns := commits[s.name]; len(txns) > 0 {
-					if err := s.commit(ctx, txns); err != nil {
-						return fmt.Errorf("eddy: sink %s commit of checkpoint %d: %w", s.name, c.id, err)
-					}
-				}
-			}
-			dur := time.Since(c.started)
-			e.stats.checkpoints.Add(1)
-			e.stats.lastDur.Store(int64(dur))
-			e.stats.lastBytes.Store(bytes)
-			e.stats.stateEntries.Store(entries)
-			e.stats.lastUploaded.Store(bytes + uploaded)
-			e.stats.lastFull.Store(full)
-			if e.cfg.OnCheckpoint != nil {
-				e.cfg.OnCheckpoint(CheckpointStats{ID: c.id, Duration: dur, SyncDuration: c.syncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.final,
-					Last: c.last, ManifestWrite: manifestWrite, MaterializationStall: time.Duration(e.stats.stallSinceCheckpoint.Swap(0))})
-			}
-			if c.final {
-				return nil
-			}
-			if finishedSources == totalSources {
-				start(true)
-			}
-		}
-	}
+	return r.Pending, nil
 }

@@ -1,0 +1,223 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/eddyflow/eddy/internal/manifest"
+)
+
+// Ack is a subtask's answer to a checkpoint barrier.
+type Ack = manifest.Ack
+
+// Task is what a Coordinator drives.
+type Task interface {
+	// Trigger asks every source of the task to inject the barrier of
+	// checkpoint id; a trigger a source has not taken yet is replaced.
+	Trigger(id uint64, final bool)
+	// Complete writes checkpoint c, whose acknowledgements have all
+	// arrived, and commits its sinks' transactions. It returns the
+	// transactions that wait for a later checkpoint. An error marked with
+	// Failed fails only this checkpoint (counted against the tolerated
+	// failures); any other ends Run.
+	Complete(ctx context.Context, c *Checkpoint) (pending map[string][]manifest.Txn, err error)
+}
+
+// Checkpoint is a checkpoint whose acknowledgements have all arrived.
+type Checkpoint struct {
+	ID      uint64
+	Final   bool
+	Started time.Time
+	SyncDur time.Duration // the longest synchronous part of a subtask
+	Acks    []Ack
+	Last    Ack // the acknowledgement that completed it
+	// Pending are the sink transactions of this and earlier checkpoints
+	// that never completed (their records precede this barrier).
+	Pending map[string][]manifest.Txn
+}
+
+// Config configures a Coordinator.
+type Config struct {
+	// FirstID is the id of the first checkpoint it starts.
+	FirstID uint64
+	// Tick starts a checkpoint on each value while none is in flight and
+	// sources are still running; nil: none but the final one.
+	Tick <-chan time.Time
+	// Timeout aborts a checkpoint in flight this long; 0: an hour.
+	Timeout time.Duration
+	// Tolerable is how many checkpoints in a row may fail before Run
+	// fails with the last one's error; negative: any number.
+	Tolerable int
+	// Acks is how many acknowledgements complete a checkpoint: one per
+	// subtask of the task.
+	Acks int
+	// Sources is how many source subtasks signal that they finished.
+	Sources int
+	Logger  *slog.Logger
+}
+
+// failedError marks an error that fails one checkpoint, not the run.
+type failedError struct{ err error }
+
+func (e failedError) Error() string { return e.err.Error() }
+func (e failedError) Unwrap() error { return e.err }
+
+// Failed marks err, returned by Task.Complete, as failing only the
+// checkpoint.
+func Failed(err error) error { return failedError{err} }
+
+// Coordinator runs the checkpoints of one task.
+type Coordinator struct {
+	cfg  Config
+	task Task
+
+	nextID   uint64
+	inflight *Checkpoint
+	finished int
+	failures int
+	pending  map[string][]manifest.Txn
+	timeout  *time.Timer
+}
+
+// New returns a coordinator of task.
+func New(task Task, cfg Config) *Coordinator {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Coordinator{cfg: cfg, task: task, nextID: cfg.FirstID, pending: map[string][]manifest.Txn{}}
+}
+
+// Run triggers checkpoints and completes them as acks arrive, until the
+// final checkpoint (taken once finished has delivered Config.Sources
+// signals) is complete, which returns nil, or an error: a failed final
+// checkpoint, more failed checkpoints in a row than tolerated, a fatal ack,
+// an error of Task.Complete, or ctx's end.
+func (c *Coordinator) Run(ctx context.Context, acks <-chan Ack, finished <-chan struct{}) error {
+	c.timeout = time.NewTimer(time.Hour)
+	defer c.timeout.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.cfg.Tick:
+			if c.inflight == nil && c.finished < c.cfg.Sources {
+				c.start(false)
+			}
+		case <-finished:
+			c.finished++
+			c.maybeFinal()
+		case <-c.timeout.C:
+			if c.inflight == nil {
+				continue
+			}
+			id := c.inflight.ID
+			c.cfg.Logger.Warn("checkpoint timed out; aborting it", "checkpoint", id, "timeout", c.cfg.Timeout)
+			if c.inflight.Final {
+				return fmt.Errorf("eddy: the final checkpoint %d timed out", id)
+			}
+			if err := c.fail(fmt.Errorf("checkpoint %d timed out after %v", id, c.cfg.Timeout)); err != nil {
+				return err
+			}
+		case a := <-acks:
+			done, err := c.ack(ctx, a)
+			if err != nil || done {
+				return err
+			}
+		}
+	}
+}
+
+// ack handles one acknowledgement; done reports the final checkpoint
+// complete.
+func (c *Coordinator) ack(ctx context.Context, a Ack) (done bool, err error) {
+	for name, t := range a.SinkTxns {
+		c.pending[name] = append(c.pending[name], manifest.Txn{ID: a.ID, Data: t})
+	}
+	if a.Err != nil {
+		if a.Fatal {
+			return false, fmt.Errorf("eddy: checkpoint %d: %w", a.ID, a.Err)
+		}
+		// A failed upload fails this checkpoint, not the job: the next
+		// one is triggered on schedule.
+		c.cfg.Logger.Warn("checkpoint failed", "checkpoint", a.ID, "stage", a.Stage, "subtask", a.Subtask, "err", a.Err)
+		if c.inflight == nil || c.inflight.ID != a.ID {
+			return false, nil
+		}
+		if c.inflight.Final {
+			return false, fmt.Errorf("eddy: the final checkpoint %d failed: %w", a.ID, a.Err)
+		}
+		return false, c.fail(fmt.Errorf("checkpoint %d: %w", a.ID, a.Err))
+	}
+	cp := c.inflight
+	if cp == nil || a.ID != cp.ID {
+		return false, nil // of an aborted checkpoint
+	}
+	cp.SyncDur = max(cp.SyncDur, a.SyncDur)
+	cp.Acks = append(cp.Acks, a)
+	if len(cp.Acks) < c.cfg.Acks {
+		return false, nil
+	}
+	cp.Last = a
+	c.inflight = nil
+	c.timeout.Reset(time.Hour)
+	cp.Pending = c.pending
+	pending, err := c.task.Complete(ctx, cp)
+	if err != nil {
+		var f failedError
+		if !errors.As(err, &f) {
+			return false, err
+		}
+		if cp.Final {
+			return false, f.err
+		}
+		// No checkpoint: its transactions wait for the next one.
+		return false, c.fail(f.err)
+	}
+	c.failures = 0
+	c.pending = pending
+	if pending == nil {
+		c.pending = map[string][]manifest.Txn{}
+	}
+	if cp.Final {
+		return true, nil
+	}
+	c.maybeFinal()
+	return false, nil
+}
+
+// start starts checkpoint nextID.
+func (c *Coordinator) start(final bool) {
+	c.inflight = &Checkpoint{ID: c.nextID, Final: final, Started: time.Now()}
+	c.nextID++
+	c.timeout.Reset(c.cfg.Timeout)
+	c.task.Trigger(c.inflight.ID, final)
+}
+
+// maybeFinal starts the final checkpoint once every source has finished
+// and none is in flight: also after one in flight then has failed, as no
+// tick triggers one.
+func (c *Coordinator) maybeFinal() {
+	if c.finished >= c.cfg.Sources && c.inflight == nil {
+		c.start(true)
+	}
+}
+
+// fail counts a failed checkpoint: past the tolerated number in a row, the
+// run fails with it (a full disk does not heal by taking more checkpoints,
+// and their pending output piles up).
+func (c *Coordinator) fail(err error) error {
+	c.inflight = nil
+	c.timeout.Reset(time.Hour)
+	c.failures++
+	if tol := c.cfg.Tolerable; tol >= 0 && c.failures > tol {
+		return fmt.Errorf("eddy: %d checkpoints in a row failed (%d tolerated); the last: %w", c.failures, tol, err)
+	}
+	c.maybeFinal()
+	return nil
+}
