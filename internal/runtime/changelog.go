@@ -16,6 +16,7 @@ import (
 	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/internal/bufpool"
 	"github.com/eddyflow/eddy/internal/manifest"
+	"github.com/eddyflow/eddy/internal/restore"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -520,62 +521,9 @@ func (sc *Subtask) logReadOptions() dstl.ReadOptions {
 	return ro
 }
 
-// prefetchChangelog starts fetching the objects of logs in the background
-// and returns a function that waits for them. The objects come through the
-// attempt's dstl.Shared: the subtasks restoring in this process fetch each
-// object once between them. Release the result there once replayed.
-func (sc *Subtask) prefetchChangelog(logs []checkpoint.LogPart) func() (map[string]*dstl.Batch, error) {
-	if len(logs) == 0 {
-		return func() (map[string]*dstl.Batch, error) { return nil, nil }
-	}
-	hs := make([]dstl.Handle, len(logs))
-	for i, l := range logs {
-		hs[i] = dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size, CRCs: l.CRCs}
-	}
-	var objs map[string]*dstl.Batch
-	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		objs, err = dstl.Fetch(sc.ctx, sc.job.blobs, sc.logReadOptions(), hs)
-	}()
-	return func() (map[string]*dstl.Batch, error) {
-		<-done
-		return objs, err
-	}
-}
-
-// replayChangelog applies the restored log parts overlapping b's key groups.
-// Each part counts only for the key groups it is listed for; parts listed
-// for the same range are replayed together, in manifest order, so changes
-// of a key apply in log order.
-func (sc *Subtask) replayChangelog(uid string, b *state.Backend, logs []checkpoint.LogPart, prefetched map[string]*dstl.Batch) error {
-	if len(logs) == 0 {
-		return nil
-	}
-	start, end := b.KeyGroups()
-	ro := sc.logReadOptions()
-	ro.Prefetched = prefetched
-	type span struct{ from, to uint32 }
-	var order []span
-	groups := map[span][]dstl.Handle{}
-	for _, l := range logs {
-		sp := span{max(l.KeyGroupStart, uint32(start)), min(l.KeyGroupEnd, uint32(end))}
-		if sp.from >= sp.to {
-			continue
-		}
-		if _, seen := groups[sp]; !seen {
-			order = append(order, sp)
-		}
-		groups[sp] = append(groups[sp], dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size, CRCs: l.CRCs})
-	}
-	for _, sp := range order {
-		apply := func(c *dstl.Change) error {
-			return b.ApplyChange(c.KeyGroup, c.State, state.ChangeOp(c.Op), c.Key, c.Sub, c.Value)
-		}
-		if err := dstl.Read(sc.ctx, sc.job.blobs, ro, groups[sp], sp.from, sp.to, apply); err != nil {
-			return err
-		}
-	}
-	return nil
+// restoreFrom is where and how this subtask restores keyed state: the
+// attempt's restored checkpoint, with the changelog's objects fetched once
+// for all subtasks of the process.
+func (sc *Subtask) restoreFrom() restore.From {
+	return restore.From{Manifest: sc.job.restored, Store: sc.job.blobs, PartReader: sc.job.partReader, Log: sc.logReadOptions()}
 }

@@ -170,24 +170,3 @@ func TestLogHeavyCountsRedundantBytes(t *testing.T) {
 		t.Error("no second started for 8 MiB of updates during the upload wait of a 16 MiB state")
 	}
 }
-
-// TestCheckpointWatermark: a restore takes the least watermark recorded
-// for the key groups it owns, from any parallelism, and none when none
-// overlaps.
-func TestCheckpointWatermark(t *testing.T) {
-	wms := []checkpoint.Watermark{{KeyGroupStart: 0, KeyGroupEnd: 43, Nanos: 500},
-		{KeyGroupStart: 43, KeyGroupEnd: 86, Nanos: 300}, {KeyGroupStart: 86, KeyGroupEnd: 128, Nanos: 900}}
-	for _, c := range []struct {
-		start, end int
-		want       int64
-		ok         bool
-	}{{0, 43, 500, true}, {0, 64, 300, true}, {64, 128, 300, true}, {86, 128, 900, true}, {100, 110, 900, true}} {
-		got, ok := checkpointWatermark(wms, c.start, c.end)
-		if got != c.want || ok != c.ok {
-			t.Errorf("[%d, %d): %d, %v; want %d, %v", c.start, c.end, got, ok, c.want, c.ok)
-		}
-	}
-	if _, ok := checkpointWatermark(wms[:1], 43, 128); ok {
-		t.Error("a watermark of other key groups was taken")
-	}
-}

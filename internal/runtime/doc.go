@@ -5,8 +5,8 @@
 // internal/align, snapshots and sink pre-commits at the barrier,
 // acknowledgements), the coordinator's I/O (Job implements coord.Task:
 // triggering the sources, writing manifests assembled by internal/manifest,
-// committing sinks; internal/coord decides when), the restore
-// of keyed state (snapshot parts and the changelog's log), the changelog
+// committing sinks; internal/coord decides when), where keyed state is
+// restored from (internal/restore reads it), the changelog
 // state backend's glue (materialization, log ranges per checkpoint), the
 // restart and fallback policy, and the job's counters.
 //

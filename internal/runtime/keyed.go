@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eddyflow/eddy/internal/errs"
+	"github.com/eddyflow/eddy/internal/restore"
 	"github.com/eddyflow/eddy/internal/timers"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/eddyflow/eddy/state"
@@ -76,7 +77,7 @@ func (k *Keyed) Start(sc *Subtask) error {
 		return err
 	}
 	began := time.Now()
-	restoredParts, restoredLogs, err := sc.restoreKeyed(k.uid, k.backend)
+	restoredParts, restoredLogs, err := restore.Keyed(sc.ctx, sc.restoreFrom(), k.uid, k.backend)
 	if err != nil {
 		return err
 	}

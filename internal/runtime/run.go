@@ -12,6 +12,7 @@ import (
 	_ "github.com/eddyflow/eddy/blob/file" // registers file:// storage
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/internal/errs"
+	"github.com/eddyflow/eddy/internal/restore"
 )
 
 // Config is what the runtime takes from a job's options.
@@ -101,12 +102,12 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 		// A checkpoint whose state is unreadable is skipped at once; this
 		// is not a restart. Each fallback goes to an older checkpoint, so
 		// fallbacks end.
-		var re *restoreError
+		var re *restore.Error
 		if errors.As(err, &re) {
 			cfg.Logger.Warn("checkpoint unusable; falling back to the previous complete checkpoint (output committed after it may repeat)",
-				"checkpoint", re.id, "err", re.err)
-			before = re.id
-			e.unusable[re.id] = re.err.Error()
+				"checkpoint", re.ID, "err", re.Err)
+			before = re.ID
+			e.unusable[re.ID] = re.Err.Error()
 			attempt--
 			continue
 		}
