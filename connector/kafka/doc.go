@@ -56,7 +56,13 @@
 //     offset of consumer group "eddy-<name>-<subtask>" on partition 0 of the
 //     topic is set to the checkpoint id, with the run's lineage as metadata.
 //     Commit and Recover skip a handle whose marker is already there, so a
-//     handle committed before a crash is not written twice.
+//     handle committed before a crash is not written twice. After each
+//     commit the marker is read back (stable offsets required): franz-go
+//     v1.22.3 can turn a commit into an abort and still report success, so
+//     a marker that did not move means the records are not visible, and the
+//     transaction is produced again on a fresh producer; after 3 such aborts
+//     Commit fails naming the checkpoint. This costs one OffsetFetch per
+//     subtask and checkpoint.
 //   - Each subtask's transactional producer is initialised when its writer
 //     opens, and Recover initialises those of every subtask the restored
 //     handles name (up to their parallelism). Initialising fences every older
