@@ -299,6 +299,20 @@ func TestAtLeastOnceAndNone(t *testing.T) {
 	}
 }
 
+// recoveredSink starts a one-partition cluster with topic "out" and a
+// count sink on it, recovered with no handles (a fresh job).
+func recoveredSink(t *testing.T) (*kfake.Cluster, []string, context.Context, eddy.Sink[Count]) {
+	t.Helper()
+	c := newCluster(t, 1, "out")
+	addrs := c.ListenAddrs()
+	ctx := testCtx(t)
+	s := countSink(addrs)
+	if err := s.Recover(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	return c, addrs, ctx, s
+}
+
 // abortCommits makes the cluster abort the next n transactions that a
 // client asks to commit, answering as if they committed: what franz-go does
 // itself when it wrongly believes no produce of the transaction succeeded.
@@ -321,13 +335,7 @@ func abortCommits(c *kfake.Cluster, n int) *atomic.Int32 {
 // the client reported success is noticed by reading the marker back, and
 // the transaction is produced again: every record once.
 func TestCommitTurnedIntoAbortIsRedone(t *testing.T) {
-	c := newCluster(t, 1, "out")
-	addrs := c.ListenAddrs()
-	ctx := testCtx(t)
-	s := countSink(addrs)
-	if err := s.Recover(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	c, addrs, ctx, s := recoveredSink(t)
 	h := preCommit(t, ctx, s, 0, 1, 1, 0, 50)
 	turned := abortCommits(c, 2)
 	if err := s.Commit(ctx, [][]byte{h}); err != nil {
@@ -348,13 +356,7 @@ func TestCommitTurnedIntoAbortIsRedone(t *testing.T) {
 // sink says so instead of reporting the checkpoint committed, and a later
 // Recover with the handle commits it.
 func TestCommitAbortedEveryTimeFailsLoudly(t *testing.T) {
-	c := newCluster(t, 1, "out")
-	addrs := c.ListenAddrs()
-	ctx := testCtx(t)
-	s := countSink(addrs)
-	if err := s.Recover(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	c, addrs, ctx, s := recoveredSink(t)
 	h := preCommit(t, ctx, s, 0, 1, 1, 0, 20)
 	turned := abortCommits(c, 3)
 	err := s.Commit(ctx, [][]byte{h})
