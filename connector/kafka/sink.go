@@ -416,6 +416,9 @@ func (p *txnProducer) readMarker(ctx context.Context, topic string) error {
 // broker aborted although the client reported it committed.
 const commitAttempts = 3
 
+// verifyTimeout bounds reading the marker back after a commit.
+const verifyTimeout = 30 * time.Second
+
 // commit produces a handle's records in one transaction together with its
 // marker, unless the marker says it is committed already.
 //
@@ -438,7 +441,12 @@ func (p *txnProducer) commit(ctx context.Context, name, topic string, topicID [1
 			return nil // committed
 		}
 		if attempt > 1 {
-			if err := p.readMarker(ctx, topic); err != nil {
+			// Bounded: a marker offset left pending by a transaction the
+			// broker still holds open would make a stable read wait.
+			vctx, cancel := context.WithTimeout(ctx, verifyTimeout)
+			err := p.readMarker(vctx, topic)
+			cancel()
+			if err != nil {
 				return fmt.Errorf("kafka sink %s: checking the commit of checkpoint %d: %w", name, h.checkpoint, err)
 			}
 			if p.marker.set && p.marker.lineage == h.lineage && p.marker.checkpoint >= h.checkpoint {
