@@ -349,24 +349,24 @@ func chain(n int) *linked {
 
 func TestDeepNesting(t *testing.T) {
 	c := serde.MustFor[linked]()
-	ok := chain(100)
+	ok := chain(10_000) // protobuf-go's limit
 	b, err := c.Append(nil, ok)
 	if err != nil {
-		t.Fatalf("100 levels should encode: %v", err)
+		t.Fatalf("10,000 levels should encode: %v", err)
 	}
 	var got linked
 	if err := c.Decode(b, &got); err != nil {
-		t.Fatalf("100 levels should decode: %v", err)
+		t.Fatalf("10,000 levels should decode: %v", err)
 	}
 	depth := 0
 	for p := &got; p != nil; p = p.Next {
 		depth++
 	}
-	if depth != 100 {
-		t.Fatalf("decoded %d levels, want 100", depth)
+	if depth != 10_000 {
+		t.Fatalf("decoded %d levels, want 10000", depth)
 	}
-	if _, err := c.Append(nil, chain(102)); err == nil || !strings.Contains(err.Error(), "nesting deeper than 100") {
-		t.Fatalf("102 levels: want a nesting error, got %v", err)
+	if _, err := c.Append(nil, chain(10_002)); err == nil || !strings.Contains(err.Error(), "nesting deeper than 10000") {
+		t.Fatalf("10,002 levels: want a nesting error, got %v", err)
 	}
 	cyc := &linked{V: 1}
 	cyc.Next = cyc

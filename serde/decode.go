@@ -188,14 +188,12 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 				return errAt(tagAt, "invalid field number %d", num)
 			}
 			f = m.lookup(num)
-			if f == nil {
-				j, err := skipField(src, wt, num, i, end, depth)
+			if f == nil || (wt != f.wt && (f.card != cSlice || wt != wireBytes || !f.kind.packable())) {
+				// An unknown field, or a known one with another wire
+				// type, which protobuf-go also keeps as unknown.
+				j, err := d.unknownField(m, p, wt, num, tagAt, i, end, depth)
 				if err != nil {
 					return err
-				}
-				if m.hasUnkwn {
-					u := (*Unknown)(unsafe.Add(p, m.unknown))
-					*u = append(*u, src[tagAt:j]...)
 				}
 				i = j
 				continue
@@ -211,9 +209,6 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 			*w |= bit
 		}
 		fp := unsafe.Add(p, f.offset)
-		if wt != f.wt && f.card != cSlice {
-			return wrapDecode(wrongWire(tagAt, wt, f), f, -1)
-		}
 		var err error
 		switch f.op {
 		case opString:
@@ -367,6 +362,21 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		}
 	}
 	return nil
+}
+
+// unknownField skips the field whose key is at tagAt (its value at i),
+// keeping its bytes in the message's Unknown field if it has one, and
+// returns where the next field starts.
+func (d *decoder) unknownField(m *message, p unsafe.Pointer, wt uint8, num uint64, tagAt, i, end, depth int) (int, error) {
+	j, err := skipField(d.src, wt, num, i, end, depth)
+	if err != nil {
+		return i, err
+	}
+	if m.hasUnkwn {
+		u := (*Unknown)(unsafe.Add(p, m.unknown))
+		*u = append(*u, d.src[tagAt:j]...)
+	}
+	return j, nil
 }
 
 func wrongWire(offset int, wt uint8, f *field) *decodeErr {
@@ -590,11 +600,11 @@ func (d *decoder) decodeTime(k kind, p unsafe.Pointer, i, end, depth int, merge 
 		}
 		i += n
 		num, wt := tag>>3, uint8(tag&7)
-		if (num == 1 || num == 2) && wt != wireVarint {
-			return errAt(tagAt, "wire type %d for %s field %d, want varint", wt, kindName(k), num)
+		if num == 0 || num > maxFieldNumber {
+			return errAt(tagAt, "invalid field number %d", num)
 		}
-		switch num {
-		case 1, 2:
+		switch {
+		case (num == 1 || num == 2) && wt == wireVarint:
 			v, n := consumeVarint(d.src[i:end])
 			if n < 0 {
 				return varintErr(i, n)
@@ -618,7 +628,9 @@ func (d *decoder) decodeTime(k kind, p unsafe.Pointer, i, end, depth int, merge 
 		return nil
 	}
 	const maxSec = math.MaxInt64 / int64(time.Second)
-	if sec > maxSec || sec < -maxSec || nanos <= -1e9 || nanos >= 1e9 {
+	const maxNanos = math.MaxInt64 % int64(time.Second) // at sec == ±maxSec
+	if sec > maxSec || sec < -maxSec || nanos <= -1e9 || nanos >= 1e9 ||
+		(sec == maxSec && int64(nanos) > maxNanos) || (sec == -maxSec && int64(nanos) < -maxNanos-1) {
 		return errAt(end, "duration %ds %dns does not fit time.Duration", sec, nanos)
 	}
 	*(*time.Duration)(p) = time.Duration(sec)*time.Second + time.Duration(nanos)

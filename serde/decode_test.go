@@ -6,9 +6,11 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/serde"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 func decodeErr[T any](t *testing.T, b []byte) *serde.DecodeError {
@@ -65,7 +67,6 @@ func TestMalformedInputs(t *testing.T) {
 		{"truncated varint", []byte{0x10, 0x80}, "truncated"},
 		{"length past end", []byte{0x0a, 0x05, 'a', 'b'}, "runs past the end"},
 		{"huge length", []byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f}, "runs past the end"},
-		{"wrong wire type", []byte{0x08, 0x01}, "wire type 0, but the field is string"},
 		{"invalid utf8", []byte{0x0a, 0x02, 0xc3, 0x28}, "invalid UTF-8"},
 		{"int8 overflow", []byte{0x10, 0x80, 0x01}, "overflows the field's Go type int8"},
 		{"int8 underflow", []byte{0x10, 0xfe, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, "overflows"},
@@ -107,24 +108,16 @@ func TestDecodeErrorNamesPathAndOffset(t *testing.T) {
 }
 
 func TestNestingLimitOnDecode(t *testing.T) {
-	// 150 levels of {2: {2: ...}} built by hand: deeper than serde accepts.
-	body := []byte{0x08, 0x01}
-	for i := 0; i < 150; i++ {
-		body = append([]byte{0x12, byte(len(body))}, body...)
-		if len(body) > 120 {
-			break
-		}
-	}
-	// Lengths above 127 need a multi-byte prefix; build deep input properly.
+	// 10,050 levels of {2: {2: ...}} built by hand: deeper than serde (and
+	// protobuf-go) accept.
 	deep := []byte{}
-	for i := 0; i < 150; i++ {
+	for i := 0; i < 10_050; i++ {
 		deep = appendLenPrefixed(deep)
 	}
 	de := decodeErr[linked](t, deep)
-	if !strings.Contains(de.Error(), "nesting deeper than 100") {
+	if !strings.Contains(de.Error(), "nesting deeper than 10000") {
 		t.Fatalf("got %v", de)
 	}
-	_ = body
 }
 
 func appendLenPrefixed(inner []byte) []byte {
@@ -175,5 +168,97 @@ func TestDecodeMemoryBounded(t *testing.T) {
 	elem := uint64(len(in) / 2 * 112) // one OrderLineItem per 2 input bytes
 	if allocated > 2*elem {
 		t.Fatalf("allocated %d bytes for %d input bytes (elements need %d)", allocated, len(in), elem)
+	}
+}
+
+// TestWrongWireTypeIsUnknown: a known field that arrives with another wire
+// type is an unknown field, as protobuf-go treats it: the field keeps its
+// zero value, the bytes are kept in the message's Unknown field, and
+// encoding writes them back.
+func TestWrongWireTypeIsUnknown(t *testing.T) {
+	type M struct {
+		Name  string  `proto:"1"`
+		N     int64   `proto:"2"`
+		Vals  []int32 `proto:"3"`
+		Inner *struct {
+			A int32 `proto:"1"`
+		} `proto:"4"`
+		Rest serde.Unknown `proto:"unknown"`
+	}
+	c := serde.MustFor[M]()
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want M
+	}{
+		{"varint for a string", []byte{0x08, 0x01, 0x10, 0x05}, M{N: 5}},
+		{"bytes for an int64", []byte{0x12, 0x01, 'x', 0x0a, 0x01, 'a'}, M{Name: "a"}},
+		{"fixed32 for a repeated int32", []byte{0x1d, 1, 2, 3, 4, 0x18, 0x07}, M{Vals: []int32{7}}},
+		{"varint for a message", []byte{0x20, 0x03}, M{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got M
+			if err := c.Decode(tc.in, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Name != tc.want.Name || got.N != tc.want.N || len(got.Vals) != len(tc.want.Vals) || got.Inner != nil {
+				t.Fatalf("decoded %+v, want %+v", got, tc.want)
+			}
+			for i := range got.Vals {
+				if got.Vals[i] != tc.want.Vals[i] {
+					t.Fatalf("decoded %+v, want %+v", got, tc.want)
+				}
+			}
+			if len(got.Rest) == 0 {
+				t.Fatal("the mistyped field was not kept as unknown")
+			}
+			out, err := c.Append(nil, &got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var again M
+			if err := c.Decode(out, &again); err != nil || !bytes.Equal(again.Rest, got.Rest) {
+				t.Fatalf("round trip: %v, unknown % x, want % x", err, again.Rest, got.Rest)
+			}
+		})
+	}
+}
+
+// TestDurationOverflow: a Duration whose seconds and nanos together pass
+// the range of time.Duration is an error, not a wrapped negative value; the
+// extremes that fit decode exactly.
+func TestDurationOverflow(t *testing.T) {
+	type D struct {
+		D time.Duration `proto:"1"`
+	}
+	enc := func(sec, nanos int64) []byte {
+		body := protowire.AppendTag(nil, 1, protowire.VarintType)
+		body = protowire.AppendVarint(body, uint64(sec))
+		body = protowire.AppendTag(body, 2, protowire.VarintType)
+		body = protowire.AppendVarint(body, uint64(int32(nanos)))
+		b := protowire.AppendTag(nil, 1, protowire.BytesType)
+		return protowire.AppendBytes(b, body)
+	}
+	c := serde.MustFor[D]()
+	for _, tc := range []struct {
+		sec, nanos int64
+		ok         bool
+	}{
+		{9223372036, 854775807, true},
+		{9223372036, 854775808, false},
+		{-9223372036, -854775808, true},
+		{-9223372036, -854775809, false},
+		{9223372037, 0, false},
+	} {
+		var d D
+		err := c.Decode(enc(tc.sec, tc.nanos), &d)
+		if tc.ok {
+			want := time.Duration(tc.sec)*time.Second + time.Duration(tc.nanos)
+			if err != nil || d.D != want {
+				t.Errorf("%ds %dns: %v, %d; want %d", tc.sec, tc.nanos, err, d.D, want)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), "does not fit time.Duration") {
+			t.Errorf("%ds %dns: want an overflow error, got %v (%d)", tc.sec, tc.nanos, err, d.D)
+		}
 	}
 }

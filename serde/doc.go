@@ -51,5 +51,9 @@
 // and the targets of pointers. All string data of one Decode call comes from a
 // single allocation, a private copy of the input that the strings share.
 // Decode never panics on bad input; its errors name the field path and the
-// byte offset.
+// byte offset. It follows protobuf-go's rules where they differ from a
+// strict reading: a known field that arrives with another wire type is an
+// unknown field (kept in Unknown, if the type has one), nesting is accepted
+// up to 10,000 levels (on encode too), and a Duration whose seconds and
+// nanos together pass the range of time.Duration is an error.
 package serde

@@ -8,11 +8,12 @@ import (
 	"unsafe"
 )
 
-// maxDepth bounds message nesting on encode and decode.
-const maxDepth = 100
+// maxDepth bounds message nesting on encode and decode: protobuf-go's
+// default recursion limit, so what it reads serde reads too.
+const maxDepth = 10_000
 
 // EncodeError reports a value that cannot be encoded: a string that is not
-// UTF-8, or nesting deeper than 100 (usually a cycle through pointers).
+// UTF-8, or nesting deeper than 10,000 (usually a cycle through pointers).
 type EncodeError struct {
 	Path   string // Go path of the field, e.g. OrderCreatedEvent.Items[3].SKU
 	Reason string
@@ -72,7 +73,7 @@ type loopFrame struct {
 // its unknown fields.
 func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, error) {
 	if depth > maxDepth {
-		return b, &encodeErr{reason: "nesting deeper than 100 (a cycle through pointers?)"}
+		return b, &encodeErr{reason: fmt.Sprintf("nesting deeper than %d (a cycle through pointers?)", maxDepth)}
 	}
 	var err error
 	var starts [maxInline]int
