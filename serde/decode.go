@@ -583,6 +583,10 @@ func overflow(offset int, v int64, f *field) *decodeErr {
 	return errAt(offset, "value %d overflows the field's Go type %s", v, f.elemType)
 }
 
+// minTimestamp and maxTimestamp bound google.protobuf.Timestamp's seconds:
+// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z.
+const minTimestamp, maxTimestamp = -62135596800, 253402300799
+
 // decodeTime decodes a google.protobuf.Timestamp or Duration body. A repeated
 // occurrence of the same field merges into the value decoded so far, as
 // protobuf merges messages.
@@ -624,6 +628,11 @@ func (d *decoder) decodeTime(k kind, p unsafe.Pointer, i, end, depth int, merge 
 		}
 	}
 	if k == kTime {
+		// google.protobuf.Timestamp's range: 0001-01-01T00:00:00Z to
+		// 9999-12-31T23:59:59.999999999Z, nanos never negative.
+		if sec < minTimestamp || sec > maxTimestamp || nanos < 0 || nanos >= 1e9 {
+			return errAt(end, "timestamp %ds %dns is outside 0001-01-01 to 9999-12-31 or has nanos outside [0, 1e9)", sec, nanos)
+		}
 		*(*time.Time)(p) = time.Unix(sec, int64(nanos)).UTC()
 		return nil
 	}

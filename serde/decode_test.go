@@ -262,3 +262,71 @@ func TestDurationOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestTimestampRange: a Timestamp outside google.protobuf.Timestamp's range
+// (years 1 to 9999, nanos in [0, 1e9)) is an error naming the field; the
+// extremes decode exactly.
+func TestTimestampRange(t *testing.T) {
+	type T struct {
+		At time.Time `proto:"1"`
+	}
+	enc := func(sec, nanos int64) []byte {
+		body := protowire.AppendTag(nil, 1, protowire.VarintType)
+		body = protowire.AppendVarint(body, uint64(sec))
+		body = protowire.AppendTag(body, 2, protowire.VarintType)
+		body = protowire.AppendVarint(body, uint64(int32(nanos)))
+		b := protowire.AppendTag(nil, 1, protowire.BytesType)
+		return protowire.AppendBytes(b, body)
+	}
+	c := serde.MustFor[T]()
+	for _, tc := range []struct {
+		sec, nanos int64
+		ok         bool
+	}{
+		{-62135596800, 0, true},
+		{253402300799, 999999999, true},
+		{-62135596801, 0, false},
+		{253402300800, 0, false},
+		{0, -1, false},
+		{0, 1e9, false},
+	} {
+		var v T
+		err := c.Decode(enc(tc.sec, tc.nanos), &v)
+		if tc.ok {
+			if want := time.Unix(tc.sec, tc.nanos).UTC(); err != nil || !v.At.Equal(want) {
+				t.Errorf("%ds %dns: %v, %v; want %v", tc.sec, tc.nanos, err, v.At, want)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), "timestamp") || !strings.Contains(err.Error(), "T.at (1)") {
+			t.Errorf("%ds %dns: want a range error naming the field, got %v", tc.sec, tc.nanos, err)
+		} else {
+			t.Log(err)
+		}
+	}
+}
+
+// TestTimestampOutOfRangeDoesNotEncode: a time.Time that Decode would
+// refuse is refused on encode, so state holding it fails its checkpoint
+// instead of its restore.
+func TestTimestampOutOfRangeDoesNotEncode(t *testing.T) {
+	type T struct {
+		At time.Time `proto:"1"`
+	}
+	c := serde.MustFor[T]()
+	for _, at := range []time.Time{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC)} {
+		_, err := c.Append(nil, &T{At: at})
+		var ee *serde.EncodeError
+		if !errors.As(err, &ee) || !strings.Contains(err.Error(), "outside google.protobuf.Timestamp's range") {
+			t.Errorf("%v: want an EncodeError, got %v", at, err)
+		}
+	}
+	for _, at := range []time.Time{{}, time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)} {
+		b, err := c.Append(nil, &T{At: at})
+		var got T
+		if err == nil {
+			err = c.Decode(b, &got)
+		}
+		if err != nil || !got.At.Equal(at) {
+			t.Errorf("%v: %v, %v", at, err, got.At)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -411,6 +412,10 @@ func appendElem(b []byte, f *field, p unsafe.Pointer, depth int) ([]byte, error)
 		return appendNested(b, f.msg, p, depth)
 	case kTime, kDuration:
 		sec, nanos := timeParts(f.kind, p)
+		if f.kind == kTime && (sec < minTimestamp || sec > maxTimestamp) {
+			// Decode refuses it, so state holding it could not be restored.
+			return b, &encodeErr{reason: fmt.Sprintf("time %v is outside google.protobuf.Timestamp's range (years 1 to 9999)", *(*time.Time)(p))}
+		}
 		b = appendVarint(b, uint64(sizeTimeBody(sec, nanos)))
 		return appendTimeBody(b, sec, nanos), nil
 	case kCustom:
