@@ -21,6 +21,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{0x0a, 0x02, 0xc3, 0x28})
 	f.Add([]byte{0x33, 0x08, 0x07, 0x34})
 	f.Add([]byte{0xa2, 0x06, 0x04, 0x08, 0x01, 0x10, 0x05})
+	// Known fields with other wire types (kept as unknown fields).
+	f.Add([]byte{0x08, 0x01, 0x12, 0x01, 'x', 0x1d, 1, 2, 3, 4, 0x20, 0x03})
+	// A Timestamp-shaped body out of range, and deep nesting.
+	f.Add([]byte{0x0a, 0x06, 0x08, 0x80, 0x80, 0x80, 0x80, 0x40})
+	deep := []byte{}
+	for range 300 {
+		deep = appendLenPrefixed(deep)
+	}
+	f.Add(deep)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		checkFixedPoint[datagen.OrderCreatedEvent](t, in)
 		checkFixedPoint[Kitchen](t, in)
