@@ -231,14 +231,6 @@ func TestDurationOverflow(t *testing.T) {
 	type D struct {
 		D time.Duration `proto:"1"`
 	}
-	enc := func(sec, nanos int64) []byte {
-		body := protowire.AppendTag(nil, 1, protowire.VarintType)
-		body = protowire.AppendVarint(body, uint64(sec))
-		body = protowire.AppendTag(body, 2, protowire.VarintType)
-		body = protowire.AppendVarint(body, uint64(int32(nanos)))
-		b := protowire.AppendTag(nil, 1, protowire.BytesType)
-		return protowire.AppendBytes(b, body)
-	}
 	c := serde.MustFor[D]()
 	for _, tc := range []struct {
 		sec, nanos int64
@@ -251,7 +243,7 @@ func TestDurationOverflow(t *testing.T) {
 		{9223372037, 0, false},
 	} {
 		var d D
-		err := c.Decode(enc(tc.sec, tc.nanos), &d)
+		err := c.Decode(timeField(tc.sec, tc.nanos), &d)
 		if tc.ok {
 			want := time.Duration(tc.sec)*time.Second + time.Duration(tc.nanos)
 			if err != nil || d.D != want {
@@ -270,14 +262,6 @@ func TestTimestampRange(t *testing.T) {
 	type T struct {
 		At time.Time `proto:"1"`
 	}
-	enc := func(sec, nanos int64) []byte {
-		body := protowire.AppendTag(nil, 1, protowire.VarintType)
-		body = protowire.AppendVarint(body, uint64(sec))
-		body = protowire.AppendTag(body, 2, protowire.VarintType)
-		body = protowire.AppendVarint(body, uint64(int32(nanos)))
-		b := protowire.AppendTag(nil, 1, protowire.BytesType)
-		return protowire.AppendBytes(b, body)
-	}
 	c := serde.MustFor[T]()
 	for _, tc := range []struct {
 		sec, nanos int64
@@ -291,7 +275,7 @@ func TestTimestampRange(t *testing.T) {
 		{0, 1e9, false},
 	} {
 		var v T
-		err := c.Decode(enc(tc.sec, tc.nanos), &v)
+		err := c.Decode(timeField(tc.sec, tc.nanos), &v)
 		if tc.ok {
 			if want := time.Unix(tc.sec, tc.nanos).UTC(); err != nil || !v.At.Equal(want) {
 				t.Errorf("%ds %dns: %v, %v; want %v", tc.sec, tc.nanos, err, v.At, want)
@@ -329,4 +313,15 @@ func TestTimestampOutOfRangeDoesNotEncode(t *testing.T) {
 			t.Errorf("%v: %v, %v", at, err, got.At)
 		}
 	}
+}
+
+// timeField is field 1 holding a Timestamp or Duration body of sec and
+// nanos, written as protobuf does, whatever their range.
+func timeField(sec, nanos int64) []byte {
+	body := protowire.AppendTag(nil, 1, protowire.VarintType)
+	body = protowire.AppendVarint(body, uint64(sec))
+	body = protowire.AppendTag(body, 2, protowire.VarintType)
+	body = protowire.AppendVarint(body, uint64(int32(nanos)))
+	b := protowire.AppendTag(nil, 1, protowire.BytesType)
+	return protowire.AppendBytes(b, body)
 }
