@@ -302,7 +302,7 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 					i += n
 				}
 			} else {
-				i, err = d.decodeRepeated(f, fp, wt, tagAt, i, end, depth, first)
+				i, err = d.decodeRepeated(f, fp, wt, i, end, depth, first)
 			}
 			if err != nil {
 				return wrapDecode(err, f, h.len-1)
@@ -377,10 +377,6 @@ func (d *decoder) unknownField(m *message, p unsafe.Pointer, wt uint8, num uint6
 		*u = append(*u, d.src[tagAt:j]...)
 	}
 	return j, nil
-}
-
-func wrongWire(offset int, wt uint8, f *field) *decodeErr {
-	return errAt(offset, "wire type %d, but the field is %s (wire type %d)", wt, kindName(f.kind), f.wt)
 }
 
 // length reads a length prefix at i and checks it fits before end.
@@ -646,9 +642,10 @@ func (d *decoder) decodeTime(k kind, p unsafe.Pointer, i, end, depth int, merge 
 	return nil
 }
 
-// decodeRepeated decodes one occurrence of a repeated field: a single element
-// or, for scalars, a packed run.
-func (d *decoder) decodeRepeated(f *field, fp unsafe.Pointer, wt uint8, tagAt, i, end, depth int, first bool) (int, error) {
+// decodeRepeated decodes one occurrence of a repeated field, a single
+// element or, for scalars, a packed run; the caller has checked that the
+// wire type is the element's, or bytes for a packed run.
+func (d *decoder) decodeRepeated(f *field, fp unsafe.Pointer, wt uint8, i, end, depth int, first bool) (int, error) {
 	h := (*sliceHeader)(fp)
 	if first {
 		h.len = 0
@@ -690,9 +687,6 @@ func (d *decoder) decodeRepeated(f *field, fp unsafe.Pointer, wt uint8, tagAt, i
 			i = j
 		}
 		return i, nil
-	}
-	if wt != f.wt {
-		return i, wrongWire(tagAt, wt, f)
 	}
 	if h.len == h.cap {
 		// Count the remaining occurrences so the slice grows once.
@@ -816,7 +810,6 @@ func (d *decoder) decodeEntry(f *field, kp, vp unsafe.Pointer, i, end, depth int
 	kf, vf := f.mapKey, f.mapVal
 	valSeen := false
 	for i < end {
-		tagAt := i
 		tag, n := consumeVarint(d.src[i:end])
 		if n < 0 {
 			return varintErr(i, n)
@@ -824,16 +817,12 @@ func (d *decoder) decodeEntry(f *field, kp, vp unsafe.Pointer, i, end, depth int
 		i += n
 		num, wt := tag>>3, uint8(tag&7)
 		var err error
-		switch num {
-		case 1:
-			if wt != kf.wt {
-				return wrongWire(tagAt, wt, kf)
-			}
+		// A key or value with another wire type is skipped like an unknown
+		// field, as protobuf-go does (and as decodeMessage does).
+		switch {
+		case num == 1 && wt == kf.wt:
 			i, err = d.decodeElem(kf, kp, i, end, depth, false)
-		case 2:
-			if wt != vf.wt {
-				return wrongWire(tagAt, wt, vf)
-			}
+		case num == 2 && wt == vf.wt:
 			p := vp
 			if vf.card == cPointer {
 				pp := (*unsafe.Pointer)(vp)
@@ -869,7 +858,6 @@ func kindName(k kind) string {
 func (d *decoder) decodeEntryValue(f *field, kp, vp unsafe.Pointer, i, end int) error {
 	kf, vf := f.mapKey, f.mapVal
 	for i < end {
-		tagAt := i
 		tag, n := consumeVarint(d.src[i:end])
 		if n < 0 {
 			return varintErr(i, n)
@@ -882,10 +870,6 @@ func (d *decoder) decodeEntryValue(f *field, kp, vp unsafe.Pointer, i, end int) 
 			i, err = d.decodeValue(kf, kp, i, end)
 		case num == 2 && wt == vf.wt:
 			i, err = d.decodeValue(vf, vp, i, end)
-		case num == 1:
-			return wrongWire(tagAt, wt, kf)
-		case num == 2:
-			return wrongWire(tagAt, wt, vf)
 		default:
 			i, err = skipField(d.src, wt, num, i, end, 0)
 		}

@@ -325,3 +325,30 @@ func timeField(sec, nanos int64) []byte {
 	b := protowire.AppendTag(nil, 1, protowire.BytesType)
 	return protowire.AppendBytes(b, body)
 }
+
+// TestMapEntryWrongWireType: in a map entry, a key or value with another
+// wire type is skipped as protobuf-go skips it: the entry keeps the zero
+// value in its place.
+func TestMapEntryWrongWireType(t *testing.T) {
+	type M struct {
+		Tags map[string]int64 `proto:"1"`
+		Subs map[string]*struct {
+			A int32 `proto:"1"`
+		} `proto:"2"`
+	}
+	in := []byte{
+		0x0a, 0x06, 0x0a, 0x01, 'k', 0x12, 0x01, 'x', // Tags: {"k": bytes "x"}
+		0x12, 0x05, 0x0a, 0x01, 's', 0x10, 0x07, // Subs: {"s": varint 7}
+		0x0a, 0x04, 0x08, 0x01, 0x10, 0x03, // Tags: {varint 1 as the key, 3}
+	}
+	var got M
+	if err := serde.MustFor[M]().Decode(in, &got); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := got.Tags["k"]; !ok || v != 0 || len(got.Tags) != 2 || got.Tags[""] != 3 {
+		t.Fatalf("Tags = %v, want {k: 0, \"\": 3}", got.Tags)
+	}
+	if s, ok := got.Subs["s"]; !ok || s == nil || s.A != 0 {
+		t.Fatalf("Subs = %v, want {s: {}}", got.Subs)
+	}
+}
