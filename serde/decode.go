@@ -847,12 +847,6 @@ func (d *decoder) decodeEntry(f *field, kp, vp unsafe.Pointer, i, end, depth int
 	return nil
 }
 
-func kindName(k kind) string {
-	return [...]string{"bool", "int32", "int64", "uint32", "uint64", "sint32", "sint64",
-		"fixed32", "fixed64", "sfixed32", "sfixed64", "float", "double", "string", "bytes",
-		"message", "google.protobuf.Timestamp", "google.protobuf.Duration", "custom"}[k]
-}
-
 // decodeEntryValue decodes a map entry whose key and value are scalars,
 // strings or bytes, without letting kp and vp escape.
 func (d *decoder) decodeEntryValue(f *field, kp, vp unsafe.Pointer, i, end int) error {

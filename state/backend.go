@@ -578,10 +578,3 @@ func lenPrefixed(b []byte) (field, rest []byte, err error) {
 	}
 	return b[k : k+int(n)], b[k+int(n):], nil
 }
-
-func appendEntry(dst, key, val []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(key)))
-	dst = append(dst, key...)
-	dst = binary.AppendUvarint(dst, uint64(len(val)))
-	return append(dst, val...)
-}

@@ -248,11 +248,6 @@ func missing(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
 
-func isDir(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.IsDir()
-}
-
 // List walks only the part of the tree that can hold names with prefix,
 // skipping dot-files and dot-directories.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
