@@ -86,13 +86,15 @@ func BenchmarkSlidingWindows(b *testing.B) {
 // collapse throughput or make the hot path allocate. With 1000 drivers each
 // key sees 2000 events (the demo's shape); with 10 000, 200, so what a new
 // key costs once (its window map, timer list, interned key, and the
-// generator's driver) shows in allocs/event. Without AlignWatermarks the
-// source subtasks drift apart in event time (more of them than cores), so
-// each key holds more open windows and its state grows; "-aligned" bounds
-// the drift to 10 s, as the demo does. Each parallelism in its own process:
+// generator's driver) shows in allocs/event. The source subtasks are kept
+// within eddy.DefaultAlignment (30 s here) of each other in event time;
+// "-aligned" bounds the drift to 10 s, as the demo does, and "-unaligned"
+// turns alignment off (AlignWatermarks(0)): then the subtasks drift apart
+// (more of them than cores), so each key holds more open windows and its
+// state grows. Each parallelism in its own process:
 //
 //	go test -c -o w.test .
-//	for i in 1 2 3; do for keys in keys=1k keys=1k-aligned keys=10k; do for p in 2 4 8; do
+//	for i in 1 2 3; do for keys in keys=1k keys=1k-aligned keys=1k-unaligned keys=10k; do for p in 2 4 8; do
 //	  ./w.test -test.run '^$' -test.bench "EventTimeParallelism/$keys\$/par=$p\$" -test.benchtime 1x
 //	done; done; done
 func BenchmarkEventTimeParallelism(b *testing.B) {
@@ -100,13 +102,14 @@ func BenchmarkEventTimeParallelism(b *testing.B) {
 	for _, cfg := range []struct {
 		name    string
 		drivers int
-		align   time.Duration // eddy.AlignWatermarks, as the demo has; 0: none
-	}{{"keys=1k", 1000, 0}, {"keys=1k-aligned", 1000, 10 * time.Second}, {"keys=10k", 10_000, 0}} {
-		drivers := cfg.drivers
-		var wmOpts []eddy.WatermarkOption
-		if cfg.align > 0 {
-			wmOpts = append(wmOpts, eddy.AlignWatermarks(cfg.align))
-		}
+		align   []eddy.WatermarkOption // none: the default alignment
+	}{
+		{"keys=1k", 1000, nil},
+		{"keys=1k-aligned", 1000, []eddy.WatermarkOption{eddy.AlignWatermarks(10 * time.Second)}},
+		{"keys=1k-unaligned", 1000, []eddy.WatermarkOption{eddy.AlignWatermarks(0)}},
+		{"keys=10k", 10_000, nil},
+	} {
+		drivers, wmOpts := cfg.drivers, cfg.align
 		for _, par := range []int{2, 4, 8} {
 			b.Run(fmt.Sprintf("%s/par=%d", cfg.name, par), func(b *testing.B) {
 				runJobBench(b, par, events, func(env *eddy.Env) {

@@ -77,7 +77,7 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 	// Watermarks: the minimum over splits that are neither done nor idle.
 	lastWM, idleSent := int64(math.MinInt64), false
 	slots := sc.job.wmSlots[entry.index]
-	emitWatermark := func(now time.Time) error {
+	emitWatermark := func(now time.Time, progress bool) error {
 		if wm == nil {
 			return nil
 		}
@@ -115,7 +115,8 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 			slots[sc.subtask].Store(combined)
 			return sc.controlOut(msg{kind: msgWatermark, id: uint64(combined)})
 		}
-		if idleSentBefore := slots[sc.subtask].Load() == excluded; idleSentBefore {
+		if progress && slots[sc.subtask].Load() == excluded {
+			// Excluded while idle or while it had nothing to read.
 			slots[sc.subtask].Store(lastWM)
 		}
 		return nil
@@ -211,7 +212,7 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 			}
 		}
 		if wm != nil {
-			if err := emitWatermark(time.Now()); err != nil {
+			if err := emitWatermark(time.Now(), progress); err != nil {
 				return err
 			}
 		}
@@ -230,6 +231,13 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 			continue
 		}
 		if !progress {
+			if !paused && wm != nil && wm.Align > 0 && !wm.AlignHold {
+				// Nothing to read now: this subtask must not hold the
+				// others back while it waits (a Kafka partition with no
+				// new records). Its next records put its watermark back
+				// (emitWatermark).
+				slots[sc.subtask].Store(excluded)
+			}
 			if err := sc.flushOut(); err != nil {
 				return err
 			}

@@ -12,6 +12,10 @@ type WatermarkSpec[T any] struct {
 	Delay     int64 // max out-of-orderness, ns
 	IdleAfter time.Duration
 	Align     int64 // max drift in ns between source subtasks; 0: none
+	// AlignHold: a subtask with nothing to read still holds the others
+	// back (until IdleAfter marks it idle); without it, it stops holding
+	// them back until it reads again.
+	AlignHold bool
 }
 
 // splitClock tracks one split's event time for watermarks.
