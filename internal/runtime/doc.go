@@ -6,9 +6,10 @@
 // acknowledgements), the coordinator's I/O (Job implements coord.Task:
 // triggering the sources, writing manifests assembled by internal/manifest,
 // committing sinks; internal/coord decides when), where keyed state is
-// restored from (internal/restore reads it), the changelog
-// state backend's glue (materialization, log ranges per checkpoint), the
-// restart and fallback policy, and the job's counters.
+// restored from (internal/restore reads it), the job's side of the
+// changelog state backend (the log and what internal/changelog's
+// Operator needs of the job), the restart and fallback policy, and the
+// job's counters.
 //
 // The root package builds a Graph through this package's small API
 // (Graph.AddSource, KeyedStage, SetReceive, Shuffle, OpenKeyed, RunSource,

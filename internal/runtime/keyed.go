@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/eddyflow/eddy/internal/changelog"
 	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/restore"
 	"github.com/eddyflow/eddy/internal/timers"
@@ -23,7 +24,7 @@ type Keyed struct {
 	fireEvent   func(kb []byte, kg int, at int64) error
 	fireProc    func(kb []byte, kg int, at int64) error
 	end         func() error
-	cl          *changelogState // with the changelog state backend
+	cl          *changelog.Operator // with the changelog state backend
 }
 
 // OpenKeyed creates the state backend of keyed operator uid in subtask sc,

@@ -1,4 +1,4 @@
-package runtime
+package changelog
 
 import (
 	"errors"
@@ -25,70 +25,69 @@ func TestFinishMaterializations(t *testing.T) {
 		}
 		return m
 	}
-	setup := func(runs ...*materialization) (*Subtask, *Keyed) {
-		sc := &Subtask{job: &Job{env: &runner{cfg: &Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, stats: &Counters{}}}}
-		rt := &Keyed{uid: "op", cl: &changelogState{cfg: &ChangelogConfig{Materialize: time.Minute}, runs: runs}}
-		return sc, rt
+	setup := func(runs ...*materialization) *Operator {
+		cfg := &Config{Materialize: time.Minute}
+		return &Operator{uid: "op", cfg: cfg, env: Env{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, runs: runs}
 	}
-	finish := func(sc *Subtask, rt *Keyed) {
+	finish := func(cl *Operator) {
 		t.Helper()
-		if err := sc.finishMaterializations(rt, time.Now(), end); err != nil {
+		if err := cl.finishMaterializations(time.Now(), end); err != nil {
 			t.Fatal(err)
 		}
 	}
-	base := func(rt *Keyed) string {
-		if len(rt.cl.base) == 0 {
+	base := func(cl *Operator) string {
+		if len(cl.base) == 0 {
 			return ""
 		}
-		return rt.cl.base[0].Blob
+		return cl.base[0].Blob
 	}
 
 	// The newer one finishes first: the older, still uploading, is dropped
 	// and its later success cannot replace the base.
 	m1, m2 := mat(1, 10, true, nil), mat(2, 20, false, nil)
-	sc, rt := setup(m1, m2)
-	finish(sc, rt)
-	if base(rt) != "m2" || rt.cl.after != 20 || len(rt.cl.runs) != 0 {
-		t.Fatalf("base %q after %d, %d running; want m2 after 20, none running", base(rt), rt.cl.after, len(rt.cl.runs))
+	rt := setup(m1, m2)
+	finish(rt)
+	if base(rt) != "m2" || rt.after != 20 || len(rt.runs) != 0 {
+		t.Fatalf("base %q after %d, %d running; want m2 after 20, none running", base(rt), rt.after, len(rt.runs))
 	}
 	m1.inFlight.Add(-1)
-	finish(sc, rt)
+	finish(rt)
 	if base(rt) != "m2" {
 		t.Fatalf("the older materialization replaced the base: %q", base(rt))
 	}
 
 	// The older one finishes first: it is the base until the newer one is.
 	m1, m2 = mat(1, 10, false, nil), mat(2, 20, true, nil)
-	sc, rt = setup(m1, m2)
-	finish(sc, rt)
-	if base(rt) != "m1" || len(rt.cl.runs) != 1 {
-		t.Fatalf("base %q, %d running; want m1, m2 running", base(rt), len(rt.cl.runs))
+	rt = setup(m1, m2)
+	finish(rt)
+	if base(rt) != "m1" || len(rt.runs) != 1 {
+		t.Fatalf("base %q, %d running; want m1, m2 running", base(rt), len(rt.runs))
 	}
 	m2.inFlight.Add(-1)
-	finish(sc, rt)
-	if base(rt) != "m2" || rt.cl.after != 20 || len(rt.cl.runs) != 0 {
-		t.Fatalf("base %q after %d, %d running; want m2 after 20", base(rt), rt.cl.after, len(rt.cl.runs))
+	finish(rt)
+	if base(rt) != "m2" || rt.after != 20 || len(rt.runs) != 0 {
+		t.Fatalf("base %q after %d, %d running; want m2 after 20", base(rt), rt.after, len(rt.runs))
 	}
 
 	// A failure counts; the next success resets the count.
-	sc, rt = setup(mat(1, 10, false, errors.New("put failed")), mat(2, 20, false, nil))
-	rt.cl.failures = 1
-	finish(sc, rt)
-	if base(rt) != "m2" || rt.cl.failures != 0 {
-		t.Fatalf("base %q, %d failures; want m2, 0", base(rt), rt.cl.failures)
+	rt = setup(mat(1, 10, false, errors.New("put failed")), mat(2, 20, false, nil))
+	rt.failures = 1
+	finish(rt)
+	if base(rt) != "m2" || rt.failures != 0 {
+		t.Fatalf("base %q, %d failures; want m2, 0", base(rt), rt.failures)
 	}
 	// An older failure settled with a newer success does not count, even
 	// as a third.
-	sc, rt = setup(mat(1, 10, false, errors.New("put failed")), mat(2, 20, false, nil))
-	rt.cl.failures = 2
-	finish(sc, rt)
-	if base(rt) != "m2" || rt.cl.failures != 0 {
-		t.Fatalf("base %q, %d failures; want m2, 0", base(rt), rt.cl.failures)
+	rt = setup(mat(1, 10, false, errors.New("put failed")), mat(2, 20, false, nil))
+	rt.failures = 2
+	finish(rt)
+	if base(rt) != "m2" || rt.failures != 0 {
+		t.Fatalf("base %q, %d failures; want m2, 0", base(rt), rt.failures)
 	}
 	// A third failure in a row fails the job.
-	sc, rt = setup(mat(3, 30, false, errors.New("put failed")))
-	rt.cl.failures = 2
-	if err := sc.finishMaterializations(rt, time.Now(), end); err == nil {
+	rt = setup(mat(3, 30, false, errors.New("put failed")))
+	rt.failures = 2
+	if err := rt.finishMaterializations(time.Now(), end); err == nil {
 		t.Fatal("a third failure in a row did not fail the job")
 	}
 }
@@ -100,7 +99,7 @@ func TestFinishMaterializations(t *testing.T) {
 func TestShouldStartMaterialization(t *testing.T) {
 	const end = 8
 	now := time.Now()
-	cl := &changelogState{cfg: &ChangelogConfig{LogRatio: 0.25}, nextAt: now.Add(time.Hour),
+	cl := &Operator{cfg: &Config{LogRatio: 0.25, MinInterval: time.Second, Materialize: time.Hour}, nextAt: now.Add(time.Hour),
 		base: []checkpoint.StatePart{{Size: 4 << 20}}, baseSize: 4 << 20} // heavy: 1 MiB of log
 	if cl.shouldStart(now, end, 0) {
 		t.Fatal("started before it was due, without log")
@@ -143,7 +142,7 @@ func TestLogHeavyCountsRedundantBytes(t *testing.T) {
 	const end = 8
 	now := time.Now()
 	// A 4 MiB base of 4096 entries of 1 KiB.
-	cl := &changelogState{cfg: &ChangelogConfig{LogRatio: 0.25}, nextAt: now.Add(time.Hour),
+	cl := &Operator{cfg: &Config{LogRatio: 0.25, MinInterval: time.Second, Materialize: time.Hour}, nextAt: now.Add(time.Hour),
 		base: []checkpoint.StatePart{{Size: 4 << 20}}, baseSize: 4 << 20, baseEntries: 4096}
 	cl.appended = 8 << 20 // 8 MiB of log: twice the base
 	if cl.shouldStart(now, end, 4096+8192) {
@@ -168,5 +167,30 @@ func TestLogHeavyCountsRedundantBytes(t *testing.T) {
 	}
 	if !cl.shouldStart(now, end, 16384) {
 		t.Error("no second started for 8 MiB of updates during the upload wait of a 16 MiB state")
+	}
+}
+
+// TestMinIntervalBoundsEarlyMaterializations: a heavy log does not start a
+// materialization within MinInterval of the previous start (a tiny busy
+// state would be rewritten many times a second), the interval does, and
+// MinInterval is capped at the interval.
+func TestMinIntervalBoundsEarlyMaterializations(t *testing.T) {
+	const end = 8
+	now := time.Now()
+	cl := &Operator{cfg: &Config{LogRatio: 0.25, MinInterval: 2 * time.Second, Materialize: time.Hour}, nextAt: now.Add(time.Hour),
+		base: []checkpoint.StatePart{{Size: 4 << 20}}, baseSize: 4 << 20, appended: 8 << 20, lastStart: now.Add(-time.Second)}
+	if cl.shouldStart(now, end, 0) {
+		t.Fatal("a heavy log started a materialization 1 s after the last one (MinInterval 2 s)")
+	}
+	if !cl.shouldStart(now.Add(time.Second), end, 0) {
+		t.Fatal("a heavy log did not start a materialization 2 s after the last one")
+	}
+	cl.nextAt = now
+	if !cl.shouldStart(now, end, 0) {
+		t.Fatal("the interval did not start a materialization within MinInterval")
+	}
+	cl.nextAt, cl.cfg.Materialize = now.Add(time.Hour), 500*time.Millisecond
+	if !cl.shouldStart(now, end, 0) {
+		t.Fatal("MinInterval was not capped at the interval (500 ms)")
 	}
 }
