@@ -77,3 +77,7 @@ func TestConformanceVersitygw(t *testing.T) {
 		return srv.Open(t, "conformance", fmt.Sprintf("run/%d", seq.Add(1)), testOpts...)
 	}, blobtest.Corrupt(corrupt))
 }
+
+func headInput(bucket, key string) *s3.HeadObjectInput {
+	return &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}
+}

@@ -125,9 +125,10 @@ func (s *Store) probe(ctx context.Context) error {
 	switch code := errorCode(err); {
 	case code == "NoSuchBucket":
 		hint = fmt.Sprintf("bucket %q does not exist; create it, or fix the bucket in the URL", s.bucket)
-	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "InvalidClientTokenId" || code == "ExpiredToken":
+	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "InvalidClientTokenId" ||
+		code == "ExpiredToken" || code == "XAdminUserNotFound" || httpStatus(err) == http.StatusUnauthorized:
 		hint = "the credentials were refused (" + code + "); check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE and the shared config"
-	case code == "AccessDenied" || code == "Forbidden":
+	case code == "AccessDenied" || code == "Forbidden" || httpStatus(err) == http.StatusForbidden:
 		hint = fmt.Sprintf("access denied (%s); the credentials need s3:ListBucket on bucket %q for prefix %q, and s3:GetObject, s3:PutObject and s3:DeleteObject on its objects", code, s.bucket, s.prefix)
 	case errors.Is(err, context.DeadlineExceeded):
 		hint = fmt.Sprintf("no answer within %v; is the endpoint right and the server up?", s.cfg.openTimeout)
