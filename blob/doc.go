@@ -8,6 +8,12 @@
 // *CorruptError naming the object. A missing object is reported as an error
 // that matches ErrNotFound with errors.Is.
 //
+// A store that can create an object only if it is absent, atomically with
+// respect to every other writer, implements Creator; PutIfAbsent uses it
+// and fails with ErrExists when the object is there, and with
+// ErrNoConditionalCreate for a store that cannot promise that. Lock
+// objects and first-writer-wins claims are built on it.
+//
 // Object names are slash-separated relative paths such as
 // "checkpoints/00000000000000000012/MANIFEST"; ValidateName says which are
 // allowed. Names whose segments start with "." are reserved for a backend's

@@ -39,6 +39,9 @@
 //     there.
 //  4. Otherwise the call is passed to the inner store.
 //
+// PutIfAbsent (blob.Creator) is passed to the inner store's and meets the
+// faults of a Put: it is counted as a Put and draws from Put's generator.
+//
 // Stats reports, per operation, the calls, injected errors, stalls and the
 // total injected latency.
 package faulty

@@ -42,7 +42,7 @@ var ErrInjected = errors.New("injected fault")
 // InjectedError is the error of a call that failed by injection. It matches
 // ErrInjected.
 type InjectedError struct {
-	Op   string // "put", "get", "list" or "delete"
+	Op   string // "put", "create" (PutIfAbsent), "get", "list" or "delete"
 	Name string // the object's name, or the prefix for "list"
 	// Written is true if the error was injected after the inner Put
 	// succeeded: the caller sees a failure, but the object was stored.
@@ -104,7 +104,11 @@ type Store struct {
 	stats [numOps]OpStats    // guarded by mu
 }
 
-var _ blob.Store = (*Store)(nil)
+var (
+	_ blob.Store      = (*Store)(nil)
+	_ blob.Creator    = (*Store)(nil)
+	_ blob.IntoGetter = (*Store)(nil)
+)
 
 // New returns a Store that wraps inner and injects the faults of opts.
 func New(inner blob.Store, opts Options) *Store {
@@ -214,6 +218,29 @@ func (s *Store) Put(ctx context.Context, name string, data []byte) error {
 	}
 	if f.fail {
 		return &InjectedError{Op: "put", Name: name, Written: true}
+	}
+	return nil
+}
+
+// PutIfAbsent creates the object in the inner store with
+// blob.PutIfAbsent, subject to the injected faults of a Put (it counts as
+// one, in Stats.Put, and draws from Put's generator). An injected error
+// leaves the object uncreated, or, if the error's Written field is true,
+// created by this call. An inner store that is not a blob.Creator gives
+// blob.PutIfAbsent's error.
+func (s *Store) PutIfAbsent(ctx context.Context, name string, data []byte) error {
+	f := s.decide(opPut)
+	if err := s.inject(ctx, opPut, f); err != nil {
+		return err
+	}
+	if f.fail && !f.afterWrite {
+		return &InjectedError{Op: "create", Name: name}
+	}
+	if err := blob.PutIfAbsent(ctx, s.inner, name, data); err != nil {
+		return err
+	}
+	if f.fail {
+		return &InjectedError{Op: "create", Name: name, Written: true}
 	}
 	return nil
 }

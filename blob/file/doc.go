@@ -8,6 +8,11 @@
 // object is either wholly there or not there, also after a crash. A crash
 // mid-Put can leave a dot-file behind; List and Get never see it.
 //
+// PutIfAbsent (blob.Creator) writes the temporary file the same way but
+// link(2)s it to the target instead of renaming it: link fails if the
+// target exists, so the create is atomic across processes sharing the
+// directory, and the loser gets an error matching blob.ErrExists.
+//
 // Importing the package registers the "file" scheme with blob.Open, which
 // also handles plain directory paths:
 //

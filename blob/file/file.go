@@ -29,7 +29,11 @@ type Store struct {
 	dir string // absolute, cleaned
 }
 
-var _ blob.Store = (*Store)(nil)
+var (
+	_ blob.Store      = (*Store)(nil)
+	_ blob.Creator    = (*Store)(nil)
+	_ blob.IntoGetter = (*Store)(nil)
+)
 
 // New returns the store of directory dir, creating it (and its parents) if
 // needed. A relative dir is resolved against the working directory now.
@@ -107,6 +111,49 @@ func (s *Store) Put(ctx context.Context, name string, data []byte) error {
 	}
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("blob/file: put %q: sync directory: %w", name, err)
+	}
+	return nil
+}
+
+// PutIfAbsent stores data under name like Put, but only if there is no
+// object name; otherwise it returns an error matching blob.ErrExists. It
+// writes and fsyncs a temporary file, then link(2)s it to the final name,
+// which fails if the name exists: the check and the creation are one step
+// of the file system, so of several processes creating one name exactly
+// one succeeds, and the object appears whole. The temporary file is then
+// removed and the directory fsynced.
+func (s *Store) PutIfAbsent(ctx context.Context, name string, data []byte) error {
+	if err := blob.ValidateName(name); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("blob/file: put %q if absent: %w", name, err)
+	}
+	path := s.Path(name)
+	dir := filepath.Dir(path)
+	f, err := s.createTemp(dir, filepath.Base(path))
+	if err != nil {
+		return fmt.Errorf("blob/file: put %q if absent: %w", name, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := writeSynced(f, data); err != nil {
+		return fmt.Errorf("blob/file: put %q if absent: write %s: %w", name, tmp, err)
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			if fi, serr := os.Lstat(path); serr == nil && fi.IsDir() {
+				return fmt.Errorf("blob/file: put %q if absent: %s is a directory (objects are stored under that name)", name, path)
+			}
+			return blob.Exists(name)
+		}
+		return fmt.Errorf("blob/file: put %q if absent: %w", name, err)
+	}
+	if err := os.Remove(tmp); err != nil {
+		return fmt.Errorf("blob/file: put %q if absent: remove %s: %w", name, tmp, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("blob/file: put %q if absent: sync directory: %w", name, err)
 	}
 	return nil
 }
