@@ -1,6 +1,7 @@
 package blob
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -154,6 +155,51 @@ func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, att
 	}, neverFinal)
 	return err
 }
+
+// PutIfAbsent creates the object name like c.PutIfAbsent, hedged like
+// Put. An attempt that finds the object existing reads it back: if it
+// holds exactly data, an earlier attempt of this call (hedged, or retried
+// after a reply that was lost) created it and the call succeeds; anything
+// else is another writer's object and the call fails at once with an
+// error matching ErrExists. So data must be unique to this writer (a
+// manifest carries its writer's time), or two writers of the same bytes
+// would both succeed.
+func (h *Hedger) PutIfAbsent(ctx context.Context, s Store, name string, data []byte, attempts int) error {
+	c, ok := s.(Creator)
+	if !ok {
+		return fmt.Errorf("blob: put %q if absent: %T: %w", name, s, ErrNoConditionalCreate)
+	}
+	_, err := hedged(ctx, h, attempts, "create", name, func(ctx context.Context, _ bool) (struct{}, error) {
+		err := c.PutIfAbsent(ctx, name, data)
+		if !errors.Is(err, ErrExists) {
+			return struct{}{}, err
+		}
+		got, gerr := s.Get(ctx, name)
+		switch {
+		case gerr != nil:
+			// Unknown whose it is: another attempt reads again.
+			return struct{}{}, fmt.Errorf("blob: %q exists; reading it back to compare failed: %w", name, gerr)
+		case bytes.Equal(got, data):
+			return struct{}{}, nil
+		}
+		return struct{}{}, &otherWriterError{err}
+	}, func(err error) bool {
+		var other *otherWriterError
+		return errors.As(err, &other)
+	})
+	var other *otherWriterError
+	if errors.As(err, &other) {
+		return other.err
+	}
+	return err
+}
+
+// otherWriterError marks PutIfAbsent's attempt that found another
+// writer's object: final, not worth another attempt.
+type otherWriterError struct{ err error }
+
+func (e *otherWriterError) Error() string { return e.err.Error() }
+func (e *otherWriterError) Unwrap() error { return e.err }
 
 // Delete removes the object name like s.Delete, hedged like Put: when no
 // attempt has finished after h.Delay(), or all so far have failed, another

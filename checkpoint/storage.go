@@ -211,7 +211,10 @@ func (s *Storage) Complete(ctx context.Context, m *Manifest) error {
 
 // Write is the first half of Complete: it writes m's manifest, after which
 // the checkpoint exists. Call Prune(m) afterwards, possibly in the
-// background, to apply retention.
+// background, to apply retention. On a store that can create objects
+// conditionally (blob.Creator) the manifest is created only if absent:
+// if another writer created it first, Write fails with an error matching
+// ErrTaken and blob.ErrExists.
 func (s *Storage) Write(ctx context.Context, m *Manifest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -230,12 +233,29 @@ func (s *Storage) Write(ctx context.Context, m *Manifest) error {
 		return fmt.Errorf("checkpoint: complete checkpoint %d: encode manifest: %w", m.ID, err)
 	}
 	// Hedged like the changelog's uploads: an object store's long tail
-	// would otherwise stall every checkpoint that hits it.
-	if err := s.hedger.Put(ctx, s.store, s.ManifestName(m.ID), data, 3); err != nil {
+	// would otherwise stall every checkpoint that hits it. Created only if
+	// absent where the store can promise it, so two writers never both
+	// commit one checkpoint id.
+	name := s.ManifestName(m.ID)
+	if _, ok := s.store.(blob.Creator); ok {
+		err = s.hedger.PutIfAbsent(ctx, s.store, name, data, 3)
+	} else {
+		err = s.hedger.Put(ctx, s.store, name, data, 3)
+	}
+	if errors.Is(err, blob.ErrExists) {
+		return fmt.Errorf("checkpoint: complete checkpoint %d: %w: %w", m.ID, ErrTaken, err)
+	}
+	if err != nil {
 		return fmt.Errorf("checkpoint: complete checkpoint %d: write manifest: %w", m.ID, err)
 	}
 	return nil
 }
+
+// ErrTaken is matched (errors.Is) by Write's error when another writer
+// created the checkpoint's manifest first: the id is taken, and this
+// writer's checkpoint is not complete. It means a second process writes
+// the same checkpoints, or one that was taken over has not stopped yet.
+var ErrTaken = errors.New("another writer created this checkpoint's manifest first")
 
 // ManifestHedgeAfter is the longest a manifest write may take before a
 // second attempt of it starts in parallel (blob.Hedger, at most 3

@@ -97,13 +97,56 @@ func TestCompleteLatestRoundTrip(t *testing.T) {
 	if _, err := bs.Get(ctx, "checkpoints/00000000000000000007/MANIFEST"); err != nil {
 		t.Fatalf("manifest not at the documented name: %v", err)
 	}
-	// Completing the same id again replaces the manifest.
-	want.Job = "renamed"
+	// Completing the same manifest again (a retry after a lost reply)
+	// succeeds; another writer's manifest for the same id does not replace
+	// it.
 	if err := st.Complete(ctx, want); err != nil {
-		t.Fatal(err)
+		t.Fatalf("completing the same manifest again: %v", err)
 	}
-	if got, _, _ := st.Latest(ctx); got.Job != "renamed" {
-		t.Fatalf("Job = %q after re-completing", got.Job)
+	other := *want
+	other.Job = "another writer"
+	if err := checkpoint.NewStorage(bs, 3).Complete(ctx, &other); !errors.Is(err, checkpoint.ErrTaken) || !errors.Is(err, blob.ErrExists) {
+		t.Fatalf("completing checkpoint 7 with another manifest = %v, want ErrTaken", err)
+	}
+	if got, _, _ := st.Latest(ctx); got.Job != want.Job {
+		t.Fatalf("Job = %q after another writer's attempt, want %q", got.Job, want.Job)
+	}
+}
+
+// TestWritersRaceForOneID: of 8 storages writing manifests of one id at
+// once, exactly one completes it and Latest returns its manifest.
+func TestWritersRaceForOneID(t *testing.T) {
+	bs := newFileStore(t)
+	const writers = 8
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range writers {
+		wg.Go(func() {
+			m := &checkpoint.Manifest{ID: 3, Job: fmt.Sprintf("writer %d", i), CreatedAt: int64(i)}
+			<-start
+			errs[i] = checkpoint.NewStorage(bs, 3).Write(ctx, m)
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("writers %d and %d both completed checkpoint 3", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, checkpoint.ErrTaken):
+			t.Fatalf("writer %d: %v, want ErrTaken", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no writer completed checkpoint 3")
+	}
+	got, _, err := checkpoint.NewStorage(bs, 3).Latest(ctx)
+	if err != nil || got.Job != fmt.Sprintf("writer %d", winner) {
+		t.Fatalf("Latest = %+v, %v; want writer %d's manifest", got, err, winner)
 	}
 }
 

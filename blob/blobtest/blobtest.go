@@ -74,6 +74,9 @@ func Run(t *testing.T, open func(t *testing.T) blob.Store, opts ...Option) {
 		{"Corrupt", testCorrupt},
 		{"Large", testLarge},
 		{"PutIfAbsentLarge", testPutIfAbsentLarge},
+		{"HedgedPutIfAbsent", testHedgedPutIfAbsent},
+		{"Claim", testClaim},
+		{"ClaimRace", testClaimRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t), &c) })
@@ -515,5 +518,103 @@ func testCorrupt(t *testing.T, s blob.Store, c *config) {
 		mustPut(t, s, "corrupt/large", payload(3, c.large))
 		c.corrupt(t, s, "corrupt/large", func(b []byte) []byte { b[len(b)/2] ^= 0x80; return b })
 		wantCorrupt(t, s, "corrupt/large", "flipping a bit in the middle of a large object")
+	}
+}
+
+// testHedgedPutIfAbsent: a hedged create that finds its own bytes (an
+// earlier attempt's) succeeds, one that finds another writer's fails with
+// ErrExists and leaves that writer's object.
+func testHedgedPutIfAbsent(t *testing.T, s blob.Store, _ *config) {
+	creator(t, s)
+	ctx := context.Background()
+	h := blob.NewHedger(3, 0)
+	if err := h.PutIfAbsent(ctx, s, "hpia/obj", []byte("mine"), 3); err != nil {
+		t.Fatalf("hedged PutIfAbsent of a new object: %v", err)
+	}
+	// As if a lost reply made the caller try again: its own bytes are there.
+	if err := h.PutIfAbsent(ctx, s, "hpia/obj", []byte("mine"), 3); err != nil {
+		t.Fatalf("hedged PutIfAbsent finding its own bytes = %v, want success", err)
+	}
+	wantExists(t, h.PutIfAbsent(ctx, s, "hpia/obj", []byte("theirs"), 3), "hpia/obj")
+	mustGet(t, s, "hpia/obj", []byte("mine"))
+}
+
+// testClaim: a second claim fences the first, whose Check then names the
+// newer owner; the newer one's Check passes, and older claims are gone.
+func testClaim(t *testing.T, s blob.Store, _ *config) {
+	creator(t, s)
+	ctx := context.Background()
+	first, err := blob.Claim(ctx, s, "first owner")
+	if err != nil {
+		t.Fatalf("Claim of an unclaimed store: %v", err)
+	}
+	if err := first.Check(); err != nil {
+		t.Fatalf("Check of the only claim: %v", err)
+	}
+	second, err := blob.Claim(ctx, s, "second owner")
+	if err != nil {
+		t.Fatalf("second Claim: %v", err)
+	}
+	var fenced *blob.FencedError
+	if err := first.Check(); !errors.As(err, &fenced) || fenced.Holder != "second owner" || !strings.Contains(err.Error(), "second owner") {
+		t.Fatalf("Check of the older claim = %v, want a *blob.FencedError naming the second owner", err)
+	}
+	if err := second.Check(); err != nil {
+		t.Fatalf("Check of the newest claim: %v", err)
+	}
+	if err := second.Release(); err != nil {
+		t.Fatal(err)
+	}
+	// Released, the newest claim still fences the older one.
+	if err := first.Check(); !errors.As(err, &fenced) {
+		t.Fatalf("Check of the older claim after the newer one's Release = %v, want fenced", err)
+	}
+	if got := mustList(t, s, blob.ClaimsDir); len(got) != 1 {
+		t.Fatalf("claims left = %q, want only the newest", got)
+	}
+	// A claim deleted behind its holder's back is lost too.
+	mustDeleteAll(t, s, blob.ClaimsDir)
+	if err := second.Check(); !errors.As(err, &fenced) || fenced.Newer != 0 {
+		t.Fatalf("Check of a deleted claim = %v, want a *blob.FencedError with no newer claim", err)
+	}
+}
+
+// testClaimRace: of writers claiming at once, each gets its own epoch and
+// exactly one, the newest, passes Check.
+func testClaimRace(t *testing.T, s blob.Store, c *config) {
+	creator(t, s)
+	ctx := context.Background()
+	leases := make([]blob.Lease, c.writers)
+	errs := make([]error, c.writers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range c.writers {
+		wg.Go(func() {
+			<-start
+			leases[i], errs[i] = blob.Claim(ctx, s, fmt.Sprintf("claimant %d", i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	holders := 0
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("claimant %d: %v", i, err)
+		}
+		if leases[i].Check() == nil {
+			holders++
+		}
+	}
+	if holders != 1 {
+		t.Fatalf("%d of %d racing claimants hold the store, want exactly 1", holders, c.writers)
+	}
+}
+
+func mustDeleteAll(t *testing.T, s blob.Store, prefix string) {
+	t.Helper()
+	for _, n := range mustList(t, s, prefix) {
+		if err := s.Delete(context.Background(), n); err != nil {
+			t.Fatalf("Delete(%q): %v", n, err)
+		}
 	}
 }

@@ -312,19 +312,17 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 	m.Fingerprint = e.cfg.Fingerprint
 	bytes, entries, uploaded, full := r.Bytes, r.Entries, r.Uploaded, r.Full
 	writeStart := time.Now()
-	if j.lease != nil {
-		// Another process may have taken the storage over (its lock was
-		// removed): stop without committing.
-		if err := j.lease.Check(); err != nil {
-			return nil, errs.Kind(errs.Fenced, fmt.Errorf("eddy: checkpoint %d: %w", c.ID, err), true)
-		}
+	// Another process may have taken the storage over (its lock was
+	// removed, or it claimed the store): stop without writing.
+	if err := j.checkLease(c.ID, "before writing its manifest"); err != nil {
+		return nil, err
 	}
 	if j.storage != nil {
 		// A manifest write is retried a few times: a lost final checkpoint
 		// cannot be taken again without a restart.
 		var err error
 		for try := 0; try < 4; try++ {
-			if err = j.storage.Write(ctx, m); err == nil || ctx.Err() != nil {
+			if err = j.storage.Write(ctx, m); err == nil || ctx.Err() != nil || errors.Is(err, checkpoint.ErrTaken) {
 				break
 			}
 			time.Sleep(time.Duration(50<<try) * time.Millisecond)
@@ -349,6 +347,19 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			if errors.Is(err, checkpoint.ErrTaken) {
+				// Another writer has this id. If it took the storage over,
+				// the lease says so; if it is a writer this process fenced
+				// that has not stopped yet, this checkpoint fails and the
+				// next id is tried. Without a lease there is no telling
+				// which: two writers, stop loudly.
+				if j.lease == nil {
+					return nil, errs.Kind(errs.Fenced, fmt.Errorf("eddy: checkpoint %d: %w", c.ID, err), true)
+				}
+				if lerr := j.checkLease(c.ID, "after another writer created its manifest"); lerr != nil {
+					return nil, lerr
+				}
+			}
 			if c.Final {
 				return nil, errs.Kind(errs.Storage, fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.ID, err), false)
 			}
@@ -357,6 +368,15 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 		}
 	}
 	manifestWrite := time.Since(writeStart)
+	// A process that claimed the storage after the check above has read
+	// it without this manifest, or with it: committing now could repeat
+	// its output, so the lease is checked again between the manifest and
+	// the commit. The manifest stays; whoever restores it commits it.
+	if j.storage != nil {
+		if err := j.checkLease(c.ID, "before committing its output"); err != nil {
+			return nil, err
+		}
+	}
 	// The checkpoint exists; now its output becomes visible.
 	for _, s := range e.sinks {
 		if txns := commits[s.name]; len(txns) > 0 {
@@ -377,4 +397,23 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 			Last: last, ManifestWrite: manifestWrite, MaterializationStall: time.Duration(e.stats.stallSinceCheckpoint.Swap(0))})
 	}
 	return r.Pending, nil
+}
+
+// checkLease checks the job's hold on its storage at a step of checkpoint
+// id's completion. A lost hold is a permanent Fenced error: another
+// process writes the storage now. A check that could not tell
+// (blob.ErrLeaseUnknown) fails this checkpoint only.
+func (j *Job) checkLease(id uint64, step string) error {
+	if j.lease == nil {
+		return nil
+	}
+	err := j.lease.Check()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, blob.ErrLeaseUnknown):
+		j.env.cfg.Logger.Warn("checkpoint failed: cannot check the hold on the storage", "checkpoint", id, "step", step, "err", err)
+		return coord.Failed(fmt.Errorf("checkpoint %d: %s: %w", id, step, err))
+	}
+	return errs.Kind(errs.Fenced, fmt.Errorf("eddy: checkpoint %d, %s: %w", id, step, err), true)
 }

@@ -85,6 +85,14 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 			return errs.Kind(errs.Storage, fmt.Errorf("eddy: checkpoint storage: %w", err), true)
 		}
 		defer lease.Release()
+	} else if _, ok := bs.(blob.Creator); ok {
+		// An object store cannot be locked, but a claim fences every
+		// earlier writer; it comes before the restore reads the storage.
+		var err error
+		if lease, err = blob.Claim(ctx, bs, owner(cfg.Job)); err != nil {
+			return errs.Kind(errs.Storage, fmt.Errorf("eddy: checkpoint storage: %w", err), true)
+		}
+		defer lease.Release()
 	}
 	if bs != nil {
 		store = checkpoint.NewStorage(bs, cfg.Retain)
