@@ -13,11 +13,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/eddyflow/eddy"
-	blobfile "github.com/eddyflow/eddy/blob/file"
+	"github.com/eddyflow/eddy/blob"
+	_ "github.com/eddyflow/eddy/blob/file" // the file scheme of blob.Open
+	_ "github.com/eddyflow/eddy/blob/s3"   // the s3 scheme, for the crash tests on S3
 	"github.com/eddyflow/eddy/checkpoint"
 )
 
@@ -53,16 +56,44 @@ func TestHelperDemoProcess(t *testing.T) {
 	os.Exit(0)
 }
 
-// manifestIDs lists the ids of the checkpoints whose MANIFEST exists.
+// manifestIDs lists the ids of the checkpoints whose MANIFEST exists in
+// the checkpoint storage data (a directory or a store URL).
 func manifestIDs(data string) []uint64 {
-	paths, _ := filepath.Glob(filepath.Join(data, "checkpoints", "*", "MANIFEST"))
-	var ids []uint64
-	for _, p := range paths {
-		if id, err := strconv.ParseUint(filepath.Base(filepath.Dir(p)), 10, 64); err == nil {
-			ids = append(ids, id)
+	if !strings.Contains(data, "://") {
+		paths, _ := filepath.Glob(filepath.Join(data, "checkpoints", "*", "MANIFEST"))
+		var ids []uint64
+		for _, p := range paths {
+			if id, err := strconv.ParseUint(filepath.Base(filepath.Dir(p)), 10, 64); err == nil {
+				ids = append(ids, id)
+			}
 		}
+		return ids
 	}
+	store, err := openStore(data)
+	if err != nil {
+		return nil
+	}
+	ids, _ := checkpoint.NewStorage(store, 100).List(context.Background())
 	return ids
+}
+
+var (
+	storesMu sync.Mutex
+	stores   = map[string]blob.Store{}
+)
+
+// openStore opens the store of a URL once per test binary.
+func openStore(url string) (blob.Store, error) {
+	storesMu.Lock()
+	defer storesMu.Unlock()
+	if s, ok := stores[url]; ok {
+		return s, nil
+	}
+	s, err := blob.Open(url)
+	if err == nil {
+		stores[url] = s
+	}
+	return s, err
 }
 
 func maxID(ids []uint64) uint64 {
@@ -78,7 +109,7 @@ func maxID(ids []uint64) uint64 {
 // rate limit every split's remaining time is about this / rate.
 func remainingEvents(t *testing.T, c Config) int64 {
 	t.Helper()
-	store, err := blobfile.New(c.Data)
+	store, err := openStore(c.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,14 +199,19 @@ func runHelper(t *testing.T, c Config, delay time.Duration, beforeKill func()) p
 // is exactly the reference: nothing lost, nothing duplicated.
 //
 // The kill schedule comes from a logged seed; set EDDY_CRASH_SEED to replay it.
-func TestCrashResumeExactlyOnce(t *testing.T) { crashResume(t, false) }
+func TestCrashResumeExactlyOnce(t *testing.T) { crashResume(t, false, localData) }
 
 // TestCrashResumeChangelog is the crash test with the changelog state
 // backend materializing every 150 ms, so kills land during
 // materializations, log uploads and log truncation (checkpoint pruning).
-func TestCrashResumeChangelog(t *testing.T) { crashResume(t, true) }
+func TestCrashResumeChangelog(t *testing.T) { crashResume(t, true, localData) }
 
-func crashResume(t *testing.T, changelog bool) {
+// localData keeps the checkpoints in a directory under dir.
+func localData(t *testing.T, dir string) string { return filepath.Join(dir, "data") }
+
+// crashResume runs the crash test with the checkpoints (and the DSTL) in
+// the storage data returns, a directory or a store URL.
+func crashResume(t *testing.T, changelog bool, data func(t *testing.T, dir string) string) {
 	seed := testSeed(t, crashSeedEnv) // the kill schedule; kills still land by wall-clock time
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 
@@ -186,7 +222,7 @@ func crashResume(t *testing.T, changelog bool) {
 	dir := t.TempDir()
 	// About 3.75 s uninterrupted on two cores: long enough for the kills
 	// below to land all over the job, checkpoints included.
-	c := Config{Seed: 42, Events: 150_000, Drivers: 300, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
+	c := Config{Seed: 42, Events: 150_000, Drivers: 300, Data: data(t, dir), Out: filepath.Join(dir, "out"),
 		Rate: 40_000, LateEvery: 29, Changelog: changelog, Materialize: 150 * time.Millisecond}
 	want := expected(c)
 
@@ -290,7 +326,9 @@ func crashResume(t *testing.T, changelog bool) {
 	round(-1)
 	sameLines(t, committed(t, c.Out), want)
 	noPending(t, c.Out)
-	logLeftovers(t, c.Data)
+	if !strings.Contains(c.Data, "://") {
+		logLeftovers(t, c.Data)
+	}
 }
 
 // logLeftovers logs what kills left behind in the checkpoint directory:
