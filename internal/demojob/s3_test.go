@@ -1,8 +1,14 @@
 package demojob
 
 import (
+	"errors"
+	"fmt"
 	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/eddyflow/eddy/blob/s3/s3test"
 )
@@ -27,3 +33,37 @@ func TestCrashResumeS3(t *testing.T) { crashResume(t, false, s3Data) }
 // TestCrashResumeChangelogS3 is the changelog crash test with the
 // checkpoints and the DSTL on a real S3 server.
 func TestCrashResumeChangelogS3(t *testing.T) { crashResume(t, true, s3Data) }
+
+// TestSecondProcessFencesFirstS3: on an object store, which cannot be
+// locked, a second OS process of the job claims the storage and the first
+// stops at its next checkpoint, naming the second and committing nothing
+// more; the second runs the job to its end, and the committed output is
+// exactly an uninterrupted run's: nothing lost, nothing twice.
+func TestSecondProcessFencesFirstS3(t *testing.T) {
+	dir := t.TempDir()
+	c := Config{Seed: 9, Events: 40_000, Drivers: 200, Parallelism: 2, Rate: 10_000, CheckpointInterval: 20 * time.Millisecond,
+		Data: s3Data(t, dir), Out: filepath.Join(dir, "out")}
+	_, waitFirst := startHelper(t, c)
+	deadline := time.Now().Add(time.Minute)
+	for len(manifestIDs(c.Data)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first process wrote no checkpoint in a minute")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.Rate = 0
+	second, waitSecond := startHelper(t, c)
+	err, out := waitFirst()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("first process: %v, want exit 1 (fenced); output:\n%s", err, out)
+	}
+	if want := fmt.Sprintf("pid %d", second.Process.Pid); !strings.Contains(out, "taken over by") || !strings.Contains(out, want) {
+		t.Fatalf("the first process's error does not say the second (%s) took over:\n%s", want, out)
+	}
+	if err, out := waitSecond(); err != nil {
+		t.Fatalf("second process: %v\n%s", err, out)
+	}
+	sameLines(t, committed(t, c.Out), expected(c))
+	noPending(t, c.Out)
+}

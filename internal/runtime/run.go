@@ -120,7 +120,9 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 			continue
 		}
 		if errs.IsPermanent(err) || attempt >= cfg.Restarts {
-			if store != nil {
+			// A fenced job leaves the sinks alone: their pending output
+			// may be the new owner's, which settling would delete.
+			if store != nil && !errors.Is(err, errs.Fenced) {
 				e.abandonPending(store)
 			}
 			return err
