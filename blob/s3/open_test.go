@@ -3,14 +3,19 @@ package s3_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/eddyflow/eddy/blob"
 	blobs3 "github.com/eddyflow/eddy/blob/s3"
@@ -110,6 +115,69 @@ func TestOpenErrors(t *testing.T) {
 		err := open(deny.URL, "exists", srv.Access, secret)
 		wantOpenError(t, err, deny.URL, "exists", "job/7", "access denied", "s3:ListBucket")
 	})
+	// denyOne forwards to the server but answers requests with method
+	// with a 403 with code, as a server does for credentials lacking one
+	// permission, or refusing this machine's clock.
+	denyOne := func(t *testing.T, method, code string) string {
+		target, err := url.Parse(srv.Endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == method {
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(http.StatusForbidden)
+				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>refused</Message></Error>`, code)
+				return
+			}
+			proxy.ServeHTTP(w, r)
+		}))
+		t.Cleanup(front.Close)
+		return front.URL
+	}
+	t.Run("DeleteDenied", func(t *testing.T) {
+		endpoint := denyOne(t, http.MethodDelete, "AccessDenied")
+		err := open(endpoint, "exists", srv.Access, srv.Secret)
+		wantOpenError(t, err, endpoint, "exists", "job/7", "DeleteObject", "access denied", "s3:DeleteObject")
+		// Its probe object could not be deleted; it is no blob (List
+		// does not show it), and the test removes it.
+		st := srv.Open(t, "exists", "job/7")
+		if names, err := st.List(ctx, ""); err != nil || len(names) != 0 {
+			t.Fatalf("List after a probe that could not delete = %q, %v; want nothing", names, err)
+		}
+		out, err := srv.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("exists")})
+		if err != nil || len(out.Contents) != 1 || !strings.Contains(aws.ToString(out.Contents[0].Key), ".eddy-probe-") {
+			t.Fatalf("bucket after a probe that could not delete: %v, %v; want its probe object", out, err)
+		}
+		srv.Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("exists"), Key: out.Contents[0].Key})
+		// A store opened to read only needs no delete.
+		if err := open(endpoint, "exists", srv.Access, srv.Secret, blobs3.ReadOnly()); err != nil {
+			t.Fatalf("read-only open where only deletes are denied: %v", err)
+		}
+	})
+	t.Run("PutDenied", func(t *testing.T) {
+		endpoint := denyOne(t, http.MethodPut, "AccessDenied")
+		err := open(endpoint, "exists", srv.Access, srv.Secret)
+		wantOpenError(t, err, endpoint, "exists", "job/7", "PutObject", "s3:PutObject")
+	})
+	t.Run("ClockSkew", func(t *testing.T) {
+		endpoint := denyOne(t, http.MethodGet, "RequestTimeTooSkewed")
+		err := open(endpoint, "exists", srv.Access, secret)
+		wantOpenError(t, err, endpoint, "exists", "job/7", "clock", "RequestTimeTooSkewed")
+	})
+	// The probe leaves nothing behind.
+	st := srv.Open(t, "exists", "job/7")
+	if names, err := st.List(ctx, ""); err != nil || len(names) != 0 {
+		t.Fatalf("after the probes, List = %q, %v; want nothing", names, err)
+	}
+	out, err := srv.Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("exists")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range out.Contents {
+		t.Errorf("object %q left in the bucket", aws.ToString(o.Key))
+	}
 }
 
 // blob.Open takes the credentials from the standard environment

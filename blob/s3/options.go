@@ -24,6 +24,7 @@ type config struct {
 	stallTimeout   time.Duration
 	maxAttempts    int
 	creds          aws.CredentialsProvider
+	readOnly       bool
 }
 
 // Defaults of the options.
@@ -88,6 +89,11 @@ func StallTimeout(d time.Duration) Option { return func(c *config) { c.stallTime
 // store; a retry inside the SDK would hide a slow store from it.
 func MaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = max(n, 1) } }
 
+// ReadOnly skips the write probe of New (a Put, Get and Delete of a
+// probe object), for tools that only read a store with credentials that
+// may only read. The store's writes still work if the credentials allow.
+func ReadOnly() Option { return func(c *config) { c.readOnly = true } }
+
 // Credentials uses p instead of the default chain (environment variables
 // AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, the shared config and
 // credentials files, then the instance's role).
@@ -100,7 +106,7 @@ func Credentials(p aws.CredentialsProvider) Option { return func(c *config) { c.
 //
 // Parameters: endpoint, region, path_style (true/false), multipart_above
 // and part_size (bytes), concurrency, open_timeout and stall_timeout
-// (durations such as "5s"), max_attempts.
+// (durations such as "5s"), max_attempts, read_only (true/false).
 func parseURL(rest string) (bucket, prefix string, opts []Option, err error) {
 	path, query, _ := strings.Cut(rest, "?")
 	bucket, prefix, _ = strings.Cut(path, "/")
@@ -148,6 +154,14 @@ func parseURL(rest string) (bucket, prefix string, opts []Option, err error) {
 			} else {
 				opts = append(opts, MaxAttempts(n))
 			}
+		case "read_only":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return "", "", nil, bad(err)
+			}
+			if b {
+				opts = append(opts, ReadOnly())
+			}
 		case "open_timeout", "stall_timeout":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -159,7 +173,7 @@ func parseURL(rest string) (bucket, prefix string, opts []Option, err error) {
 				opts = append(opts, StallTimeout(d))
 			}
 		default:
-			return "", "", nil, fmt.Errorf("blob/s3: unknown parameter %q in s3://%s (known: endpoint, region, path_style, multipart_above, part_size, concurrency, open_timeout, stall_timeout, max_attempts)", k, path)
+			return "", "", nil, fmt.Errorf("blob/s3: unknown parameter %q in s3://%s (known: endpoint, region, path_style, multipart_above, part_size, concurrency, open_timeout, stall_timeout, max_attempts, read_only)", k, path)
 		}
 	}
 	return bucket, prefix, opts, nil

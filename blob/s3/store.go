@@ -51,9 +51,10 @@ var (
 )
 
 // New returns the store of the objects under prefix in bucket, after a
-// probe (a List of at most one key) that checks, within the open timeout,
-// that the endpoint answers, the credentials are accepted and the bucket
-// exists and may be listed. Its errors name the endpoint, bucket and
+// probe that checks, within the open timeout, that the endpoint answers,
+// the credentials are accepted, the bucket exists and may be listed, and
+// (unless ReadOnly) that objects may be written, read and deleted: a List
+// of at most one key, then a Put, Get and Delete of a probe object. Its errors name the endpoint, bucket and
 // prefix, never the secret.
 func New(ctx context.Context, bucket, prefix string, opts ...Option) (*Store, error) {
 	c := defaults()
@@ -112,15 +113,47 @@ func New(ctx context.Context, bucket, prefix string, opts ...Option) (*Store, er
 	return s, nil
 }
 
-// probe lists at most one key under the prefix and turns a failure into
-// an error that says what to fix.
+// probeKey is the base of the object the write probe creates and deletes
+// under the prefix; it starts with "." so that no blob name can be it.
+const probeKey = ".eddy-probe-"
+
+// probe lists at most one key under the prefix and, unless the store is
+// read-only, puts, reads and deletes a probe object, so that credentials
+// missing one of the permissions a job needs fail at open, not at the
+// first checkpoint or prune. A failure becomes an error that says what
+// to fix.
 func (s *Store) probe(ctx context.Context) error {
 	_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
 		Bucket: aws.String(s.bucket), Prefix: aws.String(s.prefix), MaxKeys: aws.Int32(1),
 	})
-	if err == nil {
+	if err != nil {
+		return s.probeError("ListObjectsV2", "s3:ListBucket", err)
+	}
+	if s.cfg.readOnly {
 		return nil
 	}
+	key := aws.String(s.prefix + probeKey + strconv.FormatInt(time.Now().UnixNano(), 36))
+	if _, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.bucket), Key: key, Body: bytes.NewReader([]byte("probe"))}); err != nil {
+		return s.probeError("PutObject", "s3:PutObject", err)
+	}
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: key})
+	if err == nil {
+		_, err = io.Copy(io.Discard, out.Body)
+		out.Body.Close()
+	}
+	if err != nil {
+		_, _ = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: key})
+		return s.probeError("GetObject", "s3:GetObject", err)
+	}
+	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: key}); err != nil {
+		return s.probeError("DeleteObject", "s3:DeleteObject", err)
+	}
+	return nil
+}
+
+// probeError explains the failure of the probe's request op, which needs
+// the permission perm.
+func (s *Store) probeError(op, perm string, err error) error {
 	hint := "is the endpoint right and the server up?"
 	switch code := errorCode(err); {
 	case code == "NoSuchBucket":
@@ -128,14 +161,17 @@ func (s *Store) probe(ctx context.Context) error {
 	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "InvalidClientTokenId" ||
 		code == "ExpiredToken" || code == "XAdminUserNotFound" || httpStatus(err) == http.StatusUnauthorized:
 		hint = "the credentials were refused (" + code + "); check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE and the shared config"
+	case code == "RequestTimeTooSkewed" || code == "RequestExpired":
+		hint = "the server refused the request's time (" + code + "): this machine's clock is too far from the server's; fix the clock (NTP)"
 	case code == "AccessDenied" || code == "Forbidden" || httpStatus(err) == http.StatusForbidden:
-		hint = fmt.Sprintf("access denied (%s); the credentials need s3:ListBucket on bucket %q for prefix %q, and s3:GetObject, s3:PutObject and s3:DeleteObject on its objects", code, s.bucket, s.prefix)
+		hint = fmt.Sprintf("access denied to %s (%s); the credentials need %s: a job needs s3:ListBucket on bucket %q for prefix %q, and s3:GetObject, s3:PutObject and s3:DeleteObject on its objects (add read_only=true to the URL to only read)",
+			op, code, perm, s.bucket, s.prefix)
 	case errors.Is(err, context.DeadlineExceeded):
 		hint = fmt.Sprintf("no answer within %v; is the endpoint right and the server up?", s.cfg.openTimeout)
 	case strings.Contains(err.Error(), "get credentials") || strings.Contains(err.Error(), "retrieve credentials"):
 		hint = "no credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
 	}
-	return fmt.Errorf("blob/s3: open %s: %s: %w", s.where, hint, err)
+	return fmt.Errorf("blob/s3: open %s: %s: %s: %w", s.where, op, hint, err)
 }
 
 // httpClient is the client of the SDK: it fails a response that does not
