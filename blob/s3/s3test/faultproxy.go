@@ -22,9 +22,9 @@ import (
 // FaultConfig says which faults a FaultProxy injects. The zero value
 // injects none: the proxy then only forwards.
 //
-// Each request meets at most one of the faults Error, ErrorAfter, Reset
-// and Stall: the rates are the probabilities of each, and must add up to
-// at most 1. Latency is added to every request that is not bypassed,
+// Each request meets at most one fault (an error before or after
+// forwarding, a reset or a stall): the rates are the probabilities of
+// each, and must add up to at most 1. Latency is added to every request that is not bypassed,
 // whatever else happens to it.
 type FaultConfig struct {
 	// Seed seeds the generators that decide the faults, one per HTTP
@@ -64,7 +64,8 @@ type FaultConfig struct {
 	// request for which it returns false is forwarded untouched, draws
 	// nothing from the generators and counts as Bypassed. Use it to spare
 	// the probe blob/s3.New makes (a ListObjectsV2), or to fault only
-	// PUTs. It is called from concurrent requests.
+	// PUTs. The proxy calls it one request at a time (under its lock), so
+	// it may count the requests it sees without locking of its own.
 	Filter func(r *http.Request) bool
 }
 
@@ -87,23 +88,23 @@ func (c FaultConfig) validate() error {
 	return nil
 }
 
-// Fault is the kind of fault a FaultProxy injects into one request.
-type Fault int
+// fault is the kind of fault a FaultProxy injects into one request.
+type fault int
 
 // The faults, in the order a request's draw is matched against the rates.
 const (
-	NoFault    Fault = iota // forwarded and answered faithfully (latency aside)
-	Error                   // answered with 500 or 503 before forwarding
-	ErrorAfter              // forwarded, response replaced by 500 or 503
-	Reset                   // forwarded, connection reset mid-response
-	Stall                   // forwarded, response stalled mid-way
+	noFault         fault = iota // forwarded and answered faithfully (latency aside)
+	faultError                   // answered with 500 or 503 before forwarding
+	faultErrorAfter              // forwarded, response replaced by 500 or 503
+	faultReset                   // forwarded, connection reset mid-response
+	faultStall                   // forwarded, response stalled mid-way
 )
 
 var faultNames = [...]string{"none", "error", "error-after", "reset", "stall"}
 
 // String names the fault: "none", "error", "error-after", "reset" or
 // "stall".
-func (f Fault) String() string {
+func (f fault) String() string {
 	if f >= 0 && int(f) < len(faultNames) {
 		return faultNames[f]
 	}
@@ -123,8 +124,8 @@ type FaultStats struct {
 
 // decision is the fate of one request.
 type decision struct {
-	fault  Fault
-	status int // 500 or 503 for Error and ErrorAfter
+	fault  fault
+	status int // 500 or 503 for faultError and faultErrorAfter
 	delay  time.Duration
 }
 
@@ -164,15 +165,15 @@ func (d *decider) next(method string) decision {
 	c := d.cfg
 	switch {
 	case u < c.ErrorRate:
-		dec.fault = Error
+		dec.fault = faultError
 	case u < c.ErrorRate+c.ErrorAfterRate:
-		dec.fault = ErrorAfter
+		dec.fault = faultErrorAfter
 	case u < c.ErrorRate+c.ErrorAfterRate+c.ResetRate:
-		dec.fault = Reset
+		dec.fault = faultReset
 	case u < c.ErrorRate+c.ErrorAfterRate+c.ResetRate+c.StallRate:
-		dec.fault = Stall
+		dec.fault = faultStall
 	}
-	if dec.fault == Error || dec.fault == ErrorAfter {
+	if dec.fault == faultError || dec.fault == faultErrorAfter {
 		dec.status = http.StatusInternalServerError
 		if uStatus < 0.5 {
 			dec.status = http.StatusServiceUnavailable
@@ -281,13 +282,13 @@ func (p *FaultProxy) admit(r *http.Request) (dec decision, bypass, ok bool) {
 	dec = p.dec.next(r.Method)
 	p.stats.Latency += dec.delay
 	switch dec.fault {
-	case Error:
+	case faultError:
 		p.stats.Errors++
-	case ErrorAfter:
+	case faultErrorAfter:
 		p.stats.ErrorsAfter++
-	case Reset:
+	case faultReset:
 		p.stats.Resets++
-	case Stall:
+	case faultStall:
 		p.stats.Stalls++
 	}
 	return dec, false, true
@@ -306,7 +307,7 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	defer context.AfterFunc(p.ctx, cancel)()
 	if bypass {
-		p.relay(ctx, w, r, NoFault)
+		p.relay(ctx, w, r, noFault)
 		return
 	}
 	if dec.delay > 0 {
@@ -318,7 +319,7 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if dec.fault == Error {
+	if dec.fault == faultError {
 		// Read the request first, as a server that refuses it after
 		// reading does: the client then gets the answer rather than a
 		// broken pipe while still sending.
@@ -326,7 +327,7 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeS3Error(w, r, dec.status)
 		return
 	}
-	if dec.fault == ErrorAfter {
+	if dec.fault == faultErrorAfter {
 		resp, err := p.forward(ctx, r)
 		if err != nil {
 			badGateway(w, r, p.Target, err)
@@ -340,9 +341,9 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.relay(ctx, w, r, dec.fault)
 }
 
-// relay forwards r and sends the response back, whole (NoFault), reset or
+// relay forwards r and sends the response back, whole (noFault), reset or
 // stalled half-way.
-func (p *FaultProxy) relay(ctx context.Context, w http.ResponseWriter, r *http.Request, f Fault) {
+func (p *FaultProxy) relay(ctx context.Context, w http.ResponseWriter, r *http.Request, f fault) {
 	resp, err := p.forward(ctx, r)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -354,17 +355,17 @@ func (p *FaultProxy) relay(ctx context.Context, w http.ResponseWriter, r *http.R
 	// A body of unknown length (S3 always sends Content-Length) is cut
 	// or stalled right after the headers.
 	hasBody := resp.ContentLength != 0 && r.Method != http.MethodHead
-	if f == Reset && !hasBody {
+	if f == faultReset && !hasBody {
 		reset(w)
 		return
 	}
-	if f == Stall && !hasBody {
+	if f == faultStall && !hasBody {
 		<-ctx.Done()
 		return
 	}
 	copyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
-	if f == NoFault {
+	if f == noFault {
 		io.Copy(w, resp.Body)
 		return
 	}
@@ -372,7 +373,7 @@ func (p *FaultProxy) relay(ctx context.Context, w http.ResponseWriter, r *http.R
 		io.CopyN(w, resp.Body, resp.ContentLength/2)
 	}
 	http.NewResponseController(w).Flush()
-	if f == Reset {
+	if f == faultReset {
 		reset(w)
 		return
 	}

@@ -75,13 +75,13 @@ func TestDecisionsDeterministic(t *testing.T) {
 	status := map[int]int{}
 	for _, d := range seqPut {
 		count[d.fault]++
-		if d.fault == Error || d.fault == ErrorAfter {
+		if d.fault == faultError || d.fault == faultErrorAfter {
 			status[d.status]++
 		} else if d.status != 0 {
 			t.Fatalf("a %v decision has status %d", d.fault, d.status)
 		}
 	}
-	for f, want := range map[Fault]float64{NoFault: 0.6, Error: 0.1, ErrorAfter: 0.1, Reset: 0.1, Stall: 0.1} {
+	for f, want := range map[fault]float64{noFault: 0.6, faultError: 0.1, faultErrorAfter: 0.1, faultReset: 0.1, faultStall: 0.1} {
 		got := float64(count[f]) / n
 		if math.Abs(got-want) > 0.015 {
 			t.Errorf("%v: %.3f of the requests, want %.2f", f, got, want)
@@ -107,12 +107,12 @@ func TestDecisionsLatencyAndRates(t *testing.T) {
 	}
 	for _, c := range []struct {
 		cfg  FaultConfig
-		want Fault
+		want fault
 	}{
-		{FaultConfig{ErrorRate: 1}, Error},
-		{FaultConfig{ErrorAfterRate: 1}, ErrorAfter},
-		{FaultConfig{ResetRate: 1}, Reset},
-		{FaultConfig{StallRate: 1}, Stall},
+		{FaultConfig{ErrorRate: 1}, faultError},
+		{FaultConfig{ErrorAfterRate: 1}, faultErrorAfter},
+		{FaultConfig{ResetRate: 1}, faultReset},
+		{FaultConfig{StallRate: 1}, faultStall},
 	} {
 		d := newDecider(c.cfg)
 		for range 1000 {
@@ -474,5 +474,33 @@ func TestWorkloadUnderFaults(t *testing.T) {
 	t.Logf("proxy: %+v", st)
 	if st.Errors == 0 || st.ErrorsAfter+st.Resets+st.Stalls == 0 {
 		t.Errorf("stats %+v: the workload met too few faults to mean anything", st)
+	}
+}
+
+// blob.Open reaches a server through the proxy with Server.URL and the
+// credentials of Server.Env, as a child process given them does.
+func TestOpenURLViaProxy(t *testing.T) {
+	srv := Versitygw(t)
+	srv.CreateBucket(t, "url")
+	p := NewFaultProxy(t, srv.Endpoint, FaultConfig{})
+	for _, kv := range srv.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	u := srv.Via(p).URL("url", "job/1")
+	s, err := blob.Open(u)
+	if err != nil {
+		t.Fatalf("open %s: %v", u, err)
+	}
+	ctx := context.Background()
+	if err := s.Put(ctx, "a", []byte("through the proxy")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := srv.Open(t, "url", "job/1").Get(ctx, "a")
+	if err != nil || string(got) != "through the proxy" {
+		t.Fatalf("the object on the server: %q, %v", got, err)
+	}
+	if st := p.Stats(); st.Requests != 2 { // the probe and the Put
+		t.Errorf("proxy stats %+v, want 2 requests", st)
 	}
 }
