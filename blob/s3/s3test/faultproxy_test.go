@@ -504,3 +504,31 @@ func TestOpenURLViaProxy(t *testing.T) {
 		t.Errorf("proxy stats %+v, want 2 requests", st)
 	}
 }
+
+// The same seed and the same sequence of store calls meet the same
+// faults end to end: each call's outcome and the proxy's counts agree
+// between two runs.
+func TestSameSeedSameFaults(t *testing.T) {
+	srv := Versitygw(t)
+	srv.CreateBucket(t, "seeded")
+	run := func(prefix string) (outcomes []bool, st FaultStats) {
+		p := NewFaultProxy(t, srv.Endpoint, FaultConfig{Seed: 99, ErrorRate: 0.1, ErrorAfterRate: 0.1, ResetRate: 0.1, Filter: noProbe})
+		s := srv.Via(p).Open(t, "seeded", prefix, blobs3.MaxAttempts(1))
+		ctx := context.Background()
+		for i := range 30 {
+			name := fmt.Sprintf("o%d", i)
+			outcomes = append(outcomes, s.Put(ctx, name, bytes.Repeat([]byte{byte(i)}, 1000)) == nil)
+			_, err := s.Get(ctx, name)
+			outcomes = append(outcomes, err == nil)
+		}
+		return outcomes, p.Stats()
+	}
+	a, sa := run("a")
+	b, sb := run("b")
+	if fmt.Sprint(a) != fmt.Sprint(b) || sa != sb {
+		t.Errorf("same seed, different runs:\n%v %+v\n%v %+v", a, sa, b, sb)
+	}
+	if sa.Errors+sa.ErrorsAfter+sa.Resets == 0 {
+		t.Errorf("stats %+v: no fault met", sa)
+	}
+}
