@@ -211,7 +211,7 @@ type FaultProxy struct {
 // forwards to target (an "http://host:port" endpoint such as
 // Server.Endpoint) and injects the faults of cfg. It is closed at
 // t.Cleanup; it fails the test if cfg's rates are not fractions adding up
-// to at most 1 or target is not an http URL.
+// to at most 1 or target is not an http(s) URL.
 func NewFaultProxy(t testing.TB, target string, cfg FaultConfig) *FaultProxy {
 	t.Helper()
 	if err := cfg.validate(); err != nil {
