@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,4 +216,38 @@ func (s *Server) Open(t testing.TB, bucket, prefix string, extra ...blobs3.Optio
 		t.Fatal(err)
 	}
 	return st
+}
+
+// Via returns a copy of s reached through the fault proxy p: its
+// Endpoint is p's, so its Client, Options, Open, URL and Env go through
+// the proxy while the credentials stay the server's.
+func (s *Server) Via(p *FaultProxy) *Server {
+	v := *s
+	v.Endpoint = p.Endpoint
+	return &v
+}
+
+// URL returns the blob.Open URL of bucket/prefix on the server:
+// "s3://bucket/prefix?endpoint=...&region=...". The credentials are not
+// in it; pass Env to the process that opens it.
+func (s *Server) URL(bucket, prefix string) string {
+	q := url.Values{"endpoint": {s.Endpoint}, "region": {s.Region}}
+	return "s3://" + bucket + "/" + strings.Trim(prefix, "/") + "?" + q.Encode()
+}
+
+// Env returns the environment variables (as "KEY=value") with which a
+// child process's blob/s3 reaches the server with its credentials: the
+// access key and secret, the region, and an empty session token, profile
+// and shared files so that nothing of the test's own AWS configuration
+// takes over. Append them to os.Environ() for exec.Cmd.Env.
+func (s *Server) Env() []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + s.Access,
+		"AWS_SECRET_ACCESS_KEY=" + s.Secret,
+		"AWS_SESSION_TOKEN=",
+		"AWS_REGION=" + s.Region,
+		"AWS_PROFILE=",
+		"AWS_CONFIG_FILE=" + os.DevNull,
+		"AWS_SHARED_CREDENTIALS_FILE=" + os.DevNull,
+	}
 }

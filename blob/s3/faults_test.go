@@ -1,0 +1,64 @@
+package s3_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/eddyflow/eddy/blob"
+	blobs3 "github.com/eddyflow/eddy/blob/s3"
+	"github.com/eddyflow/eddy/blob/s3/s3test"
+)
+
+// firstPut returns a fault proxy filter that lets the proxy fault only
+// the first PUT it sees. The proxy calls its filter one request at a
+// time.
+func firstPut() func(*http.Request) bool {
+	seen := false
+	return func(r *http.Request) bool {
+		if r.Method != http.MethodPut || seen {
+			return false
+		}
+		seen = true
+		return true
+	}
+}
+
+// A conditional create whose PUT landed but whose response was lost
+// (replaced by a 500 or 503) counts as created by this call: the SDK's
+// retry gets 412, and the store finds its own bytes there. A writer with
+// other bytes still loses.
+func TestPutIfAbsentLostResponse(t *testing.T) {
+	srv := s3test.Versitygw(t)
+	srv.CreateBucket(t, "lost")
+	ctx := context.Background()
+	data := []byte("claim by writer A")
+
+	p := s3test.NewFaultProxy(t, srv.Endpoint, s3test.FaultConfig{ErrorAfterRate: 1, Filter: firstPut()})
+	s := srv.Via(p).Open(t, "lost", "retried", blobs3.MaxAttempts(2))
+	if err := s.PutIfAbsent(ctx, "lock", data); err != nil {
+		t.Fatalf("PutIfAbsent whose first response was lost: %v", err)
+	}
+	if st := p.Stats(); st.ErrorsAfter != 1 {
+		t.Errorf("proxy stats %+v, want 1 error after the work", st)
+	}
+	if err := s.PutIfAbsent(ctx, "lock", []byte("claim by writer B")); !errors.Is(err, blob.ErrExists) {
+		t.Errorf("second writer's PutIfAbsent = %v, want ErrExists", err)
+	}
+
+	// Without the SDK's retry the caller sees the error, though the
+	// object is there; its own retry then succeeds.
+	p = s3test.NewFaultProxy(t, srv.Endpoint, s3test.FaultConfig{ErrorAfterRate: 1, Filter: firstPut()})
+	s = srv.Via(p).Open(t, "lost", "once", blobs3.MaxAttempts(1))
+	err := s.PutIfAbsent(ctx, "lock", data)
+	if err == nil || errors.Is(err, blob.ErrExists) {
+		t.Fatalf("PutIfAbsent with one attempt and a lost response = %v, want the injected error", err)
+	}
+	if got, err := srv.Open(t, "lost", "once").Get(ctx, "lock"); err != nil || string(got) != string(data) {
+		t.Fatalf("the object after the lost response: %q, %v; want it written", got, err)
+	}
+	if err := s.PutIfAbsent(ctx, "lock", data); err != nil {
+		t.Errorf("the caller's retry of the same claim: %v, want success", err)
+	}
+}
