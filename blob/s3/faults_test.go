@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/eddyflow/eddy/blob"
@@ -36,7 +37,7 @@ func TestPutIfAbsentLostResponse(t *testing.T) {
 	data := []byte("claim by writer A")
 
 	p := s3test.NewFaultProxy(t, srv.Endpoint, s3test.FaultConfig{ErrorAfterRate: 1, Filter: firstPut()})
-	s := srv.Via(p).Open(t, "lost", "retried", blobs3.MaxAttempts(2))
+	s := srv.Via(p).Open(t, "lost", "retried", blobs3.MaxAttempts(2), blobs3.ReadOnly()) // no probe PUT
 	if err := s.PutIfAbsent(ctx, "lock", data); err != nil {
 		t.Fatalf("PutIfAbsent whose first response was lost: %v", err)
 	}
@@ -50,7 +51,7 @@ func TestPutIfAbsentLostResponse(t *testing.T) {
 	// Without the SDK's retry the caller sees the error, though the
 	// object is there; its own retry then succeeds.
 	p = s3test.NewFaultProxy(t, srv.Endpoint, s3test.FaultConfig{ErrorAfterRate: 1, Filter: firstPut()})
-	s = srv.Via(p).Open(t, "lost", "once", blobs3.MaxAttempts(1))
+	s = srv.Via(p).Open(t, "lost", "once", blobs3.MaxAttempts(1), blobs3.ReadOnly())
 	err := s.PutIfAbsent(ctx, "lock", data)
 	if err == nil || errors.Is(err, blob.ErrExists) {
 		t.Fatalf("PutIfAbsent with one attempt and a lost response = %v, want the injected error", err)
@@ -60,5 +61,31 @@ func TestPutIfAbsentLostResponse(t *testing.T) {
 	}
 	if err := s.PutIfAbsent(ctx, "lock", data); err != nil {
 		t.Errorf("the caller's retry of the same claim: %v, want success", err)
+	}
+}
+
+// A conditional create whose response was lost and whose read-back then
+// fails cannot tell whose the object is: it must not report ErrExists
+// (the caller would think another writer won), and the caller's retry,
+// once reads work, finds its own bytes.
+func TestPutIfAbsentLostResponseUnreadable(t *testing.T) {
+	srv := s3test.Versitygw(t)
+	srv.CreateBucket(t, "lost")
+	ctx := context.Background()
+	data := []byte("claim by writer A")
+	put := firstPut()
+	var failGets atomic.Bool
+	p := s3test.NewFaultProxy(t, srv.Endpoint, s3test.FaultConfig{ErrorAfterRate: 1, Filter: func(r *http.Request) bool {
+		return put(r) || r.Method == http.MethodGet && failGets.Load()
+	}})
+	s := srv.Via(p).Open(t, "lost", "unreadable", blobs3.MaxAttempts(2), blobs3.ReadOnly())
+	failGets.Store(true)
+	err := s.PutIfAbsent(ctx, "lock", data)
+	if err == nil || errors.Is(err, blob.ErrExists) {
+		t.Fatalf("PutIfAbsent with a lost response and failing reads = %v, want an error that is not ErrExists", err)
+	}
+	failGets.Store(false)
+	if err := s.PutIfAbsent(ctx, "lock", data); err != nil {
+		t.Fatalf("the caller's retry once reads work: %v, want success", err)
 	}
 }

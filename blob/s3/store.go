@@ -19,6 +19,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/eddyflow/eddy/blob"
 )
@@ -100,6 +101,10 @@ func New(ctx context.Context, bucket, prefix string, opts ...Option) (*Store, er
 			o.BaseEndpoint = aws.String(c.endpoint)
 		}
 		o.UsePathStyle = c.pathStyle
+		// The SDK's own log lines (e.g. a body it could not drain after a
+		// reset connection) would go to stderr past the job's logger;
+		// every failure that matters reaches the caller as an error.
+		o.Logger = logging.Nop{}
 		o.HTTPClient = &countingClient{base: o.HTTPClient, c: &s.reqs}
 		// The trailer's CRC-32C guards the payload end to end; the SDK's
 		// own checksums are left to operations that require them, which
@@ -269,10 +274,18 @@ func (s *Store) PutIfAbsent(ctx context.Context, name string, data []byte) error
 		return nil
 	}
 	if errorCode(err) == "PreconditionFailed" || httpStatus(err) == http.StatusPreconditionFailed {
-		if got, gerr := s.Get(ctx, name); gerr == nil && bytes.Equal(got, data) {
+		got, gerr := s.Get(ctx, name)
+		switch {
+		case gerr == nil && bytes.Equal(got, data):
 			return nil
+		case gerr == nil || errors.Is(gerr, blob.ErrNotFound):
+			// Another writer's bytes, or an object deleted since: it
+			// existed and was not ours.
+			return blob.Exists(name)
 		}
-		return blob.Exists(name)
+		// Whose the object is cannot be told: not ErrExists, which would
+		// tell the caller another writer won; the caller may try again.
+		return fmt.Errorf("blob/s3: put if absent %q in %s: the object exists and reading it back to compare failed: %w", name, s.where, gerr)
 	}
 	return s.fail("put if absent", name, err)
 }
