@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eddyflow/eddy/blob/faulty"
 	"github.com/eddyflow/eddy/blob/s3/s3test"
 )
 
@@ -24,6 +25,34 @@ func s3Data(t *testing.T, _ string) string {
 	q := url.Values{"endpoint": {srv.Endpoint}, "region": {srv.Region}}
 	return "s3://eddy-crash/demo?" + q.Encode()
 }
+
+// s3FaultData is s3Data with the job's requests going through a fault
+// proxy: 1% of requests fail (half before the server saw them, half
+// after it did the work), 0.2% reset the connection, 0.1% stall, and
+// latency has a long tail (p50 2 ms, p99 200 ms, p99.9 3 s).
+func s3FaultData(t *testing.T, _ string) string {
+	srv := s3test.Versitygw(t)
+	srv.CreateBucket(t, "eddy-crash")
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.Access)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.Secret)
+	p := s3test.NewFaultProxy(t, srv.Endpoint, s3test.FaultConfig{Seed: testSeed(t, "EDDY_FAULT_SEED"),
+		ErrorRate: 0.005, ErrorAfterRate: 0.005, ResetRate: 0.002, StallRate: 0.001,
+		Latency: faulty.LongTail(2*time.Millisecond, 200*time.Millisecond, 3*time.Second)})
+	t.Cleanup(func() { t.Logf("fault proxy: %+v", p.Stats()) })
+	url := srv.Via(p).URL("eddy-crash", "demo")
+	storesMu.Lock()
+	direct[url] = srv.URL("eddy-crash", "demo")
+	storesMu.Unlock()
+	return url
+}
+
+// TestCrashResumeS3Faults is the crash test on S3 with the fault proxy
+// in front of the server.
+func TestCrashResumeS3Faults(t *testing.T) { crashResume(t, false, s3FaultData) }
+
+// TestCrashResumeChangelogS3Faults is the changelog crash test on S3
+// with the fault proxy in front of the server.
+func TestCrashResumeChangelogS3Faults(t *testing.T) { crashResume(t, true, s3FaultData) }
 
 // TestCrashResumeS3 is the crash test with the checkpoints on a real S3
 // server: random SIGKILLs, restarts at other parallelisms, and the
