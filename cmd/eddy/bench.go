@@ -394,8 +394,13 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	if err != nil {
 		return res, err
 	}
-	var reqFirst blob.Requests // at the first measured checkpoint
-	var firstAt time.Time
+	// The requests are counted from the completion of the checkpoint
+	// before the first measured one, if the measured job completed one
+	// (with the changelog, the first checkpoints are not measured), else
+	// from the first measured one's: not from the pre-fill's, which would
+	// count the measured job's restore.
+	var reqFrom blob.Requests
+	var fromAt time.Time
 	var mu sync.Mutex
 	measuring := false
 	var ckpts []benchCkpt // the measured run's checkpoints
@@ -414,14 +419,16 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 				measuring = true
 				close(started)
 			}
+			now, r := time.Now(), reqs.Requests()
+			switch {
+			case current == nil:
+			case measuring && !fromAt.IsZero():
+				res.reqs, res.reqPeriod = r.Sub(reqFrom), now.Sub(fromAt)
+				res.reqCkpts++
+			default:
+				reqFrom, fromAt = r, now
+			}
 			if measuring {
-				now, r := time.Now(), reqs.Requests()
-				if firstAt.IsZero() {
-					reqFirst, firstAt = r, now
-				} else {
-					res.reqs, res.reqPeriod = r.Sub(reqFirst), now.Sub(firstAt)
-					res.reqCkpts++
-				}
 				slow.check(s)
 				res.keepSlow(s)
 				res.stall = max(res.stall, s.MaterializationStall)
