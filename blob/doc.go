@@ -14,6 +14,11 @@
 // ErrNoConditionalCreate for a store that cannot promise that. Lock
 // objects and first-writer-wins claims are built on it.
 //
+// Count wraps a store to count its Put, Get, List and Delete calls in a
+// Counter, the same way for every backend, so that what a job costs in
+// object-store requests can be read and compared; the wrapper keeps the
+// store's Creator and Locker.
+//
 // Object names are slash-separated relative paths such as
 // "checkpoints/00000000000000000012/MANIFEST"; ValidateName says which are
 // allowed. Names whose segments start with "." are reserved for a backend's

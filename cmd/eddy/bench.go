@@ -55,8 +55,15 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.DurationVar(&base.traceSlow, "trace-slow", 0, "keep a flight recording of the execution trace and write the last seconds of it when a measured checkpoint takes longer than this (go tool trace; -pprof=sync shows where goroutines blocked)")
 	fs.StringVar(&base.traceOut, "trace-out", "slow-checkpoint", "with --trace-slow: file name prefix of the traces written (at most 3 per run)")
+	storeURL := fs.String("store", "", "checkpoint store URL, e.g. s3://bucket/prefix?endpoint=http://127.0.0.1:7070&region=us-east-1 (default: a directory under --dir); each configuration writes under its own sub-prefix of eddy-bench-<time>-<pid>/, deleted at the end; --latency defaults to false for a store other than a local directory")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
+	}
+	latencySet := false
+	fs.Visit(func(f *flag.Flag) { latencySet = latencySet || f.Name == "latency" })
+	if *storeURL != "" && isRemote(*storeURL) && !latencySet {
+		// A remote store has latency of its own.
+		base.latency = false
 	}
 	if *recovery != "cold" && *recovery != "warm" {
 		fmt.Fprintf(stderr, "eddy bench checkpoint: --recovery %q: want cold or warm\n", *recovery)
@@ -84,8 +91,29 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		defer os.RemoveAll(work)
 	}
-	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v (on reads too: %v), recoveries: %s\n",
-		base.stateMB, *rate, base.interval, *dur, base.latency, base.readLatency, *recovery)
+	where := "directories under " + work
+	var runStore string // where this run's configurations keep their checkpoints, in --store
+	if *storeURL != "" {
+		// Checked before anything runs: a wrong endpoint, bucket or
+		// credentials is a usage error.
+		if _, err := blob.Open(*storeURL); err != nil {
+			fmt.Fprintf(stderr, "eddy bench checkpoint: --store: %v\n", err)
+			return 2
+		}
+		// Runs and their configurations never see one another's
+		// checkpoints: a configuration that found another's would
+		// restore it instead of starting empty.
+		runStore = storeAt(*storeURL, fmt.Sprintf("eddy-bench-%s-%d", time.Now().UTC().Format("20060102T150405"), os.Getpid()))
+		where = runStore
+		defer func() {
+			if err := removeStore(runStore); err != nil {
+				fmt.Fprintf(stderr, "eddy bench: deleting the checkpoints of this run in %s: %v\n", runStore, err)
+			}
+		}()
+	}
+	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v (on reads too: %v), recoveries: %s, store: %s\n",
+		base.stateMB, *rate, base.interval, *dur, base.latency, base.readLatency, *recovery, where)
+	var reqRows []string // the rows of the requests table
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tstep stall (max)\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\trecovery/state (median of rounds)\t")
 	for _, job := range []string{"value", "window"} {
@@ -106,6 +134,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			cfg.job, cfg.changelog, cfg.rate, cfg.dur, cfg.warm = job, cl, *rate, *dur, *recovery == "warm"
 			cfg.restores = *recoveries
 			cfg.dir = filepath.Join(work, fmt.Sprintf("%s-%v", job, cl))
+			if runStore != "" {
+				cfg.storeURL = storeAt(runStore, fmt.Sprintf("%s-%v", job, cl))
+			}
 			r, err := benchRun(cfg, stderr)
 			if err != nil {
 				fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cl, err)
@@ -121,12 +152,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		// checkpoint to the next.
 		for k := range max(*recoveries, 1) {
 			for i := range runs {
-				d, err := runs[i].restore(k)
+				d, reqs, err := runs[i].restore(k)
 				if err != nil {
 					fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cls[i], err)
 					return 1
 				}
 				runs[i].recs = append(runs[i].recs, d)
+				runs[i].recReqs = append(runs[i].recReqs, reqs)
 			}
 		}
 		// Bytes per state entry in a full snapshot, and recovery time per
@@ -167,7 +199,15 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(tw, "%s\t%v\t%d\t%v\t%v\t%v\t%v\t%v\t%s\t%s\t%s\t%s\t%v\t%s\t\n", job, cl, len(r.durs), r.p(0.5), r.p(0.99), r.p(0.999), r.p(1),
 				pct(r.syncs, 0.99), stall,
 				bytesString(r.uploaded), bytesString(r.full), ratio, pct(r.recs, 0.5).Round(time.Millisecond), recRatio)
+			reqRows = append(reqRows, fmt.Sprintf("%s\t%v\t%s", job, cl, r.requestColumns()))
 		}
+	}
+	tw.Flush()
+	fmt.Fprintln(stdout, "\nstore requests (Put, Get, List, Delete calls at the store, hedges and failures included; per checkpoint and per minute of the measured run; per recovery: the requests made of the measured run's store by a restore and the first checkpoint after it, whose writes go to a local scratch directory; median of rounds)")
+	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "job\tchangelog\tPUT/ckpt\tGET/ckpt\tLIST/ckpt\tDELETE/ckpt\tPUT/min\tGET/min\tLIST/min\tDELETE/min\tGET/recovery\tLIST/recovery\t")
+	for _, row := range reqRows {
+		fmt.Fprintln(tw, row+"\t")
 	}
 	tw.Flush()
 	return 0
@@ -183,6 +223,7 @@ type benchConfig struct {
 	logRatio                   float64
 	hedgeP90                   float64 // the log's dstl.Options.HedgeAfterP90
 	dir                        string
+	storeURL                   string // the configuration's checkpoint store; "" for dir/data
 	restores                   int    // how many of the measured run's last checkpoints recoveries restore
 	upto                       uint64 // restore-once: the checkpoint to restore (those after it are hidden)
 	traceSlow                  time.Duration
@@ -195,10 +236,17 @@ type benchResult struct {
 	// The last checkpoints of the measured run, newest first: what the
 	// recoveries restore.
 	ckpts   []benchCkpt
-	restore func(round int) (time.Duration, error) // restores ckpts[round%len(ckpts)]
-	recs    []time.Duration                        // of each round
-	slowest []eddy.CheckpointStats                 // the measured run's slowest checkpoints, slowest first
-	stall   time.Duration                          // the longest materialization step during the measured checkpoints
+	restore func(round int) (time.Duration, blob.Requests, error) // restores ckpts[round%len(ckpts)]
+	recs    []time.Duration                                       // of each round
+	recReqs []blob.Requests                                       // the requests of each round's restore
+	// The store requests between the first and the last measured
+	// checkpoint's completion, the checkpoints completed in between
+	// (the last included), and the time between.
+	reqs      blob.Requests
+	reqCkpts  int
+	reqPeriod time.Duration
+	slowest   []eddy.CheckpointStats // the measured run's slowest checkpoints, slowest first
+	stall     time.Duration          // the longest materialization step during the measured checkpoints
 }
 
 // slowestKept is how many of a run's slowest checkpoints are explained.
@@ -341,10 +389,18 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
 		return res, err
 	}
-	store, err := cfg.store()
+	var reqs blob.Counter
+	store, err := cfg.store(&reqs)
 	if err != nil {
 		return res, err
 	}
+	// The requests are counted from the completion of the checkpoint
+	// before the first measured one, if the measured job completed one
+	// (with the changelog, the first checkpoints are not measured), else
+	// from the first measured one's: not from the pre-fill's, which would
+	// count the measured job's restore.
+	var reqFrom blob.Requests
+	var fromAt time.Time
 	var mu sync.Mutex
 	measuring := false
 	var ckpts []benchCkpt // the measured run's checkpoints
@@ -362,6 +418,15 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 			if !measuring && current != nil && (!cfg.changelog || current.Stats().Materializations >= 2) {
 				measuring = true
 				close(started)
+			}
+			now, r := time.Now(), reqs.Requests()
+			switch {
+			case current == nil:
+			case measuring && !fromAt.IsZero():
+				res.reqs, res.reqPeriod = r.Sub(reqFrom), now.Sub(fromAt)
+				res.reqCkpts++
+			default:
+				reqFrom, fromAt = r, now
 			}
 			if measuring {
 				slow.check(s)
@@ -429,9 +494,10 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	for i := len(ckpts) - 1; i >= 0 && len(res.ckpts) < max(cfg.restores, 1); i-- {
 		res.ckpts = append(res.ckpts, ckpts[i])
 	}
-	res.restore = func(round int) (time.Duration, error) {
+	res.restore = func(round int) (time.Duration, blob.Requests, error) {
 		var d time.Duration
 		var id uint64
+		var reqs blob.Requests
 		want := res.ckpts[round%len(res.ckpts)].id
 		cfg := cfg
 		cfg.upto = want
@@ -440,18 +506,18 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 			// already grown by a restore of this state (an untimed one),
 			// whose garbage is collected.
 			runtime.GC()
-			if _, _, err = restoreOnce(cfg); err != nil {
-				return 0, err
+			if _, _, _, err = restoreOnce(cfg); err != nil {
+				return 0, reqs, err
 			}
 			runtime.GC()
-			d, id, err = restoreOnce(cfg)
+			d, id, reqs, err = restoreOnce(cfg)
 		} else {
-			d, id, err = restoreInChild(cfg)
+			d, id, reqs, err = restoreInChild(cfg)
 		}
 		if err == nil && id != want {
 			err = fmt.Errorf("recovery restored checkpoint %d, not %d", id, want)
 		}
-		return d, err
+		return d, reqs, err
 	}
 	return res, nil
 }
@@ -467,27 +533,41 @@ func (cfg benchConfig) options(store blob.Store) []eddy.Option {
 	return o
 }
 
-// store opens cfg's checkpoint storage, with object-store latency injected
-// on uploads when cfg.latency is set, and on every operation with
-// cfg.readLatency.
-func (cfg benchConfig) store() (blob.Store, error) {
-	inner, err := blob.Open(filepath.Join(cfg.dir, "data"))
+// dataURL is where cfg's checkpoints are: its store URL, or the
+// directory data under its working directory.
+func (cfg benchConfig) dataURL() string {
+	if cfg.storeURL != "" {
+		return cfg.storeURL
+	}
+	return filepath.Join(cfg.dir, "data")
+}
+
+// store opens cfg's checkpoint storage, counting its operations in reqs,
+// with object-store latency injected on uploads when cfg.latency is set,
+// and on every operation with cfg.readLatency. The count is taken below
+// the injected latency, of what reaches the store: a hedged request
+// counts twice, as it is billed.
+func (cfg benchConfig) store(reqs *blob.Counter) (blob.Store, error) {
+	inner, err := blob.Open(cfg.dataURL())
 	if err != nil {
 		return nil, err
 	}
-	return cfg.withLatency(inner), nil
+	return cfg.withLatency(blob.Count(inner, reqs)), nil
 }
 
 // restoreStore is cfg's storage for a timed restore: the measured run's
-// objects under an overlay that takes the restore's writes and deletes in
-// a scratch directory, emptied first, so the stored checkpoints stay as
-// the measured run left them; with cfg.upto, the checkpoints after it
-// are hidden.
-func (cfg benchConfig) restoreStore() (blob.Store, error) {
-	base, err := blob.Open(filepath.Join(cfg.dir, "data"))
+// objects (in its directory or store URL) under an overlay that takes the
+// restore's writes and deletes in a local scratch directory, emptied
+// first, so the stored checkpoints stay as the measured run left them;
+// with cfg.upto, the checkpoints after it are hidden. The operations on
+// the measured run's store are counted in reqs; the scratch directory's
+// are not (a restore's own first checkpoint is not what is measured).
+func (cfg benchConfig) restoreStore(reqs *blob.Counter) (blob.Store, error) {
+	raw, err := blob.Open(cfg.dataURL())
 	if err != nil {
 		return nil, err
 	}
+	base := blob.Count(raw, reqs)
 	scratch := filepath.Join(cfg.dir, "restore-scratch")
 	if err := os.RemoveAll(scratch); err != nil {
 		return nil, err
@@ -499,8 +579,9 @@ func (cfg benchConfig) restoreStore() (blob.Store, error) {
 	o := newOverlay(base, top)
 	if cfg.upto > 0 {
 		// Checkpoints after upto are hidden by their manifests, so a
-		// restore starts from upto.
-		st := checkpoint.NewStorage(base, 1)
+		// restore starts from upto. (Listed uncounted: a real
+		// recovery does not do this.)
+		st := checkpoint.NewStorage(raw, 1)
 		ids, err := st.List(context.Background())
 		if err != nil {
 			return nil, err
@@ -544,11 +625,13 @@ func (cfg benchConfig) build(env *eddy.Env, rate float64) {
 
 // restoreOnce restores the last checkpoint of cfg's job from its restore
 // store, stops at the first checkpoint after it, and returns the recovery
-// time and the id of the checkpoint restored.
-func restoreOnce(cfg benchConfig) (time.Duration, uint64, error) {
-	store, err := cfg.restoreStore()
+// time, the id of the checkpoint restored and the requests made of the
+// measured run's store until then.
+func restoreOnce(cfg benchConfig) (time.Duration, uint64, blob.Requests, error) {
+	var reqs blob.Counter
+	store, err := cfg.restoreStore(&reqs)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, blob.Requests{}, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -557,13 +640,13 @@ func restoreOnce(cfg benchConfig) (time.Duration, uint64, error) {
 	stop := time.AfterFunc(2*time.Minute, cancel)
 	defer stop.Stop()
 	if err := env.Run(ctx); err != nil && ctx.Err() == nil {
-		return 0, 0, fmt.Errorf("recovery run: %w", err)
+		return 0, 0, blob.Requests{}, fmt.Errorf("recovery run: %w", err)
 	}
 	st := env.Stats()
 	if st.RestoredFrom == 0 {
-		return 0, 0, errors.New("recovery run: no checkpoint restored")
+		return 0, 0, blob.Requests{}, errors.New("recovery run: no checkpoint restored")
 	}
-	return st.Recovery, st.RestoredFrom, nil
+	return st.Recovery, st.RestoredFrom, reqs.Requests(), nil
 }
 
 // settingFlags registers on fs, into cfg, the settings that bench
@@ -584,6 +667,7 @@ func (cfg *benchConfig) onceFlags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.job, "job", "value", "job: value or window")
 	fs.BoolVar(&cfg.changelog, "changelog", false, "the changelog is on")
 	fs.StringVar(&cfg.dir, "dir", "", "the configuration's working directory")
+	fs.StringVar(&cfg.storeURL, "store", "", "the configuration's checkpoint store URL (default: the directory data under --dir)")
 	fs.Uint64Var(&cfg.upto, "checkpoint", 0, "the checkpoint to restore (default: the latest)")
 	cfg.settingFlags(fs)
 }
@@ -603,30 +687,52 @@ func (cfg benchConfig) restoreFlags() []string {
 // restoreInChild runs one restore in a new process of this program, as a
 // recovery after a crash does: nothing of the state is in memory or in the
 // process's heap yet.
-func restoreInChild(cfg benchConfig) (time.Duration, uint64, error) {
+func restoreInChild(cfg benchConfig) (time.Duration, uint64, blob.Requests, error) {
+	var reqs blob.Requests
 	exe, err := os.Executable()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, reqs, err
 	}
 	var out, errOut strings.Builder
 	cmd := exec.Command(exe, append([]string{"bench", "restore-once"}, cfg.restoreFlags()...)...)
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return 0, 0, fmt.Errorf("restore in a new process: %v: %s", err, strings.TrimSpace(errOut.String()))
+		return 0, 0, reqs, fmt.Errorf("restore in a new process: %v: %s", err, strings.TrimSpace(errOut.String()))
 	}
-	var d time.Duration
-	var id uint64
-	f := strings.Fields(out.String())
-	if len(f) == 2 {
-		d, err = time.ParseDuration(f[0])
-		if err == nil {
-			id, err = strconv.ParseUint(f[1], 10, 64)
+	d, id, reqs, err := parseRestoreOnce(out.String())
+	if err != nil {
+		return 0, 0, reqs, fmt.Errorf("restore in a new process: %w", err)
+	}
+	return d, id, reqs, nil
+}
+
+// formatRestoreOnce is what bench restore-once prints: the recovery time,
+// the checkpoint restored, and the Put, Get, List and Delete requests.
+func formatRestoreOnce(d time.Duration, id uint64, r blob.Requests) string {
+	return fmt.Sprintf("%v %d %d %d %d %d", d, id, r.Put, r.Get, r.List, r.Delete)
+}
+
+// parseRestoreOnce reads what formatRestoreOnce wrote.
+func parseRestoreOnce(out string) (time.Duration, uint64, blob.Requests, error) {
+	var r blob.Requests
+	f := strings.Fields(out)
+	if len(f) != 6 {
+		return 0, 0, r, fmt.Errorf("printed %q, want a duration, a checkpoint id and four request counts", out)
+	}
+	d, err := time.ParseDuration(f[0])
+	if err != nil {
+		return 0, 0, r, fmt.Errorf("printed %q: recovery time: %v", out, err)
+	}
+	id, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		return 0, 0, r, fmt.Errorf("printed %q: checkpoint id: %v", out, err)
+	}
+	for i, p := range []*int64{&r.Put, &r.Get, &r.List, &r.Delete} {
+		if *p, err = strconv.ParseInt(f[2+i], 10, 64); err != nil {
+			return 0, 0, r, fmt.Errorf("printed %q: request count %d: %v", out, i+1, err)
 		}
 	}
-	if len(f) != 2 || err != nil {
-		return 0, 0, fmt.Errorf("restore in a new process printed %q, want a duration and a checkpoint id", out.String())
-	}
-	return d, id, nil
+	return d, id, r, nil
 }
 
 // restoreOnceCmd is `eddy bench restore-once`, which bench checkpoint runs
@@ -645,12 +751,12 @@ func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "eddy bench restore-once: --dir and a positive --value-bytes are required")
 		return 2
 	}
-	d, id, err := restoreOnce(cfg)
+	d, id, reqs, err := restoreOnce(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintln(stdout, d, id)
+	fmt.Fprintln(stdout, formatRestoreOnce(d, id, reqs))
 	return 0
 }
 
@@ -665,4 +771,48 @@ func buildWindows(env *eddy.Env, rate float64) {
 		Result: func(_ string, _ eddy.Window, n int64) int64 { return n },
 	}, eddy.WindowOp(eddy.Named("windows")))
 	eddy.ToSink(w.Results, discard.Sink[int64]())
+}
+
+// requestColumns are the cells of r's row in the requests table: per
+// checkpoint and per minute of the measured run, then per recovery.
+func (r *benchResult) requestColumns() string {
+	var cells []string
+	if r.reqCkpts > 0 && r.reqPeriod > 0 {
+		n, mins := float64(r.reqCkpts), r.reqPeriod.Minutes()
+		for _, v := range []int64{r.reqs.Put, r.reqs.Get, r.reqs.List, r.reqs.Delete} {
+			cells = append(cells, fmt.Sprintf("%.1f", float64(v)/n))
+		}
+		for _, v := range []int64{r.reqs.Put, r.reqs.Get, r.reqs.List, r.reqs.Delete} {
+			cells = append(cells, fmt.Sprintf("%.0f", float64(v)/mins))
+		}
+	} else {
+		// Fewer than two measured checkpoints: no interval to divide by.
+		for range 8 {
+			cells = append(cells, "-")
+		}
+	}
+	median := func(get func(blob.Requests) int64) string {
+		if len(r.recReqs) == 0 {
+			return "-"
+		}
+		vs := make([]int64, len(r.recReqs))
+		for i, q := range r.recReqs {
+			vs[i] = get(q)
+		}
+		slices.Sort(vs)
+		return strconv.FormatInt(vs[len(vs)/2], 10)
+	}
+	cells = append(cells, median(func(q blob.Requests) int64 { return q.Get }), median(func(q blob.Requests) int64 { return q.List }))
+	return strings.Join(cells, "\t")
+}
+
+// removeStore deletes every object of the store url names.
+func removeStore(url string) error {
+	s, err := blob.Open(url)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	return deleteAll(ctx, s)
 }

@@ -5,11 +5,13 @@ import (
 	"flag"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob"
 )
 
 // TestMain lets the test binary stand in for eddy when the bench runs a
@@ -37,15 +39,11 @@ func TestBenchCheckpointRuns(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errb.String())
 			}
 			t.Log(out.String())
-			var rows [][]string
-			for _, l := range strings.Split(out.String(), "\n") {
-				if f := strings.Fields(l); len(f) > 0 && f[0] == "value" {
-					rows = append(rows, f)
-				}
-			}
+			rows, reqs := benchTables(out.String(), "value")
 			if len(rows) != 2 || rows[0][1] != "false" || rows[1][1] != "true" {
 				t.Fatalf("want a row without and one with the changelog:\n%s", out.String())
 			}
+			wantRequestRows(t, rows, reqs, out.String())
 			// The recovery ratio ends the row without the changelog; the
 			// row with it adds the range of the per-round ratios.
 			for i, r := range rows {
@@ -64,10 +62,76 @@ func TestBenchCheckpointRuns(t *testing.T) {
 	}
 }
 
+// benchTables returns the rows of job in the two tables bench checkpoint
+// prints, checkpoints and recoveries first, then store requests, split
+// into fields.
+func benchTables(out, job string) (rows, reqs [][]string) {
+	tables := strings.SplitN(out, "\nstore requests", 2)
+	for i, table := range tables {
+		for _, l := range strings.Split(table, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == job {
+				if i == 0 {
+					rows = append(rows, f)
+				} else {
+					reqs = append(reqs, f)
+				}
+			}
+		}
+	}
+	return rows, reqs
+}
+
+// wantRequestRows checks the store requests table against the rows of
+// the first: a row without and one with the changelog, each with PUTs and
+// LISTs per checkpoint and per minute (every checkpoint writes its
+// manifest and lists the checkpoints to prune), counted between measured
+// checkpoints, so "-" where only one was measured (a slow machine), and
+// the GETs of a recovery (it reads the manifest at least).
+func wantRequestRows(t *testing.T, rows, reqs [][]string, out string) {
+	t.Helper()
+	if len(reqs) != 2 || reqs[0][1] != "false" || reqs[1][1] != "true" {
+		t.Fatalf("want a row of requests without and one with the changelog:\n%s", out)
+	}
+	for i, r := range reqs {
+		if len(r) != 12 {
+			t.Fatalf("requests row %q: want 12 cells", r)
+		}
+		cells := []int{2, 4, 6, 8} // PUT/ckpt, LIST/ckpt, PUT/min, LIST/min
+		if rows[i][2] == "1" {
+			for _, c := range cells {
+				if r[c] != "-" {
+					t.Errorf("requests row %q: cell %d is %q with one checkpoint measured, want -", r, c+1, r[c])
+				}
+			}
+			cells = nil
+		}
+		for _, c := range append(cells, 10) { // and GET/recovery
+			if v, err := strconv.ParseFloat(r[c], 64); err != nil || v <= 0 {
+				t.Errorf("requests row %q: cell %d is %q, want a positive count", r, c+1, r[c])
+			}
+		}
+	}
+}
+
+// TestRestoreOnceOutputRoundTrip: the parent reads back what a cold
+// restore's child prints.
+func TestRestoreOnceOutputRoundTrip(t *testing.T) {
+	want := blob.Requests{Put: 1, Get: 22, List: 3, Delete: 4}
+	d, id, got, err := parseRestoreOnce(formatRestoreOnce(1234*time.Microsecond, 9, want) + "\n")
+	if err != nil || d != 1234*time.Microsecond || id != 9 || got != want {
+		t.Fatalf("parsed %v, %d, %+v, %v", d, id, got, err)
+	}
+	for _, bad := range []string{"", "1ms 9", "1ms 9 1 2 3", "soon 9 1 2 3 4", "1ms x 1 2 3 4", "1ms 9 1 2 three 4"} {
+		if _, _, _, err := parseRestoreOnce(bad); err == nil || !strings.Contains(err.Error(), "printed") {
+			t.Errorf("parseRestoreOnce(%q) = %v, want an error quoting the output", bad, err)
+		}
+	}
+}
+
 // TestRestoreFlagsRoundTrip: the flags a cold restore is started with give
 // the child the parent's configuration.
 func TestRestoreFlagsRoundTrip(t *testing.T) {
-	want := benchConfig{job: "window", changelog: true, dir: "/x/y", stateMB: 7, valueBytes: 99,
+	want := benchConfig{job: "window", changelog: true, dir: "/x/y", storeURL: "s3://b/p/value-true?endpoint=http://h:1", stateMB: 7, valueBytes: 99,
 		interval: 30 * time.Millisecond, materialize: 3 * time.Second, latency: false, readLatency: true, logRatio: 0.4, upto: 42}
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
 	var got benchConfig

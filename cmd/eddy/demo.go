@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/internal/demojob"
 )
 
@@ -30,7 +31,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&c.Seed, "seed", 7, "seed of the generated GPS points")
 	fs.Int64Var(&c.Events, "events", 2_000_000, "number of GPS points (bounded run)")
 	fs.IntVar(&c.Drivers, "drivers", 1000, "number of distinct drivers (keys)")
-	fs.StringVar(&c.Data, "data", "./eddy-data", "checkpoint directory")
+	fs.StringVar(&c.Data, "data", "./eddy-data", "checkpoint storage: a directory, or a store URL such as file:///var/lib/eddy or s3://bucket/prefix?endpoint=http://127.0.0.1:7070&region=us-east-1 (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)")
 	fs.StringVar(&c.Out, "out", "./out", "output directory (committed part-*.jsonl files)")
 	fs.DurationVar(&c.CheckpointInterval, "checkpoint-interval", 200*time.Millisecond, "time between checkpoints (10ms or more)")
 	fs.IntVar(&c.Parallelism, "parallelism", runtime.NumCPU(), "subtasks per operator")
@@ -52,7 +53,24 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	if c.Data == "" {
 		// Without a checkpoint directory the job could not resume, and
 		// a rerun would commit its output again.
-		fmt.Fprintln(stderr, "eddy demo: --data must name a checkpoint directory")
+		fmt.Fprintln(stderr, "eddy demo: --data must name a checkpoint directory or store URL")
+		return 2
+	}
+	// The store is opened here, not by the job, so that a wrong URL,
+	// endpoint, bucket or credentials is a usage error reported before
+	// anything runs (blob/s3 probes the bucket at open), and so that its
+	// requests are counted.
+	var reqs blob.Counter
+	var store countedStore
+	if *kafkaBrokers == "" {
+		var err error
+		if store, err = openCounted(c.Data, &reqs); err != nil {
+			fmt.Fprintf(stderr, "eddy demo: --data: %v\n", err)
+			return 2
+		}
+	} else if _, err := blob.Open(c.Data); err != nil {
+		// The Kafka demo keeps two jobs' checkpoints under --data.
+		fmt.Fprintf(stderr, "eddy demo: --data: %v\n", err)
 		return 2
 	}
 	committedBefore := committedLines(c.Out)
@@ -66,12 +84,14 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	var env *eddy.Env
 	if *kafkaBrokers != "" {
 		var err error
-		if env, err = kafkaDemoEnv(ctx, c, splitBrokers(*kafkaBrokers), stdout, opts...); err != nil {
+		if env, store, err = kafkaDemoEnv(ctx, c, splitBrokers(*kafkaBrokers), stdout, &reqs, opts...); err != nil {
 			fmt.Fprintf(stderr, "eddy demo: %v\n", err)
 			return 1
 		}
 	} else {
-		env = demojob.Env(c, opts...)
+		jc := c
+		jc.Data = "" // the store is given open instead
+		env = demojob.Env(jc, append(opts, eddy.CheckpointStore(store, c.CheckpointInterval))...)
 	}
 	fmt.Fprintf(stdout, "eddy demo: %d GPS points from %d drivers (seed %d), parallelism %d, checkpoints every %v to %s, output in %s\n",
 		c.Events, c.Drivers, c.Seed, c.Parallelism, c.CheckpointInterval, c.Data, c.Out)
@@ -124,6 +144,7 @@ loop:
 	if s.RestoredFrom != 0 {
 		fmt.Fprintf(tw, "  recovery time\t%v\n", s.Recovery.Round(time.Millisecond))
 	}
+	requestSummary(tw, store, s.Checkpoints)
 	fmt.Fprintf(tw, "  late points this run\t%d\n", s.LateRecords)
 	fmt.Fprintf(tw, "  restarts\t%d\n", s.Restarts)
 	tw.Flush()

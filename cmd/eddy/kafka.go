@@ -12,11 +12,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/kafka"
 	"github.com/eddyflow/eddy/internal/demojob"
@@ -50,7 +50,8 @@ func splitBrokers(s string) []string {
 //  2. It loads c.Events generated GPS points (c's seed, drivers, late
 //     points; not its rate) into eddy-demo-gps, keyed by driver, with the
 //     exactly-once sink. The load is a bounded job of its own, checkpointed
-//     under c.Data/kafka-load: killed, it resumes; run again after it
+//     under c.Data/kafka-load (storeAt: a subdirectory, or a sub-prefix of a
+//     store URL): killed, it resumes; run again after it
 //     finished, it writes nothing.
 //  3. It returns the demo job, checkpointed under c.Data/kafka-job:
 //     Kafka eddy-demo-gps (bounded by the offsets at its first start) →
@@ -62,12 +63,22 @@ func splitBrokers(s string) []string {
 // whether or not the job was killed and resumed (kafkaDemoDigest checks
 // it). Both topics belong to the demo; delete them and c.Data to start over.
 // Progress of the load goes to stdout.
-func kafkaDemoEnv(ctx context.Context, c demojob.Config, brokers []string, stdout io.Writer, opts ...eddy.Option) (*eddy.Env, error) {
+func kafkaDemoEnv(ctx context.Context, c demojob.Config, brokers []string, stdout io.Writer, reqs *blob.Counter, opts ...eddy.Option) (*eddy.Env, countedStore, error) {
 	if len(brokers) == 0 {
-		return nil, fmt.Errorf("--kafka: no broker addresses")
+		return nil, countedStore{}, fmt.Errorf("--kafka: no broker addresses")
 	}
 	if err := kafka.EnsureTopics(ctx, brokers, 8, kafkaDemoPoints, kafkaDemoTotals); err != nil {
-		return nil, err
+		return nil, countedStore{}, err
+	}
+	// The load's store requests are not the job's: counted apart, and
+	// not reported.
+	loadStore, err := openCounted(storeAt(c.Data, "kafka-load"), new(blob.Counter))
+	if err != nil {
+		return nil, countedStore{}, err
+	}
+	jobStore, err := openCounted(storeAt(c.Data, "kafka-job"), reqs)
+	if err != nil {
+		return nil, countedStore{}, err
 	}
 	interval := c.CheckpointInterval
 	if interval <= 0 {
@@ -82,21 +93,21 @@ func kafkaDemoEnv(ctx context.Context, c demojob.Config, brokers []string, stdou
 	lc := c
 	lc.Rate = 0
 	load := eddy.New(append(append([]eddy.Option{eddy.JobName("eddy-demo-kafka-load"),
-		eddy.Checkpoints(filepath.Join(c.Data, "kafka-load"), interval)}, base...), opts...)...)
+		eddy.CheckpointStore(loadStore, interval)}, base...), opts...)...)
 	points := eddy.FromSource(load, datagen.GPS(lc.GPSOptions()...), eddy.Named("gps"))
 	eddy.ToSink(points, kafka.Sink[datagen.GPSPoint](kafkaDemoPoints, kafka.Brokers(brokers...), kafka.SchemaHeader(),
 		kafka.Key(func(p *datagen.GPSPoint) []byte { return []byte(p.DriverID) })))
 	fmt.Fprintf(stdout, "eddy demo --kafka: loading %d GPS points into %s at %s\n", c.Events, kafkaDemoPoints, strings.Join(brokers, ","))
 	start := time.Now()
 	if err := load.Run(ctx); err != nil {
-		return nil, fmt.Errorf("loading %s: %w", kafkaDemoPoints, err)
+		return nil, countedStore{}, fmt.Errorf("loading %s: %w", kafkaDemoPoints, err)
 	}
 	fmt.Fprintf(stdout, "eddy demo --kafka: load done in %v (%d points written by this run)\n",
 		time.Since(start).Round(time.Millisecond), load.Stats().RecordsOut)
 
 	// The job.
 	env := eddy.New(append(append([]eddy.Option{eddy.JobName("eddy-demo-kafka"),
-		eddy.Checkpoints(filepath.Join(c.Data, "kafka-job"), interval)}, base...), opts...)...)
+		eddy.CheckpointStore(jobStore, interval)}, base...), opts...)...)
 	in := eddy.FromSource(env, kafka.Source[datagen.GPSPoint](kafka.Brokers(brokers...), kafka.Topics(kafkaDemoPoints),
 		kafka.Bounded(), kafka.MaxPartitions(64)), eddy.Named("gps"))
 	byDriver := eddy.KeyBy(in, func(p *datagen.GPSPoint) string { return p.DriverID })
@@ -104,7 +115,7 @@ func kafkaDemoEnv(ctx context.Context, c demojob.Config, brokers []string, stdou
 	eddy.ToSink(totals, kafka.Sink[demojob.DriverTotal](kafkaDemoTotals, kafka.Brokers(brokers...),
 		kafka.WithEncoder(kafka.JSONEncoder[demojob.DriverTotal]()),
 		kafka.Key(func(t *demojob.DriverTotal) []byte { return []byte(t.Driver) })))
-	return env, nil
+	return env, jobStore, nil
 }
 
 // kafkaTotal is the keyed state of the Kafka demo job.

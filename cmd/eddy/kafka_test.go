@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/internal/demojob"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -26,7 +27,7 @@ func TestKafkaDemo(t *testing.T) {
 			CheckpointInterval: 20 * time.Millisecond, Parallelism: 2, EmitEvery: 10}
 		ctx := context.Background()
 		run := func(d time.Duration) error {
-			env, err := kafkaDemoEnv(ctx, cfg, brokers, io.Discard, eddy.LogOutput(io.Discard), eddy.Restarts(0, 0))
+			env, _, err := kafkaDemoEnv(ctx, cfg, brokers, io.Discard, new(blob.Counter), eddy.LogOutput(io.Discard), eddy.Restarts(0, 0))
 			if err != nil {
 				t.Fatal(err)
 			}

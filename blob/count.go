@@ -1,0 +1,124 @@
+package blob
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+)
+
+// Requests is a number of store operations by kind: what an object store
+// bills for. A PutIfAbsent is a Put and a GetInto a Get.
+type Requests struct {
+	Put, Get, List, Delete int64
+}
+
+// Sub returns r minus o: the requests made between two readings.
+func (r Requests) Sub(o Requests) Requests {
+	return Requests{Put: r.Put - o.Put, Get: r.Get - o.Get, List: r.List - o.List, Delete: r.Delete - o.Delete}
+}
+
+// Total is the sum of the requests of every kind.
+func (r Requests) Total() int64 { return r.Put + r.Get + r.List + r.Delete }
+
+// String lists the requests by kind, e.g. "12 PUT, 3 GET, 1 LIST, 0 DELETE".
+func (r Requests) String() string {
+	return fmt.Sprintf("%d PUT, %d GET, %d LIST, %d DELETE", r.Put, r.Get, r.List, r.Delete)
+}
+
+// Counter counts the operations of the stores that Count wraps with it. It
+// is safe for concurrent use; its zero value is ready.
+type Counter struct {
+	put, get, list, del atomic.Int64
+}
+
+// Requests returns the operations counted so far.
+func (c *Counter) Requests() Requests {
+	return Requests{Put: c.put.Load(), Get: c.get.Load(), List: c.list.Load(), Delete: c.del.Load()}
+}
+
+// Count returns a Store that passes every operation to s and counts it in
+// c, failed operations included (a store bills them too). It counts calls
+// of the Store interface, the same for every backend, so counts of two
+// backends compare side by side; a backend that splits one call into
+// several requests (blob/s3's multipart uploads and ranged reads) counts
+// those itself.
+//
+// The wrapper is a Creator and a Locker exactly when s is, so wrapping a
+// store changes neither its conditional writes nor its single-writer lock;
+// it is always an IntoGetter (GetInto falls back to s.Get).
+func Count(s Store, c *Counter) Store {
+	cs := &countingStore{s: s, c: c}
+	_, creator := s.(Creator)
+	_, locker := s.(Locker)
+	switch {
+	case creator && locker:
+		return &countingCreatorLocker{countingCreator{cs}, countingLocker{cs}}
+	case creator:
+		return &countingCreator{cs}
+	case locker:
+		return &countingLockerStore{cs, countingLocker{cs}}
+	}
+	return cs
+}
+
+type countingStore struct {
+	s Store
+	c *Counter
+}
+
+func (w *countingStore) Put(ctx context.Context, name string, data []byte) error {
+	w.c.put.Add(1)
+	return w.s.Put(ctx, name, data)
+}
+
+func (w *countingStore) Get(ctx context.Context, name string) ([]byte, error) {
+	w.c.get.Add(1)
+	return w.s.Get(ctx, name)
+}
+
+func (w *countingStore) GetInto(ctx context.Context, name string, buf *[]byte) ([]byte, error) {
+	w.c.get.Add(1)
+	return GetInto(ctx, w.s, name, buf)
+}
+
+func (w *countingStore) List(ctx context.Context, prefix string) ([]string, error) {
+	w.c.list.Add(1)
+	return w.s.List(ctx, prefix)
+}
+
+func (w *countingStore) Delete(ctx context.Context, name string) error {
+	w.c.del.Add(1)
+	return w.s.Delete(ctx, name)
+}
+
+// String names the wrapped store, so errors and logs that print the
+// store still say where it is.
+func (w *countingStore) String() string {
+	if s, ok := w.s.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", w.s)
+}
+
+// countingCreator is a countingStore of a Creator.
+type countingCreator struct{ *countingStore }
+
+func (w countingCreator) PutIfAbsent(ctx context.Context, name string, data []byte) error {
+	w.c.put.Add(1)
+	return w.s.(Creator).PutIfAbsent(ctx, name, data)
+}
+
+// countingLocker passes Lock on: taking a lock is not an object request.
+type countingLocker struct{ w *countingStore }
+
+func (l countingLocker) Lock(owner string) (Lease, error) { return l.w.s.(Locker).Lock(owner) }
+
+type countingLockerStore struct {
+	*countingStore
+	countingLocker
+}
+
+type countingCreatorLocker struct {
+	countingCreator
+	countingLocker
+}
