@@ -207,19 +207,21 @@ func runHelper(t *testing.T, c Config, delay time.Duration, beforeKill func()) p
 // is exactly the reference: nothing lost, nothing duplicated.
 //
 // The kill schedule comes from a logged seed; set EDDY_CRASH_SEED to replay it.
-func TestCrashResumeExactlyOnce(t *testing.T) { crashResume(t, false, localData) }
+func TestCrashResumeExactlyOnce(t *testing.T) { crashResume(t, false, localData, 0) }
 
 // TestCrashResumeChangelog is the crash test with the changelog state
 // backend materializing every 150 ms, so kills land during
 // materializations, log uploads and log truncation (checkpoint pruning).
-func TestCrashResumeChangelog(t *testing.T) { crashResume(t, true, localData) }
+func TestCrashResumeChangelog(t *testing.T) { crashResume(t, true, localData, 0) }
 
 // localData keeps the checkpoints in a directory under dir.
 func localData(t *testing.T, dir string) string { return filepath.Join(dir, "data") }
 
 // crashResume runs the crash test with the checkpoints (and the DSTL) in
-// the storage data returns, a directory or a store URL.
-func crashResume(t *testing.T, changelog bool, data func(t *testing.T, dir string) string) {
+// the storage data returns, a directory or a store URL. slow is added to
+// the kill delays (except the early ones, during start-up) on storage
+// slow to reach a first checkpoint.
+func crashResume(t *testing.T, changelog bool, data func(t *testing.T, dir string) string, slow time.Duration) {
 	seed := testSeed(t, crashSeedEnv) // the kill schedule; kills still land by wall-clock time
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 
@@ -287,7 +289,7 @@ func crashResume(t *testing.T, changelog bool, data func(t *testing.T, dir strin
 		if rng.IntN(6) == 0 {
 			delay = time.Duration(rng.IntN(30)) * time.Millisecond
 		} else {
-			delay = 30*time.Millisecond + time.Duration(rng.IntN(170))*time.Millisecond
+			delay = slow + 30*time.Millisecond + time.Duration(rng.IntN(170))*time.Millisecond
 		}
 		if left := leftTime(); left >= 0 {
 			delay = min(delay, 10*time.Millisecond+left*3/time.Duration(2*(minKills-kills+1)))

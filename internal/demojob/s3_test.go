@@ -39,7 +39,8 @@ func s3FaultData(t *testing.T, _ string) string {
 		ErrorRate: 0.005, ErrorAfterRate: 0.005, ResetRate: 0.002, StallRate: 0.001,
 		Latency: faulty.LongTail(2*time.Millisecond, 200*time.Millisecond, 3*time.Second)})
 	t.Cleanup(func() { t.Logf("fault proxy: %+v", p.Stats()) })
-	url := srv.Via(p).URL("eddy-crash", "demo")
+	// A stalled response fails after a second, not the default 30 s.
+	url := srv.Via(p).URL("eddy-crash", "demo") + "&stall_timeout=1s"
 	storesMu.Lock()
 	direct[url] = srv.URL("eddy-crash", "demo")
 	storesMu.Unlock()
@@ -48,20 +49,20 @@ func s3FaultData(t *testing.T, _ string) string {
 
 // TestCrashResumeS3Faults is the crash test on S3 with the fault proxy
 // in front of the server.
-func TestCrashResumeS3Faults(t *testing.T) { crashResume(t, false, s3FaultData) }
+func TestCrashResumeS3Faults(t *testing.T) { crashResume(t, false, s3FaultData, 500*time.Millisecond) }
 
 // TestCrashResumeChangelogS3Faults is the changelog crash test on S3
 // with the fault proxy in front of the server.
-func TestCrashResumeChangelogS3Faults(t *testing.T) { crashResume(t, true, s3FaultData) }
+func TestCrashResumeChangelogS3Faults(t *testing.T) { crashResume(t, true, s3FaultData, 500*time.Millisecond) }
 
 // TestCrashResumeS3 is the crash test with the checkpoints on a real S3
 // server: random SIGKILLs, restarts at other parallelisms, and the
 // committed output equal to an uninterrupted run's.
-func TestCrashResumeS3(t *testing.T) { crashResume(t, false, s3Data) }
+func TestCrashResumeS3(t *testing.T) { crashResume(t, false, s3Data, 0) }
 
 // TestCrashResumeChangelogS3 is the changelog crash test with the
 // checkpoints and the DSTL on a real S3 server.
-func TestCrashResumeChangelogS3(t *testing.T) { crashResume(t, true, s3Data) }
+func TestCrashResumeChangelogS3(t *testing.T) { crashResume(t, true, s3Data, 0) }
 
 // TestSecondProcessFencesFirstS3: on an object store, which cannot be
 // locked, a second OS process of the job claims the storage and the first
