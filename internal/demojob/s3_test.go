@@ -53,7 +53,9 @@ func TestCrashResumeS3Faults(t *testing.T) { crashResume(t, false, s3FaultData, 
 
 // TestCrashResumeChangelogS3Faults is the changelog crash test on S3
 // with the fault proxy in front of the server.
-func TestCrashResumeChangelogS3Faults(t *testing.T) { crashResume(t, true, s3FaultData, 500*time.Millisecond) }
+func TestCrashResumeChangelogS3Faults(t *testing.T) {
+	crashResume(t, true, s3FaultData, 500*time.Millisecond)
+}
 
 // TestCrashResumeS3 is the crash test with the checkpoints on a real S3
 // server: random SIGKILLs, restarts at other parallelisms, and the
