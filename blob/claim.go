@@ -41,11 +41,15 @@ const claimTries = 16
 // Claims older than the new one are deleted (best effort); the newest is
 // never deleted, Release included, so a zombie stays fenced.
 func Claim(ctx context.Context, s Store, owner string) (Lease, error) {
-	c, ok := s.(Creator)
-	if !ok {
+	if _, ok := s.(Creator); !ok {
 		return nil, fmt.Errorf("blob: claim %T: %w", s, ErrNoConditionalCreate)
 	}
 	record := []byte(owner + "\n")
+	// A claim's requests are retried: one failed request in a few hundred
+	// must not stop a job from starting. The record is unique to this
+	// process (its owner names pid and time), so a create whose reply was
+	// lost is recognised as this process's own.
+	h := NewHedger(3, 0)
 	for range claimTries {
 		claims, err := listClaims(ctx, s)
 		if err != nil {
@@ -55,7 +59,7 @@ func Claim(ctx context.Context, s Store, owner string) (Lease, error) {
 		if n := len(claims); n > 0 {
 			epoch = claims[n-1] + 1
 		}
-		err = c.PutIfAbsent(ctx, claimName(epoch), record)
+		err = h.PutIfAbsent(ctx, s, claimName(epoch), record, claimAttempts)
 		if errors.Is(err, ErrExists) {
 			continue // another claimant took this epoch first
 		}
@@ -112,7 +116,8 @@ func (l *claim) Check() error {
 	}
 	if n := len(claims); n > 0 && claims[n-1] > l.epoch {
 		holder := "another process"
-		if data, err := l.s.Get(ctx, claimName(claims[n-1])); err == nil && len(strings.TrimSpace(string(data))) > 0 {
+		var buf []byte
+		if data, err := NewHedger(3, 0).GetInto(ctx, l.s, claimName(claims[n-1]), &buf, claimAttempts); err == nil && len(strings.TrimSpace(string(data))) > 0 {
 			holder = strings.TrimSpace(string(data))
 		}
 		return &FencedError{Epoch: l.epoch, Newer: claims[n-1], Holder: holder}
@@ -129,9 +134,12 @@ func (l *claim) Release() error { return nil }
 
 func claimName(epoch uint64) string { return fmt.Sprintf("%s%020d", ClaimsDir, epoch) }
 
+// claimAttempts bounds the attempts of each request of a claim.
+const claimAttempts = 3
+
 // listClaims returns the epochs of the claims in s, ascending.
 func listClaims(ctx context.Context, s Store) ([]uint64, error) {
-	names, err := s.List(ctx, ClaimsDir)
+	names, err := NewHedger(3, 0).List(ctx, s, ClaimsDir, claimAttempts)
 	if err != nil {
 		return nil, err
 	}

@@ -234,6 +234,16 @@ func (h *Hedger) GetInto(ctx context.Context, s Store, name string, buf *[]byte,
 	})
 }
 
+// List lists the names under prefix like s.List, hedged like Put: when no
+// attempt has returned after h.Delay(), or every attempt so far has
+// failed, another starts, up to attempts in all. Listing is idempotent;
+// the first success wins.
+func (h *Hedger) List(ctx context.Context, s Store, prefix string, attempts int) ([]string, error) {
+	return hedged(ctx, h, attempts, "list", prefix, func(ctx context.Context, _ bool) ([]string, error) {
+		return s.List(ctx, prefix)
+	}, neverFinal)
+}
+
 // neverFinal is hedged's final for operations whose every error may pass
 // on another attempt.
 func neverFinal(error) bool { return false }

@@ -36,7 +36,13 @@ type Storage struct {
 	pruneMu sync.Mutex   // serializes Prune, so prunes never interleave
 	hedger  *blob.Hedger // when to hedge a manifest write
 	deleter *blob.Hedger // when to hedge a prune's delete
+	reader  *blob.Hedger // when to hedge a listing or a manifest read
 }
+
+// readAttempts bounds the attempts of a listing or a manifest read: on an
+// object store one request in a few hundred fails, and a restore must not
+// fail (or fall back) for that.
+const readAttempts = 3
 
 // NewStorage returns the checkpoints kept in store, retaining the newest
 // retain complete checkpoints (DefaultRetain if retain < 1).
@@ -45,7 +51,7 @@ func NewStorage(store blob.Store, retain int) *Storage {
 		retain = DefaultRetain
 	}
 	return &Storage{store: store, retain: retain, hedger: blob.NewHedger(ManifestHedgeAfterP90, ManifestHedgeAfter),
-		deleter: blob.NewHedger(ManifestHedgeAfterP90, ManifestHedgeAfter)}
+		deleter: blob.NewHedger(ManifestHedgeAfterP90, ManifestHedgeAfter), reader: blob.NewHedger(ManifestHedgeAfterP90, ManifestHedgeAfter)}
 }
 
 // StateBlobName returns the blob name for the state that subtask of operator
@@ -74,7 +80,7 @@ func (s *Storage) ManifestName(id uint64) string {
 // List returns the ids of the complete checkpoints, those whose manifest
 // exists, in ascending order. It does not read the manifests.
 func (s *Storage) List(ctx context.Context) ([]uint64, error) {
-	names, err := s.store.List(ctx, checkpointsDir)
+	names, err := s.list(ctx, checkpointsDir)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: list checkpoints: %w", err)
 	}
@@ -96,7 +102,7 @@ func (s *Storage) NextID(ctx context.Context) (uint64, error) {
 	// Every object counts, not only manifests: a checkpoint whose
 	// manifest was deleted may have committed output under its id (a
 	// sink's transaction markers), so its id is never taken again.
-	names, err := s.store.List(ctx, checkpointsDir)
+	names, err := s.list(ctx, checkpointsDir)
 	if err != nil {
 		return 1, fmt.Errorf("checkpoint: list checkpoints: %w", err)
 	}
@@ -124,7 +130,7 @@ func (s *Storage) Quarantine(ctx context.Context, id uint64, reason string) erro
 
 // Quarantined returns the quarantined checkpoints and why.
 func (s *Storage) Quarantined(ctx context.Context) (map[uint64]string, error) {
-	names, err := s.store.List(ctx, quarantineDir)
+	names, err := s.list(ctx, quarantineDir)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: list quarantine: %w", err)
 	}
@@ -135,7 +141,8 @@ func (s *Storage) Quarantined(ctx context.Context) (map[uint64]string, error) {
 			continue
 		}
 		reason := "quarantined"
-		if data, err := s.store.Get(ctx, n); err == nil && len(data) > 0 {
+		var buf []byte
+		if data, err := s.reader.GetInto(ctx, s.store, n, &buf, readAttempts); err == nil && len(data) > 0 {
 			reason = string(data)
 		}
 		q[id] = reason
@@ -156,7 +163,8 @@ func (s *Storage) Load(ctx context.Context, id uint64) (*Manifest, error) {
 // load is Load with errors that do not name the checkpoint.
 func (s *Storage) load(ctx context.Context, id uint64) (*Manifest, error) {
 	name := s.ManifestName(id)
-	data, err := s.store.Get(ctx, name)
+	var buf []byte
+	data, err := s.reader.GetInto(ctx, s.store, name, &buf, readAttempts)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +294,7 @@ func (s *Storage) Prune(ctx context.Context, m *Manifest) error {
 // before deleting anything, and deletes manifests before the files they
 // list, so a crash mid-prune never leaves a manifest whose files are gone.
 func (s *Storage) prune(ctx context.Context, m *Manifest) error {
-	names, err := s.store.List(ctx, checkpointsDir)
+	names, err := s.list(ctx, checkpointsDir)
 	if err != nil {
 		return err
 	}
@@ -488,7 +496,7 @@ func (s *Storage) missing(ctx context.Context, files []string, listed map[string
 		dir := f[:strings.LastIndexByte(f, '/')+1]
 		names, ok := listed[dir]
 		if !ok {
-			l, err := s.store.List(ctx, dir)
+			l, err := s.list(ctx, dir)
 			if err != nil {
 				return nil, fmt.Errorf("checkpoint: check files: %w", err)
 			}
@@ -503,4 +511,9 @@ func (s *Storage) missing(ctx context.Context, files []string, listed map[string
 		}
 	}
 	return out, nil
+}
+
+// list lists the names under prefix, retried and hedged (reader).
+func (s *Storage) list(ctx context.Context, prefix string) ([]string, error) {
+	return s.reader.List(ctx, s.store, prefix, readAttempts)
 }
