@@ -49,11 +49,15 @@ func s3FaultData(t *testing.T, _ string) string {
 
 // TestCrashResumeS3Faults is the crash test on S3 with the fault proxy
 // in front of the server.
-func TestCrashResumeS3Faults(t *testing.T) { crashResume(t, false, s3FaultData, 500*time.Millisecond) }
+func TestCrashResumeS3Faults(t *testing.T) {
+	skipShort(t)
+	crashResume(t, false, s3FaultData, 500*time.Millisecond)
+}
 
 // TestCrashResumeChangelogS3Faults is the changelog crash test on S3
 // with the fault proxy in front of the server.
 func TestCrashResumeChangelogS3Faults(t *testing.T) {
+	skipShort(t)
 	crashResume(t, true, s3FaultData, 500*time.Millisecond)
 }
 
@@ -64,7 +68,18 @@ func TestCrashResumeS3(t *testing.T) { crashResume(t, false, s3Data, 0) }
 
 // TestCrashResumeChangelogS3 is the changelog crash test with the
 // checkpoints and the DSTL on a real S3 server.
-func TestCrashResumeChangelogS3(t *testing.T) { crashResume(t, true, s3Data, 0) }
+func TestCrashResumeChangelogS3(t *testing.T) {
+	skipShort(t)
+	crashResume(t, true, s3Data, 0)
+}
+
+// skipShort skips the longer S3 crash tests in -short mode (CI's race
+// detector pass), which runs TestCrashResumeS3 and the two-process test.
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the crash tests on S3 with the changelog and through the fault proxy run without -short")
+	}
+}
 
 // TestSecondProcessFencesFirstS3: on an object store, which cannot be
 // locked, a second OS process of the job claims the storage and the first
