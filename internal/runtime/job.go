@@ -359,6 +359,12 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 				if lerr := j.checkLease(c.ID, "after another writer created its manifest"); lerr != nil {
 					return nil, lerr
 				}
+				// Still the holder: the manifest is a fenced writer's,
+				// whose output was never committed and whose state is not
+				// this run's lineage. A fallback must never restore it.
+				if qerr := j.storage.Quarantine(ctx, c.ID, "its manifest was written by a writer this process fenced"); qerr != nil {
+					e.cfg.Logger.Warn("could not quarantine a fenced writer's checkpoint", "checkpoint", c.ID, "err", qerr)
+				}
 			}
 			if c.Final {
 				return nil, errs.Kind(errs.Storage, fmt.Errorf("eddy: writing the manifest of the final checkpoint %d: %w", c.ID, err), false)
