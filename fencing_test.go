@@ -1,0 +1,92 @@
+package eddy_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob"
+	blobfile "github.com/eddyflow/eddy/blob/file"
+	"github.com/eddyflow/eddy/connector/datagen"
+	"github.com/eddyflow/eddy/connector/file"
+)
+
+// claimedStore is a store that creates conditionally but cannot be locked,
+// as an object store: a job on it claims it. Before the job's first
+// manifest write of checkpoint 2 or later, a "fenced writer" creates that
+// manifest first.
+type claimedStore struct {
+	blob.Store
+	c      blob.Creator
+	mu     sync.Mutex
+	zombie string // the manifest the fenced writer created
+}
+
+func (s *claimedStore) PutIfAbsent(ctx context.Context, name string, data []byte) error {
+	s.mu.Lock()
+	if s.zombie == "" && strings.HasSuffix(name, "/MANIFEST") && !strings.Contains(name, "/00000000000000000001/") {
+		s.zombie = name
+		if err := s.c.PutIfAbsent(ctx, name, []byte("a fenced writer's manifest")); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+	}
+	s.mu.Unlock()
+	return s.c.PutIfAbsent(ctx, name, data)
+}
+
+// TestFencedWritersManifest: a checkpoint id whose manifest a fenced
+// writer created first fails (it is not this job's), is quarantined so no
+// fallback restores it, and the job goes on to the next id and commits
+// every record once.
+func TestFencedWritersManifest(t *testing.T) {
+	dir := t.TempDir()
+	fs, err := blobfile.New(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &claimedStore{Store: fs, c: fs}
+	const events = 30_000
+	env := eddy.New(eddy.CheckpointStore(store, 10*time.Millisecond), eddy.Parallelism(2), eddy.Restarts(0, 0), eddy.LogOutput(&logBuf{}))
+	src := eddy.FromSource(env, datagen.GPS(datagen.Events(events), datagen.Rate(100_000)))
+	eddy.ToSink(src, file.JSONLines[datagen.GPSPoint](filepath.Join(dir, "out")))
+	if err := env.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if store.zombie == "" {
+		t.Fatal("the job wrote no manifest after its first")
+	}
+	id := strings.TrimSuffix(strings.TrimPrefix(store.zombie, "checkpoints/"), "/MANIFEST")
+	if _, err := fs.Get(context.Background(), "quarantine/"+id); err != nil {
+		t.Fatalf("checkpoint %s, taken by a fenced writer, is not quarantined: %v", id, err)
+	}
+	if n := countLines(t, filepath.Join(dir, "out")); n != events {
+		t.Fatalf("committed %d lines, want %d", n, events)
+	}
+	if names, _ := fs.List(context.Background(), blob.ClaimsDir); len(names) != 1 {
+		t.Fatalf("claims %q, want the job's one", names)
+	}
+}
+
+func countLines(t *testing.T, dir string) int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "part-*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += bytes.Count(data, []byte{'\n'})
+	}
+	return n
+}
