@@ -67,6 +67,13 @@ func (s *slowStore) Get(ctx context.Context, name string) ([]byte, error) {
 	return s.Store.Get(ctx, name)
 }
 
+func (s *slowStore) List(ctx context.Context, prefix string) ([]string, error) {
+	if _, err := s.next(ctx); err != nil {
+		return nil, err
+	}
+	return s.Store.List(ctx, prefix)
+}
+
 func (s *slowStore) Delete(ctx context.Context, name string) error {
 	if _, err := s.next(ctx); err != nil {
 		return err
@@ -115,6 +122,29 @@ func TestHedgerDelete(t *testing.T) {
 			_, gerr := inner.Get(context.Background(), "o")
 			if gone := errors.Is(gerr, blob.ErrNotFound); gone == tc.wantErr {
 				t.Errorf("after Delete (err %v) the object is gone=%v", err, gone)
+			}
+		})
+	}
+}
+
+// TestHedgerList: a stalled or failed listing gets another attempt; when
+// all fail, the error says so.
+func TestHedgerList(t *testing.T) {
+	for _, tc := range hedgeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &slowStore{Store: storeWithObject(t, "dir/o", "payload"), plan: tc.plan}
+			names, err := (&blob.Hedger{Max: hedgeDelay}).List(context.Background(), s, "dir/", 3)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr && !strings.Contains(err.Error(), `list "dir/": 3 attempts failed`) {
+				t.Errorf("err = %v, want it to name the listing and its attempts", err)
+			}
+			if !tc.wantErr && (len(names) != 1 || names[0] != "dir/o") {
+				t.Errorf("List = %q, want [dir/o]", names)
+			}
+			if s.calls != tc.calls {
+				t.Errorf("%d attempts, want %d", s.calls, tc.calls)
 			}
 		})
 	}
