@@ -27,6 +27,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return benchCmd(args[1:], stdout, stderr)
 	case "checkpoints":
 		return checkpointsCmd(args[1:], stdout, stderr)
+	case "state":
+		return stateCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -44,5 +46,6 @@ commands:
   serde    encode and decode sample order events and print sizes and speeds
   schema   print the .proto or schema of the demo types; check two saved schemas
   bench    bench checkpoint: checkpoint duration, size and recovery, changelog off vs on
-  checkpoints  list|show ID|verify ID --data URL: inspect a checkpoint store (read-only)`)
+  checkpoints  list|show ID|verify ID --data URL: inspect a checkpoint store (read-only)
+  state    state dump --data URL --operator UID: decode an operator's keyed state with the stored schemas`)
 }

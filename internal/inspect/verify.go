@@ -205,8 +205,8 @@ func (r *Report) checkPart(file string, data []byte, ref partRef) {
 					return fmt.Errorf("key group %d: entry %d: key %q belongs to key group %d", g.KeyGroup, n-1, Printable(key), kg)
 				}
 			}
-			if vs := schemas[g.State]; vs != nil && checkValue != nil {
-				if err := checkValue(*vs, value); err != nil {
+			if vs := schemas[g.State]; vs != nil {
+				if _, err := serde.DecodeDynamic(*vs, value); err != nil {
 					return fmt.Errorf("key group %d: entry %d (key %q): value: %v", g.KeyGroup, n-1, Printable(key), err)
 				}
 			}
@@ -218,10 +218,6 @@ func (r *Report) checkPart(file string, data []byte, ref partRef) {
 		}
 	}
 }
-
-// checkValue decodes a stored value with its schema; nil until a decoder
-// is wired in.
-var checkValue func(schema serde.Schema, value []byte) error
 
 func (r *Report) checkLog(file string, data []byte, refs []logRef) {
 	obj, err := dstl.DecodeObject(data)
