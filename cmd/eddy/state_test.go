@@ -14,6 +14,7 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/blob/file"
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/internal/inspect"
 	"github.com/eddyflow/eddy/internal/restore"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/eddyflow/eddy/state"
@@ -383,4 +384,32 @@ func sameJSONSet(a, b string) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return string(xa) == string(ya)
+}
+
+// TestStateDumpKeyReadsOnePart: a dump of one key reads only the part that
+// holds the key's key group.
+func TestStateDumpKeyReadsOnePart(t *testing.T) {
+	data, _ := demoCheckpoints(t, false)
+	ctx := context.Background()
+	store, err := inspect.OpenStore(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := inspect.FindCheckpoint(ctx, store, "latest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "driver-00003"
+	parts, n := -1, 0
+	err = inspect.Dump(ctx, store, m, inspect.DumpOptions{Operator: "distance", State: "last-point", Key: &key,
+		Progress: func(_, p, _, _ int) { parts = p }}, func(e inspect.Entry) error {
+		n++
+		if e.Key != key || e.KeyGroup != state.KeyGroupFor([]byte(key), 128) {
+			t.Errorf("entry %+v", e)
+		}
+		return nil
+	})
+	if err != nil || n != 1 || parts != 1 {
+		t.Fatalf("err %v, %d entries, %d parts read", err, n, parts)
+	}
 }
