@@ -4,47 +4,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/blob/file"
 )
 
 // ErrReadOnly is matched by the error of every write to a store opened by
 // OpenStore.
 var ErrReadOnly = errors.New("inspect: the store is opened read-only")
 
-// OpenStore opens the store a URL or directory names (as blob.Open does)
-// for reading only. A directory must exist (blob.Open would create it), and
-// an s3:// URL gets read_only=true unless it says otherwise, so opening it
-// does not probe writes. The store's Put and Delete fail with ErrReadOnly.
-// The backends must be imported by the caller (blob/file, blob/s3).
+// OpenStore opens the store a URL or directory names (the forms of
+// blob.Open) for reading only. A directory must exist, and opening it
+// changes nothing on disk (file.OpenExisting: no directory created, no
+// temporary files swept); an s3:// URL gets read_only=true unless it says
+// otherwise, so opening it does not probe writes. The store's Put and
+// Delete fail with ErrReadOnly. Other schemes' backends must be imported
+// by the caller (blob/s3).
 func OpenStore(url string) (blob.Store, error) {
 	if url == "" {
 		return nil, errors.New("no checkpoint store given; pass --data DIR or --data URL")
 	}
 	scheme, rest, hasScheme := strings.Cut(url, "://")
-	switch {
-	case !hasScheme:
-		if err := mustBeDir(url); err != nil {
-			return nil, err
+	if !hasScheme || !validScheme(scheme) {
+		scheme, rest, hasScheme = "", url, false // a path with "://" in it
+	}
+	switch strings.ToLower(scheme) {
+	case "", "file":
+		if hasScheme && rest == "" {
+			return nil, fmt.Errorf("checkpoint store %q: missing path after file://", url)
 		}
-	case scheme == "file":
-		dir := rest
-		if strings.HasPrefix(dir, "./") || !strings.HasPrefix(dir, "/") {
-			dir = strings.TrimPrefix(dir, "./")
-			if dir == "" {
-				dir = "."
+		s, err := file.OpenExisting(rest)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint store %q: %w", url, err)
+		}
+		return readOnly{s}, nil
+	case "s3":
+		if !strings.Contains(rest, "read_only=") {
+			if strings.Contains(rest, "?") {
+				url += "&read_only=true"
+			} else {
+				url += "?read_only=true"
 			}
-		}
-		if err := mustBeDir(dir); err != nil {
-			return nil, err
-		}
-	case scheme == "s3" && !strings.Contains(rest, "read_only="):
-		if strings.Contains(rest, "?") {
-			url += "&read_only=true"
-		} else {
-			url += "?read_only=true"
 		}
 	}
 	s, err := blob.Open(url)
@@ -54,18 +55,21 @@ func OpenStore(url string) (blob.Store, error) {
 	return readOnly{s}, nil
 }
 
-func mustBeDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("checkpoint store %q does not exist", dir)
+// validScheme reports whether s has the syntax of a URL scheme, as
+// blob.Open decides it.
+func validScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
 		}
-		return fmt.Errorf("checkpoint store %q: %w", dir, err)
 	}
-	if !fi.IsDir() {
-		return fmt.Errorf("checkpoint store %q is not a directory", dir)
-	}
-	return nil
+	return true
 }
 
 // readOnly is a store whose writes fail: the inspecting commands promise

@@ -39,3 +39,24 @@ func TestOpenStoreReadOnly(t *testing.T) {
 		t.Fatalf("store written: %v", names)
 	}
 }
+
+// TestOpenStoreForms: the file forms of blob.Open name the same directory.
+func TestOpenStoreForms(t *testing.T) {
+	dir := t.TempDir()
+	wd, _ := os.Getwd()
+	rel, err := filepath.Rel(wd, dir)
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, url := range []string{dir, "file://" + dir, "FILE://" + dir, "file://./" + rel, rel} {
+		if _, err := OpenStore(url); err != nil {
+			t.Errorf("%s: %v", url, err)
+		}
+	}
+	if _, err := OpenStore("file://"); err == nil {
+		t.Error("file:// with no path opened")
+	}
+	if _, err := OpenStore("nosuch://x"); err == nil || !strings.Contains(err.Error(), "no store registered") {
+		t.Errorf("unknown scheme: %v", err)
+	}
+}
