@@ -248,10 +248,13 @@ func (d *dynDecoder) field(f *Field, out *DynamicField, seen bool, wt protowire.
 func (d *dynDecoder) entry(f *Field, start, end, depth int) (key, val any, err error) {
 	haveKey, haveVal := false, false
 	for i := start; i < end; {
-		num, wt, n := protowire.ConsumeTag(d.src[i:end])
+		// Tags inside an entry are read as Decode reads them: any field
+		// number other than 1 and 2 is skipped, 0 included.
+		tag, n := protowire.ConsumeVarint(d.src[i:end])
 		if n < 0 {
 			return nil, nil, fmt.Errorf("map entry at byte %d: %v", i, protowire.ParseError(n))
 		}
+		num, wt := tag>>3, protowire.Type(tag&7)
 		at := i
 		i += n
 		switch {
@@ -268,11 +271,11 @@ func (d *dynDecoder) entry(f *Field, start, end, depth int) (key, val any, err e
 			}
 			haveVal = true
 		default:
-			m := protowire.ConsumeFieldValue(num, wt, d.src[i:end])
-			if m < 0 {
-				return nil, nil, fmt.Errorf("map entry field %d at byte %d: %v", num, at, protowire.ParseError(m))
+			next, err := skipField(d.src, uint8(wt), num, i, end, depth)
+			if err != nil {
+				return nil, nil, fmt.Errorf("map entry field %d at byte %d: %v", num, at, err)
 			}
-			i += m
+			i = next
 		}
 	}
 	if !haveKey {
@@ -415,9 +418,9 @@ func secondsNanos(b []byte) (sec int64, nanos int32, err error) {
 			b = b[m:]
 			continue
 		}
-		m := protowire.ConsumeFieldValue(num, wt, b)
-		if m < 0 {
-			return 0, 0, protowire.ParseError(m)
+		m, err := skipField(b, uint8(wt), uint64(num), 0, len(b), 0)
+		if err != nil {
+			return 0, 0, errors.New(err.Error())
 		}
 		b = b[m:]
 	}
@@ -456,11 +459,11 @@ func (d *dynDecoder) unknown(num protowire.Number, wt protowire.Type, i, end int
 		}
 		return append([]byte{}, v...), i + n, nil
 	}
-	n := protowire.ConsumeFieldValue(num, wt, b) // a group, or an invalid wire type
-	if n < 0 {
-		return nil, 0, protowire.ParseError(n)
+	next, err := skipField(d.src, uint8(wt), uint64(num), i, end, 0) // a group, or an invalid wire type
+	if err != nil {
+		return nil, 0, errors.New(err.Error())
 	}
-	return append([]byte{}, b[:n]...), i + n, nil
+	return append([]byte{}, d.src[i:next]...), next, nil
 }
 
 // zero is the value of an absent field.

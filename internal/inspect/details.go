@@ -43,16 +43,46 @@ type SplitDetails struct {
 
 // OperatorDetails is one keyed operator's state in a checkpoint.
 type OperatorDetails struct {
-	Name           string                 `json:"name"`
-	MaxParallelism uint32                 `json:"max_parallelism"`
-	Parallelism    uint32                 `json:"parallelism"`
-	Parts          []checkpoint.StatePart `json:"parts"`
-	Changelog      []checkpoint.LogPart   `json:"changelog,omitempty"`
-	Watermarks     []checkpoint.Watermark `json:"watermarks,omitempty"`
-	SchemasFrom    string                 `json:"schemas_from,omitempty"` // the part the schemas were read from
-	KeySchema      *serde.Schema          `json:"key_schema,omitempty"`
-	States         []StateDetails         `json:"states,omitempty"`
-	SchemaError    string                 `json:"schema_error,omitempty"` // why the schemas could not be read
+	Name           string             `json:"name"`
+	MaxParallelism uint32             `json:"max_parallelism"`
+	Parallelism    uint32             `json:"parallelism"`
+	Parts          []PartDetails      `json:"parts"`
+	Changelog      []LogDetails       `json:"changelog,omitempty"`
+	Watermarks     []WatermarkDetails `json:"watermarks,omitempty"`
+	SchemasFrom    string             `json:"schemas_from,omitempty"` // the part the schemas were read from
+	KeySchema      *serde.Schema      `json:"key_schema,omitempty"`
+	States         []StateDetails     `json:"states,omitempty"`
+	SchemaError    string             `json:"schema_error,omitempty"` // why the schemas could not be read
+}
+
+// PartDetails is a checkpoint.StatePart.
+type PartDetails struct {
+	Subtask       uint32 `json:"subtask"`
+	KeyGroupStart uint32 `json:"key_group_start"`
+	KeyGroupEnd   uint32 `json:"key_group_end"`
+	Blob          string `json:"blob"`
+	Size          int64  `json:"size"`
+	CRC           uint32 `json:"crc32c,omitempty"`
+}
+
+// LogDetails is a checkpoint.LogPart.
+type LogDetails struct {
+	Subtask       uint32   `json:"subtask"`
+	KeyGroupStart uint32   `json:"key_group_start"`
+	KeyGroupEnd   uint32   `json:"key_group_end"`
+	Writer        string   `json:"writer"`
+	After         uint64   `json:"after"`
+	Upto          uint64   `json:"upto"`
+	Objects       []string `json:"objects"`
+	Size          int64    `json:"size"`
+	CRCs          []uint32 `json:"crc32cs,omitempty"`
+}
+
+// WatermarkDetails is a checkpoint.Watermark.
+type WatermarkDetails struct {
+	KeyGroupStart uint32 `json:"key_group_start"`
+	KeyGroupEnd   uint32 `json:"key_group_end"`
+	Nanos         int64  `json:"nanos"`
 }
 
 // StateDetails is one state of an operator as its parts declare it.
@@ -88,8 +118,16 @@ func Show(ctx context.Context, store blob.Store, m *checkpoint.Manifest, quarant
 		d.Sources = append(d.Sources, sd)
 	}
 	for _, op := range m.Operators {
-		od := OperatorDetails{Name: op.Name, MaxParallelism: op.MaxParallelism, Parallelism: op.Parallelism,
-			Parts: op.Parts, Changelog: op.Changelog, Watermarks: op.Watermarks}
+		od := OperatorDetails{Name: op.Name, MaxParallelism: op.MaxParallelism, Parallelism: op.Parallelism}
+		for _, p := range op.Parts {
+			od.Parts = append(od.Parts, PartDetails(p))
+		}
+		for _, l := range op.Changelog {
+			od.Changelog = append(od.Changelog, LogDetails(l))
+		}
+		for _, w := range op.Watermarks {
+			od.Watermarks = append(od.Watermarks, WatermarkDetails(w))
+		}
 		readSchemas(ctx, store, op, &od)
 		d.Operators = append(d.Operators, od)
 	}

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -195,6 +196,7 @@ type dumper struct {
 	keySchema serde.Schema
 	rawKeys   bool // string keys, stored as their bytes
 	states    []dumpState
+	stored    [][]byte       // the value schema of each of states, as the first part stores it
 	byID      map[uint32]int // state.StateID -> index in states
 	key       *[]byte        // the one key wanted
 	model     map[string]*modelEntry
@@ -264,6 +266,7 @@ func (d *dumper) setSchemas(blobName string, info *state.PartInfo) error {
 		}
 		d.byID[state.StateID(s.Name)] = len(d.states)
 		d.states = append(d.states, ds)
+		d.stored = append(d.stored, s.ValueSchema)
 	}
 	if d.opts.State != "" && len(d.states) == 0 {
 		return fmt.Errorf("state %q: %w: operator %q declares %s", d.opts.State, ErrUnknown, d.op.Name, quoteList(names))
@@ -335,8 +338,10 @@ func (d *dumper) wantKey(key []byte) bool {
 }
 
 func (d *dumper) loadPart(p checkpoint.StatePart, info *state.PartInfo, kgFrom, kgTo int) error {
-	// The part's states by index, mapped to the states dumped.
+	// The part's states by index, mapped to the states dumped, and the
+	// schemas of those this part stores differently.
 	idx := make([]int, len(info.States))
+	var partOwn map[int]*dumpState
 	for i, s := range info.States {
 		j, ok := d.byID[state.StateID(s.Name)]
 		if !ok || d.states[j].name != s.Name {
@@ -348,6 +353,22 @@ func (d *dumper) loadPart(p checkpoint.StatePart, info *state.PartInfo, kgFrom, 
 				p.Blob, d.op.Name, s.Name, s.Kind, d.states[j].kind, d.op.Parts[0].Blob)
 		}
 		idx[i] = j
+		if !bytes.Equal(s.ValueSchema, d.stored[j]) {
+			// A part carried over from an earlier run may hold an older
+			// schema: its values are decoded with their own.
+			vs, err := serde.ParseSchema(s.ValueSchema)
+			if err != nil {
+				return fmt.Errorf("state part %s of operator %q: value schema of state %q: %w", p.Blob, d.op.Name, s.Name, err)
+			}
+			own, err := newDumpState(s.Name, s.Kind, vs)
+			if err != nil {
+				return fmt.Errorf("state part %s of operator %q: %w", p.Blob, d.op.Name, err)
+			}
+			if partOwn == nil {
+				partOwn = map[int]*dumpState{}
+			}
+			partOwn[i] = &own
+		}
 	}
 	for _, g := range info.Groups {
 		if g.KeyGroup < int(p.KeyGroupStart) || g.KeyGroup >= int(p.KeyGroupEnd) || g.KeyGroup < kgFrom || g.KeyGroup >= kgTo {
@@ -358,6 +379,9 @@ func (d *dumper) loadPart(p checkpoint.StatePart, info *state.PartInfo, kgFrom, 
 			continue
 		}
 		ds := &d.states[si]
+		if o := partOwn[g.State]; o != nil {
+			ds = o
+		}
 		err := g.Entries(func(key, value []byte) error {
 			if !d.wantKey(key) {
 				return nil

@@ -45,7 +45,7 @@ type Report struct {
 // an error only when the store itself cannot be read. progress, if not nil,
 // is called after each object.
 func Verify(ctx context.Context, store blob.Store, id uint64, progress func(done, total int)) (*Report, error) {
-	r := &Report{ID: id}
+	r := &Report{ID: id, Problems: []Problem{}}
 	st := checkpoint.NewStorage(store, 0)
 	name := st.ManifestName(id)
 	data, err := store.Get(ctx, name)
