@@ -24,7 +24,9 @@ const checkpointsUsage = `usage: eddy checkpoints <list|show|verify> [ID] --data
   show ID       one checkpoint: job, fingerprint, source positions per split,
                 operators with their parts, log ranges and schemas, sink transactions
   verify ID     read every file the checkpoint lists and check it; exit 1 on any problem
-ID is a checkpoint id or "latest". Nothing is written to the store.`
+ID is a checkpoint id or "latest" (for show, the newest usable checkpoint,
+as a restore chooses it; for verify, the newest one). Nothing is written to
+the store.`
 
 // checkpointsCmd runs `eddy checkpoints list|show|verify`.
 func checkpointsCmd(args []string, stdout, stderr io.Writer) int {
@@ -109,7 +111,8 @@ func checkpointsCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case "show":
-		m, err := inspect.FindCheckpoint(ctx, store, pos[0])
+		m, skipped, err := inspect.FindCheckpoint(ctx, store, pos[0])
+		noteSkipped(stderr, "eddy checkpoints show", skipped)
 		if err != nil {
 			return fail(err)
 		}
@@ -124,15 +127,9 @@ func checkpointsCmd(args []string, stdout, stderr io.Writer) int {
 		printDetails(stdout, d)
 		return 0
 	default: // verify
-		id := pos[0]
-		if id == "latest" {
-			m, err := inspect.FindCheckpoint(ctx, store, id)
-			if err != nil {
-				return fail(err)
-			}
-			id = fmt.Sprint(m.ID)
-		}
-		n, err := parseID(ctx, store, id)
+		// "latest" is the newest listed checkpoint, usable or not: verify
+		// is how to find out what is wrong with it.
+		n, err := inspect.ParseID(ctx, store, pos[0])
 		if err != nil {
 			return fail(err)
 		}
@@ -164,24 +161,11 @@ func checkpointsCmd(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// parseID checks that id names an existing checkpoint: a manifest that may
-// be damaged is still verified, so only its listing is required.
-func parseID(ctx context.Context, store interface {
-	List(context.Context, string) ([]string, error)
-}, id string) (uint64, error) {
-	var n uint64
-	if _, err := fmt.Sscan(id, &n); err != nil || n == 0 || fmt.Sprint(n) != strings.TrimLeft(id, "0") {
-		return 0, fmt.Errorf("checkpoint id %q: want a positive integer or \"latest\"", id)
+// noteSkipped says on stderr which newer checkpoints "latest" passed over.
+func noteSkipped(stderr io.Writer, cmd string, skipped []error) {
+	for _, e := range skipped {
+		fmt.Fprintf(stderr, "%s: note: %v\n", cmd, e)
 	}
-	name := fmt.Sprintf("checkpoints/%020d/", n)
-	names, err := store.List(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	if len(names) == 0 {
-		return 0, fmt.Errorf("checkpoint %d does not exist (nothing under %s)", n, name)
-	}
-	return n, nil
 }
 
 // parseInterspersed parses flags that may come before, between or after

@@ -68,7 +68,8 @@ func stateCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	m, err := inspect.FindCheckpoint(ctx, store, *ckpt)
+	m, skipped, err := inspect.FindCheckpoint(ctx, store, *ckpt)
+	noteSkipped(stderr, "eddy state dump", skipped)
 	if err != nil {
 		return fail(err)
 	}

@@ -395,7 +395,7 @@ func TestStateDumpKeyReadsOnePart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := inspect.FindCheckpoint(ctx, store, "latest")
+	m, _, err := inspect.FindCheckpoint(ctx, store, "latest")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,5 +411,31 @@ func TestStateDumpKeyReadsOnePart(t *testing.T) {
 	})
 	if err != nil || n != 1 || parts != 1 {
 		t.Fatalf("err %v, %d entries, %d parts read", err, n, parts)
+	}
+}
+
+// TestStateDumpMissingPart: a dump of a checkpoint whose part is gone
+// fails naming the part; "latest" passes over it to the newest usable
+// checkpoint and says so.
+func TestStateDumpMissingPart(t *testing.T) {
+	data, _ := demoCheckpoints(t, false)
+	ids := checkpointIDs(t, data)
+	if len(ids) < 2 {
+		t.Skipf("only checkpoints %v", ids)
+	}
+	id := ids[len(ids)-1]
+	parts, _ := filepath.Glob(filepath.Join(data, "checkpoints", fmt.Sprintf("%020s", id), "distance-0.state"))
+	if len(parts) != 1 {
+		t.Fatalf("parts %v", parts)
+	}
+	os.Remove(parts[0])
+	rel, _ := filepath.Rel(data, parts[0])
+	code, _, stderr := eddyRun(t, data, "state", "dump", "--data", data, "--operator", "distance", "--checkpoint", id)
+	if code != 1 || !strings.Contains(stderr, filepath.ToSlash(rel)) || !strings.Contains(stderr, "not found") {
+		t.Fatalf("explicit id: exit %d %s", code, stderr)
+	}
+	code, _, stderr = eddyRun(t, data, "state", "dump", "--data", data, "--operator", "distance")
+	if code != 0 || !strings.Contains(stderr, "note: checkpoint "+id+": 1 of its") {
+		t.Fatalf("latest: exit %d %s", code, stderr)
 	}
 }

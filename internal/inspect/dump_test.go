@@ -97,7 +97,7 @@ func TestDumpIntegerKeysAndEvolvedSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := FindCheckpoint(ctx, store, "1")
+	m, _, err := FindCheckpoint(ctx, store, "1")
 	if err != nil {
 		t.Fatal(err)
 	}

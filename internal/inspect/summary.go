@@ -136,36 +136,55 @@ func Position(pos []byte) string {
 }
 
 // FindCheckpoint loads the manifest of the checkpoint named by id, a
-// decimal id or "latest" (the newest usable checkpoint, as a restore
-// would choose it). An id that does not exist is an error listing those
-// that do.
-func FindCheckpoint(ctx context.Context, store blob.Store, id string) (*checkpoint.Manifest, error) {
+// decimal id or "latest": the newest usable checkpoint, as a restore would
+// choose it, with why each newer one was passed over in skipped. An id
+// that does not exist is an error listing those that do.
+func FindCheckpoint(ctx context.Context, store blob.Store, id string) (m *checkpoint.Manifest, skipped []error, err error) {
 	st := checkpoint.NewStorage(store, 0)
 	if id == "" || id == "latest" {
 		m, skipped, err := st.Latest(ctx)
 		if err != nil {
-			return nil, err
+			return nil, skipped, err
 		}
 		if m == nil {
 			if len(skipped) > 0 {
-				return nil, fmt.Errorf("no usable checkpoint: %v", errors.Join(skipped...))
+				return nil, skipped, fmt.Errorf("no usable checkpoint: %v", errors.Join(skipped...))
 			}
-			return nil, errors.New("the store holds no checkpoint")
+			return nil, nil, errors.New("the store holds no checkpoint")
 		}
-		return m, nil
+		return m, skipped, nil
+	}
+	n, err := ParseID(ctx, store, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err = st.Load(ctx, n)
+	return m, nil, err
+}
+
+// ParseID returns the checkpoint id that id names: a decimal id whose
+// manifest is listed (it may still be damaged), or "latest", the newest
+// listed. An id that does not exist is an error listing those that do.
+func ParseID(ctx context.Context, store blob.Store, id string) (uint64, error) {
+	st := checkpoint.NewStorage(store, 0)
+	ids, err := st.List(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if id == "latest" {
+		if len(ids) == 0 {
+			return 0, errors.New("the store holds no checkpoint")
+		}
+		return ids[len(ids)-1], nil
 	}
 	n, err := strconv.ParseUint(id, 10, 64)
 	if err != nil || n == 0 {
-		return nil, fmt.Errorf("checkpoint id %q: want a positive integer or \"latest\"", id)
-	}
-	ids, err := st.List(ctx)
-	if err != nil {
-		return nil, err
+		return 0, fmt.Errorf("checkpoint id %q: want a positive integer or \"latest\"", id)
 	}
 	if !slices.Contains(ids, n) {
-		return nil, fmt.Errorf("checkpoint %d does not exist (no %s); the store holds %s", n, st.ManifestName(n), idList(ids))
+		return 0, fmt.Errorf("checkpoint %d does not exist (no %s); the store holds %s", n, st.ManifestName(n), idList(ids))
 	}
-	return st.Load(ctx, n)
+	return n, nil
 }
 
 func idList(ids []uint64) string {
