@@ -27,7 +27,7 @@ func demoCheckpoints(t *testing.T, changelog bool) (data, out string) {
 	t.Helper()
 	root := t.TempDir()
 	c := demojob.Config{Seed: 11, Events: 6000, Drivers: 30, Data: filepath.Join(root, "data"), Out: filepath.Join(root, "out"),
-		CheckpointInterval: 30 * time.Millisecond, Parallelism: 2, EmitEvery: 8}
+		CheckpointInterval: 30 * time.Millisecond, Parallelism: 2, EmitEvery: 8, Rate: 40_000}
 	if changelog {
 		c.Changelog, c.Materialize, c.Rate = true, 40*time.Millisecond, 30_000
 	}
