@@ -25,6 +25,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return schemaCmd(args[1:], stdout, stderr)
 	case "bench":
 		return benchCmd(args[1:], stdout, stderr)
+	case "checkpoints":
+		return checkpointsCmd(args[1:], stdout, stderr)
+	case "state":
+		return stateCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -41,5 +45,7 @@ commands:
   demo     run the main job: GPS points -> key by driver -> distance per driver -> exactly-once JSON lines
   serde    encode and decode sample order events and print sizes and speeds
   schema   print the .proto or schema of the demo types; check two saved schemas
-  bench    bench checkpoint: checkpoint duration, size and recovery, changelog off vs on`)
+  bench    bench checkpoint: checkpoint duration, size and recovery, changelog off vs on
+  checkpoints  list|show ID|verify ID --data URL: inspect a checkpoint store (read-only)
+  state    state dump --data URL --operator UID: decode an operator's keyed state with the stored schemas`)
 }
