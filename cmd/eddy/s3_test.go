@@ -164,6 +164,31 @@ func TestDemoOnS3(t *testing.T) {
 		t.Fatal("the rerun committed output again")
 	}
 
+	// The checkpoint tools read the bucket, and write nothing to it.
+	objects := func() []string {
+		out, err := srv.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("demo")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, o := range out.Contents {
+			keys = append(keys, aws.ToString(o.Key)+"@"+aws.ToString(o.ETag))
+		}
+		return keys
+	}
+	before := objects()
+	for _, cmd := range [][]string{{"checkpoints", "list", "--data", data}, {"checkpoints", "verify", "latest", "--data", data},
+		{"state", "dump", "--data", data, "--operator", "distance"}} {
+		stdout.Reset()
+		stderr.Reset()
+		if code := run(cmd, &stdout, &stderr); code != 0 || stdout.Len() == 0 {
+			t.Fatalf("eddy %s on S3: exit %d, stdout %q, stderr %s", strings.Join(cmd[:2], " "), code, stdout.String(), stderr.String())
+		}
+	}
+	if after := objects(); !slices.Equal(before, after) {
+		t.Fatalf("the checkpoint tools changed the bucket:\nbefore %q\nafter  %q", before, after)
+	}
+
 	// The checkpoints are in the bucket, under the prefix.
 	list, err := srv.Client().ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("demo"), Prefix: aws.String("runs/1/checkpoints/")})
 	if err != nil {
