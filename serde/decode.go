@@ -781,6 +781,11 @@ func skipField(src []byte, wt uint8, num uint64, i, end, depth int) (int, error)
 			if n < 0 {
 				return i, varintErr(i, n)
 			}
+			if tag>>3 == 0 || tag>>3 > math.MaxInt32 {
+				// protowire.ConsumeTag's limits, which protobuf-go applies
+				// inside groups.
+				return tagAt, errAt(tagAt, "invalid field number %d in group %d", tag>>3, num)
+			}
 			i += n
 			if uint8(tag&7) == wireEnd {
 				if tag>>3 != num {
@@ -814,8 +819,11 @@ func (d *decoder) decodeEntry(f *field, kp, vp unsafe.Pointer, i, end, depth int
 		if n < 0 {
 			return varintErr(i, n)
 		}
-		i += n
 		num, wt := tag>>3, uint8(tag&7)
+		if num == 0 || num > maxFieldNumber {
+			return errAt(i, "invalid field number %d in a map entry", num)
+		}
+		i += n
 		var err error
 		// A key or value with another wire type is skipped like an unknown
 		// field, as protobuf-go does (and as decodeMessage does).
@@ -856,8 +864,11 @@ func (d *decoder) decodeEntryValue(f *field, kp, vp unsafe.Pointer, i, end int) 
 		if n < 0 {
 			return varintErr(i, n)
 		}
-		i += n
 		num, wt := tag>>3, uint8(tag&7)
+		if num == 0 || num > maxFieldNumber {
+			return errAt(i, "invalid field number %d in a map entry", num)
+		}
+		i += n
 		var err error
 		switch {
 		case num == 1 && wt == kf.wt:
