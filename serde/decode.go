@@ -277,6 +277,10 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 			}
 		case opTime, opCustom:
 			i, err = d.decodeElem(f, fp, i, end, depth, !first)
+		case opOneof:
+			// The last member on the wire wins.
+			f.oneof.clearOthers(f, p)
+			fallthrough
 		case opPointer:
 			pp := (*unsafe.Pointer)(fp)
 			if *pp == nil {
