@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -693,5 +695,191 @@ func TestOneofAllocations(t *testing.T) {
 	buf := make([]byte, 0, 256)
 	if n := testing.AllocsPerRun(100, func() { buf, _ = codec.Append(buf[:0], &v) }); n != 0 {
 		t.Errorf("Append allocates %v times", n)
+	}
+}
+
+// TestOneofProtoFile compiles ProtoFile's output for ooAll and checks that
+// it declares the oneofs of oneof.proto, in the same order, and that
+// protobuf-go, reading serde's bytes with it, writes the same bytes back.
+func TestOneofProtoFile(t *testing.T) {
+	text, err := serde.ProtoFile("eddy.test.v1", ooAll{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"message ooLeaf {\n  string name = 1;\n  oneof pick {\n    int64 n = 2;\n    string s = 3;\n  }\n  int32 after = 4;\n}\n",
+		"  string id = 1;\n  oneof kind {\n    bool k_bool = 3;\n    int32 k_int32 = 5;\n",
+		"    ooShade k_enum = 33;\n    ooLeaf k_leaf = 35;\n    google.protobuf.Timestamp k_time = 37;\n",
+		"    ooAll k_self = 41;\n  }\n  oneof small {\n    string s_name = 2;\n    int32 s_code = 14;\n  }\n  int64 count = 4;\n",
+		"  optional int32 opt = 10;\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the file lacks %q:\n%s", want, numbered(text))
+		}
+	}
+	fd := compileProto(t, text)
+	ref := testpb.File_oneof_proto
+	for _, pair := range [][2]string{{"ooAll", "OneofAll"}, {"ooLeaf", "OneofLeaf"}} {
+		got, want := fd.Messages().ByName(protoreflect.Name(pair[0])), ref.Messages().ByName(protoreflect.Name(pair[1]))
+		if g, w := oneofShape(got), oneofShape(want); g != w {
+			t.Errorf("%s: oneofs %s, want those of %s: %s", pair[0], g, pair[1], w)
+		}
+	}
+	codec := mustCodec[ooAll](t)
+	md := fd.Messages().ByName("ooAll")
+	g := newGen(22)
+	for i := range interopRounds {
+		v := g.ooAll(0)
+		b, err := codec.Append(nil, &v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dyn := dynamicpb.NewMessage(md)
+		if err := proto.Unmarshal(b, dyn); err != nil {
+			t.Fatalf("value %d: protobuf cannot read serde's bytes: %v", i, err)
+		}
+		if len(dyn.GetUnknown()) > 0 {
+			t.Fatalf("value %d: serde wrote fields the .proto does not declare", i)
+		}
+		back, err := deterministic.Marshal(dyn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(back, b) {
+			t.Fatalf("value %d: protobuf writes other bytes with the generated .proto:\n%s", i, wireDiff("ooAll", back, b, md))
+		}
+	}
+}
+
+// oneofShape lists a message's oneofs in declaration order with the numbers
+// of their members.
+func oneofShape(md protoreflect.MessageDescriptor) string {
+	var parts []string
+	for i := range md.Oneofs().Len() {
+		od := md.Oneofs().Get(i)
+		if od.IsSynthetic() {
+			continue
+		}
+		var nums []string
+		for j := range od.Fields().Len() {
+			nums = append(nums, strconv.Itoa(int(od.Fields().Get(j).Number())))
+		}
+		parts = append(parts, fmt.Sprintf("%s{%s}", od.Name(), strings.Join(nums, ",")))
+	}
+	return strings.Join(parts, " ")
+}
+
+// TestOneofSchema: SchemaOf records each oneof (the message's list in
+// declaration order, the group of each member), in both stored forms.
+func TestOneofSchema(t *testing.T) {
+	s := mustSchema[ooAll](t)
+	m := s.Message("ooAll")
+	if got := strings.Join(m.Oneofs, ","); got != "kind,small" {
+		t.Errorf("oneofs %s, want kind,small", got)
+	}
+	for num, want := range map[uint32]string{1: "", 3: "kind", 41: "kind", 2: "small", 14: "small", 10: ""} {
+		if f := m.Field(num); f.Oneof != want {
+			t.Errorf("field %d: oneof %q, want %q", num, f.Oneof, want)
+		}
+	}
+	if f := m.Field(35); f.Card != serde.Optional || f.Kind != serde.KindMessage || f.Type != "ooLeaf" {
+		t.Errorf("member k_leaf: %+v", f)
+	}
+	if got := strings.Join(s.Message("ooLeaf").Oneofs, ","); got != "pick" {
+		t.Errorf("ooLeaf oneofs %s", got)
+	}
+	bin, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for form, b := range map[string][]byte{"binary": bin, "JSON": []byte(s.JSON())} {
+		back, err := serde.ParseSchema(b)
+		if err != nil {
+			t.Fatalf("%s: %v", form, err)
+		}
+		if back.Fingerprint() != s.Fingerprint() || !reflect.DeepEqual(back.Message("ooAll").Oneofs, m.Oneofs) ||
+			back.Message("ooAll").Field(3).Oneof != "kind" {
+			t.Errorf("%s form does not keep the oneofs:\n%s", form, back.JSON())
+		}
+	}
+	if !strings.Contains(s.JSON(), `"oneof": "kind"`) || !strings.Contains(s.JSON(), `"oneofs": [`) {
+		t.Errorf("JSON lacks the oneofs:\n%s", s.JSON())
+	}
+}
+
+// TestOneofSchemaValidate: stored schemas whose oneofs do not hang together
+// are refused.
+func TestOneofSchemaValidate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(m *serde.Message)
+		want string
+	}{
+		{"undeclared", func(m *serde.Message) { m.Oneofs = m.Oneofs[1:] }, "is in oneof kind, which the message does not declare"},
+		{"twice", func(m *serde.Message) { m.Oneofs = append(m.Oneofs, "kind") }, "declares oneof kind twice"},
+		{"empty", func(m *serde.Message) { m.Oneofs = append(m.Oneofs, "none") }, "declares oneof none without members"},
+		{"bad name", func(m *serde.Message) { m.Oneofs = append(m.Oneofs, "a-b") }, `oneof name "a-b" is not a proto identifier`},
+		{"not optional", func(m *serde.Message) { m.Field(3).Card = serde.Repeated }, "is in oneof kind but is repeated"},
+		{"field name", func(m *serde.Message) { m.Field(1).Name = "small" }, "a field and a oneof both named small"},
+	} {
+		s := mustSchema[ooAll](t)
+		m := s.Message("ooAll")
+		m.Fields = append([]serde.Field(nil), m.Fields...)
+		c.edit(m)
+		err := s.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// ooPoint is the type of testdata/schema/pre-oneof.{bin,json}, written by the
+// commit before oneofs with AsDouble and AsInt plain optional fields; here
+// AsDouble has moved into a new oneof with a new member.
+type ooPoint struct {
+	Name     string   `proto:"1"`
+	AsDouble *float64 `proto:"4,name=as_double,oneof=value"`
+	AsText   *string  `proto:"7,name=as_text,oneof=value"`
+	AsInt    *int64   `proto:"6,name=as_int"`
+}
+
+// TestOneofOldSchemaBlob: schemas stored before oneofs existed still read,
+// and Check applies the oneof rules to them.
+func TestOneofOldSchemaBlob(t *testing.T) {
+	cur := mustSchema[ooPoint](t)
+	for _, file := range []string{"pre-oneof.bin", "pre-oneof.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "schema", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, err := serde.ParseSchema(b)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if m := old.Message("ooPoint"); m == nil || len(m.Oneofs) != 0 || m.Field(4).Oneof != "" || m.Field(4).Card != serde.Optional {
+			t.Fatalf("%s: %s", file, old.JSON())
+		}
+		c := serde.Check(old, cur)
+		if c.Verdict != serde.AsIs || !strings.Contains(c.String(), "moved into the new oneof value, alone") {
+			t.Errorf("%s: %s", file, c)
+		}
+		if c := serde.Check(cur, old); c.Verdict != serde.AsIs || !strings.Contains(c.String(), "moved out of oneof value") {
+			t.Errorf("%s, backward: %s", file, c)
+		}
+	}
+	// The old bytes read as they were written.
+	type ooPointBefore struct {
+		Name     string   `proto:"1"`
+		AsDouble *float64 `proto:"4"`
+		AsInt    *int64   `proto:"6"`
+	}
+	d, n := 2.5, int64(3)
+	b, err := mustCodec[ooPointBefore](t).Append(nil, &ooPointBefore{Name: "p", AsDouble: &d, AsInt: &n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p ooPoint
+	if err := mustCodec[ooPoint](t).Decode(b, &p); err != nil || p.Name != "p" || *p.AsDouble != 2.5 || *p.AsInt != 3 || p.AsText != nil {
+		t.Errorf("old bytes: %v, %+v", err, p)
 	}
 }
