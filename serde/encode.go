@@ -14,7 +14,9 @@ import (
 const maxDepth = 10_000
 
 // EncodeError reports a value that cannot be encoded: a string that is not
-// UTF-8, or nesting deeper than 10,000 (usually a cycle through pointers).
+// UTF-8, nesting deeper than 10,000 (usually a cycle through pointers), or a
+// oneof with more than one member set (Path names the first member set,
+// Reason the oneof and every member set).
 type EncodeError struct {
 	Path   string // Go path of the field, e.g. OrderCreatedEvent.Items[3].SKU
 	Reason string
