@@ -3,6 +3,7 @@ package serde
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,6 +85,14 @@ func (c Compatibility) String() string {
 	return b.String()
 }
 
+// ordinal spells position i (from 0) as first, second, ... 5th.
+func ordinal(i int) string {
+	if i < 4 {
+		return [...]string{"first", "second", "third", "fourth"}[i]
+	}
+	return strconv.Itoa(i+1) + "th"
+}
+
 func plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word
@@ -106,6 +115,13 @@ func plural(n int, word string) string {
 // reserved, maps turned into other fields, and custom codecs replaced,
 // changed without a registered migration or changed without a version bump
 // are incompatible.
+//
+// Oneofs follow protobuf's rules: a single field may move into a new oneof,
+// and fields may move out of one or a oneof split, since old data has at
+// most one member set; moving fields into an existing oneof, several fields
+// into a new one, or merging oneofs is incompatible, since old data that set
+// more than one of them would keep only the last. Renamed and reordered
+// oneofs read as they are.
 func Check(old, new Schema) Compatibility {
 	c := checker{old: &old, new: &new}
 	return c.run()
@@ -222,7 +238,96 @@ func (c *checker) message(p fieldPath, om, nm *Message) {
 				c.reservedName(fp, om, nf)
 			}
 			c.field(fp, of, nf)
+			c.oneofMove(fp, om, nm, of, nf)
 		}
+	}
+	c.oneofGroups(p, om, nm)
+}
+
+// oneofSources returns, for oneof g of the new message nm, the oneofs of the
+// old message om that its members were in, and the numbers of its members
+// that om had outside any oneof.
+func oneofSources(om, nm *Message, g string) (groups []string, outside []uint32) {
+	for _, f := range nm.Fields {
+		if f.Oneof != g {
+			continue
+		}
+		switch of := om.Field(f.Number); {
+		case of == nil:
+		case of.Oneof == "":
+			outside = append(outside, f.Number)
+		case !slices.Contains(groups, of.Oneof):
+			groups = append(groups, of.Oneof)
+		}
+	}
+	return groups, outside
+}
+
+// oneofMove reports a field that moved into, out of or between oneofs, by
+// protobuf's rules: a single field may move into a new oneof; fields that
+// move into an existing oneof, or several fields into a new one, lose all
+// but the last value on the wire when old data set more than one of them.
+// Moving out of a oneof reads old data as it is (it has at most one member
+// set); data written after the move may set several, which the old type
+// reads as one, and Check(new, old) reports that as a move into a oneof.
+func (c *checker) oneofMove(p fieldPath, om, nm *Message, of, nf *Field) {
+	report := func(rule string, v Verdict) { c.add(p, describeField(of), describeField(nf), rule, v, true) }
+	switch {
+	case of.Oneof == nf.Oneof && of.Oneof == "":
+	case nf.Oneof == "":
+		report(fmt.Sprintf("moved out of oneof %s: old values read as they are, since at most one member was set", of.Oneof), AsIs)
+	case of.Oneof == "":
+		groups, outside := oneofSources(om, nm, nf.Oneof)
+		switch {
+		case len(groups) > 0:
+			report(fmt.Sprintf("moved into oneof %s, which holds members of old oneof %s: old values that set this field and one of them keep only the one written last",
+				nf.Oneof, strings.Join(groups, " and ")), Incompatible)
+		case len(outside) > 1:
+			report(fmt.Sprintf("moved into the new oneof %s with %s: old values that set more than one of them keep only the one written last",
+				nf.Oneof, plural(len(outside)-1, "other field")), Incompatible)
+		default:
+			report(fmt.Sprintf("moved into the new oneof %s, alone: old values read as they are", nf.Oneof), AsIs)
+		}
+	default:
+		if groups, _ := oneofSources(om, nm, nf.Oneof); len(groups) > 1 {
+			report(fmt.Sprintf("oneofs %s merged into %s: old values that set a member of each keep only the one written last",
+				strings.Join(groups, " and "), nf.Oneof), Incompatible)
+		}
+	}
+}
+
+// oneofGroups reports oneofs renamed, and oneofs declared in another order,
+// which changes the order protobuf writes their members in but not what
+// reads them.
+func (c *checker) oneofGroups(p fieldPath, om, nm *Message) {
+	// The new oneofs that each old one's members went to, when it was their
+	// only source.
+	into := map[string][]string{}
+	for _, g := range nm.Oneofs {
+		if groups, outside := oneofSources(om, nm, g); len(groups) == 1 && len(outside) == 0 {
+			into[groups[0]] = append(into[groups[0]], g)
+		}
+	}
+	for _, h := range om.Oneofs {
+		switch gs := into[h]; {
+		case len(gs) > 1:
+			c.add(p, "oneof "+h, "oneofs "+strings.Join(gs, " and "), fmt.Sprintf("oneof %s split into %s: old values read as they are, since at most one member was set", h, strings.Join(gs, " and ")), AsIs, true)
+		case len(gs) == 1 && gs[0] != h:
+			c.add(p, "oneof "+h, "oneof "+gs[0], fmt.Sprintf("oneof %s renamed to %s; the binary encoding does not carry names", h, gs[0]), AsIs, false)
+		}
+	}
+	last := -1 // the highest old position of the oneofs so far
+	for j, g := range nm.Oneofs {
+		groups, outside := oneofSources(om, nm, g)
+		if len(groups) != 1 || len(outside) > 0 || len(into[groups[0]]) > 1 {
+			continue // new, split, or reported field by field
+		}
+		i := slices.Index(om.Oneofs, groups[0])
+		if i < last {
+			c.add(p, fmt.Sprintf("oneof %s declared %s", groups[0], ordinal(i)), fmt.Sprintf("oneof %s declared %s", g, ordinal(j)),
+				"oneofs declared in another order: members are written in declaration order, so the bytes change; values read as they are", AsIs, true)
+		}
+		last = max(last, i)
 	}
 }
 
@@ -558,6 +663,9 @@ func describeElem(e elem) string {
 // "repeated int64" or "map<string, Money>".
 func describeField(f *Field) string {
 	v := describeElem(valueElem(f))
+	if f.Oneof != "" {
+		return v + " (oneof " + f.Oneof + ")"
+	}
 	switch f.Card {
 	case Optional:
 		return "optional " + v

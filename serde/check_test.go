@@ -288,6 +288,77 @@ func ckPairs() []ckPair {
 		pair[ckResvNum, ckTwo]("reserved number reused", Incompatible, AsIs, "number 2 is reserved in old message ckResvNum", "field removed and its number reserved"),
 		pair[ckResvName, ckNameB]("reserved name reused", Incompatible, AsIs, "name b is reserved in old message ckResvName", "field removed; old values are skipped"),
 		pair[ckResvA, ckRenameToResv]("renamed to a reserved name", Incompatible, AsIs, "name total is reserved in old message ckResvA", "renamed from total to a"),
+		// Oneofs: one field may move into a new oneof, fields may move out;
+		// several fields into one oneof lose all but the last old value.
+		pair[ckOoPlain, ckOoAIn]("one field into a new oneof", AsIs, AsIs, "moved into the new oneof g, alone", "moved out of oneof g"),
+		pair[ckOoPlain, ckOoBoth]("two fields into a new oneof", Incompatible, AsIs, "moved into the new oneof g with 1 other field", "moved out of oneof g"),
+		pair[ckOoAIn, ckOoBoth]("a field into an existing oneof", Incompatible, AsIs, "moved into oneof g, which holds members of old oneof g", "moved out of oneof g"),
+		pair[ckOoOne, ckOoAWithNew]("a field into a new oneof with a new member", AsIs, AsIs, "moved into the new oneof g, alone", "moved out of oneof g"),
+		pair[ckI64, ckOoSingular]("singular into a oneof", AsIs, AsIs, "moved into the new oneof g, alone", "optional to singular"),
+		pair[ckOoTwoGroups, ckOoBoth]("two oneofs merged", Incompatible, AsIs, "oneofs g and h merged into g", "oneof g split into g and h"),
+		pair[ckOoBoth, ckOoRenamed]("oneof renamed", AsIs, AsIs, "oneof g renamed to k", "oneof k renamed to g"),
+		pair[ckOoTwoGroups, ckOoSwapped]("oneofs reordered", AsIs, AsIs, "oneofs declared in another order", "oneofs declared in another order"),
+	}
+}
+
+// Oneof pairs.
+type (
+	ckOoPlain struct {
+		A *int64  `proto:"1"`
+		B *string `proto:"2"`
+	}
+	ckOoAIn struct {
+		A *int64  `proto:"1,oneof=g"`
+		B *string `proto:"2"`
+	}
+	ckOoBoth struct {
+		A *int64  `proto:"1,oneof=g"`
+		B *string `proto:"2,oneof=g"`
+	}
+	ckOoRenamed struct {
+		A *int64  `proto:"1,oneof=k"`
+		B *string `proto:"2,oneof=k"`
+	}
+	ckOoOne struct {
+		A *int64 `proto:"1"`
+	}
+	ckOoAWithNew struct {
+		A *int64  `proto:"1,oneof=g"`
+		C *string `proto:"3,oneof=g"`
+	}
+	ckOoSingular struct {
+		A *int64 `proto:"1,oneof=g"`
+	}
+	ckOoTwoGroups struct {
+		A *int64  `proto:"1,oneof=g"`
+		B *string `proto:"2,oneof=h"`
+	}
+	ckOoSwapped struct {
+		B *string `proto:"2,oneof=h"`
+		A *int64  `proto:"1,oneof=g"`
+	}
+)
+
+// The oneof rules agree with what Decode does with old bytes: several
+// fields moved into one oneof keep only the last; a field moved out reads
+// the old value.
+func TestCheckOneofMatchesDecode(t *testing.T) {
+	one, s := int64(1), "s"
+	both, err := MustFor[ckOoPlain]().Append(nil, &ckOoPlain{A: &one, B: &s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in ckOoBoth
+	if err := MustFor[ckOoBoth]().Decode(both, &in); err != nil || in.A != nil || in.B == nil || *in.B != "s" {
+		t.Errorf("two fields into a oneof (Incompatible): want A lost and B kept, got %v, %+v", err, in)
+	}
+	member, err := MustFor[ckOoBoth]().Append(nil, &ckOoBoth{A: &one})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out ckOoPlain
+	if err := MustFor[ckOoPlain]().Decode(member, &out); err != nil || out.A == nil || *out.A != 1 || out.B != nil {
+		t.Errorf("out of a oneof (AsIs): got %v, %+v", err, out)
 	}
 }
 
@@ -633,6 +704,10 @@ func TestCheckKey(t *testing.T) {
 		{"nested", ckOrderV1(), ckOrderV2(), Incompatible},
 		{"string to bytes", ckSchema[ckStr](), ckSchema[ckBytes](), Incompatible},
 		{"kind", ckSchema[ckI32](), ckSchema[ckS32](), Incompatible},
+		{"oneof renamed", ckSchema[ckOoBoth](), ckSchema[ckOoRenamed](), AsIs},
+		{"oneofs reordered", ckSchema[ckOoTwoGroups](), ckSchema[ckOoSwapped](), Incompatible},
+		{"into a oneof", ckSchema[ckOoPlain](), ckSchema[ckOoAIn](), Incompatible},
+		{"out of a oneof", ckSchema[ckOoAIn](), ckSchema[ckOoPlain](), Incompatible},
 	} {
 		c := CheckKey(tc.old, tc.new)
 		if c.Verdict != tc.want {

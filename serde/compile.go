@@ -90,6 +90,7 @@ func (c *compiler) message(t reflect.Type) (*message, error) {
 	}
 	c.building[t] = m
 	seen := map[uint32]string{}
+	groups := map[string]*oneof{}
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
 		path := m.goName + "." + sf.Name
@@ -140,7 +141,25 @@ func (c *compiler) message(t reflect.Type) (*message, error) {
 		if err := c.fieldType(&f, sf.Type, opts, path); err != nil {
 			return nil, err
 		}
+		if opts.oneof != "" {
+			if err := oneofMember(&f, path, opts.oneof); err != nil {
+				return nil, err
+			}
+			f.oneof = groups[opts.oneof]
+			if f.oneof == nil {
+				f.oneof = &oneof{name: opts.oneof}
+				groups[opts.oneof] = f.oneof
+				m.oneofs = append(m.oneofs, f.oneof)
+			}
+		}
 		m.fields = append(m.fields, f)
+	}
+	for _, g := range m.oneofs {
+		for _, f := range m.fields {
+			if f.protoName == g.name {
+				return nil, fmt.Errorf("serde: oneof %s of %s has the name of field %s.%s; proto declares both in the message's scope, so rename one", g.name, m.goName, m.goName, f.goName)
+			}
+		}
 	}
 	for _, f := range m.fields {
 		if m.isReservedNumber(f.num) {
@@ -152,10 +171,27 @@ func (c *compiler) message(t reflect.Type) (*message, error) {
 	}
 	sort.Slice(m.fields, func(i, j int) bool { return m.fields[i].num < m.fields[j].num })
 	for i := range m.fields {
-		m.fields[i].idx = i
+		f := &m.fields[i]
+		f.idx = i
+		if f.oneof != nil {
+			f.op = opOneof
+			f.oneof.members = append(f.oneof.members, f)
+		}
 	}
 	m.index()
 	return m, nil
+}
+
+// oneofMember checks that f, tagged oneof=group, can be a member: a pointer,
+// whose nil says the member is not the one set.
+func oneofMember(f *field, path, group string) error {
+	switch f.card {
+	case cPointer:
+		return nil
+	case cSlice, cMap:
+		return fmt.Errorf("serde: field %s is in oneof %s but has type %s; protobuf oneofs cannot hold repeated fields or maps (put it in a struct and make a *struct the member)", path, group, f.typ)
+	}
+	return fmt.Errorf("serde: field %s is in oneof %s but has type %s; oneof members must be pointers (*%s), the set member being the one that is not nil", path, group, f.typ, f.typ)
 }
 
 // index builds the number lookup tables.
@@ -399,6 +435,7 @@ type tagOptions struct {
 	zigzag bool
 	fixed  bool
 	name   string
+	oneof  string // the group of a oneof member
 }
 
 func (o tagOptions) noEncoding(path string, t reflect.Type) error {
@@ -434,8 +471,13 @@ func parseTag(tag string) (tagOptions, error) {
 			if !validProtoName(o.name) {
 				return tagOptions{}, fmt.Errorf("tag %q: %q is not a valid proto field name", tag, o.name)
 			}
+		case strings.HasPrefix(p, "oneof="):
+			o.oneof = strings.TrimPrefix(p, "oneof=")
+			if !isProtoIdent(o.oneof) {
+				return tagOptions{}, fmt.Errorf("tag %q: oneof name %q is not a proto identifier (letters, digits and underscores, not starting with a digit)", tag, o.oneof)
+			}
 		default:
-			return tagOptions{}, fmt.Errorf("tag %q: unknown option %q (want zigzag, fixed or name=x)", tag, p)
+			return tagOptions{}, fmt.Errorf("tag %q: unknown option %q (want zigzag, fixed, name=x or oneof=group)", tag, p)
 		}
 	}
 	if o.zigzag && o.fixed {

@@ -277,7 +277,13 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 			}
 		case opTime, opCustom:
 			i, err = d.decodeElem(f, fp, i, end, depth, !first)
-		case opPointer:
+		case opPointer, opOneof:
+			// A case of its own for opOneof measured 0.7 % more
+			// instructions per decode of messages without oneofs.
+			if f.op == opOneof {
+				i, err = d.decodeOneof(f, p, i, end, depth, !first)
+				break
+			}
 			pp := (*unsafe.Pointer)(fp)
 			if *pp == nil {
 				*pp = reflect.New(f.elemType).UnsafePointer()
@@ -362,6 +368,21 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		}
 	}
 	return nil
+}
+
+// decodeOneof decodes a oneof member into the struct at p: the last member
+// on the wire wins, so it sets the others to nil. It is a call, not inlined
+// in decodeMessage's loop: inlined, it cost 4 % more instructions per decode
+// of messages without oneofs (valgrind, BenchmarkDecodeOrderReuse).
+//
+//go:noinline
+func (d *decoder) decodeOneof(f *field, p unsafe.Pointer, i, end, depth int, merge bool) (int, error) {
+	f.oneof.clearOthers(f, p)
+	pp := (*unsafe.Pointer)(unsafe.Add(p, f.offset))
+	if *pp == nil {
+		*pp = reflect.New(f.elemType).UnsafePointer()
+	}
+	return d.decodeElem(f, *pp, i, end, depth, merge)
 }
 
 // unknownField skips the field whose key is at tagAt (its value at i),
@@ -781,6 +802,11 @@ func skipField(src []byte, wt uint8, num uint64, i, end, depth int) (int, error)
 			if n < 0 {
 				return i, varintErr(i, n)
 			}
+			if tag>>3 == 0 || tag>>3 > math.MaxInt32 {
+				// protowire.ConsumeTag's limits, which protobuf-go applies
+				// inside groups.
+				return tagAt, errAt(tagAt, "invalid field number %d in group %d", tag>>3, num)
+			}
 			i += n
 			if uint8(tag&7) == wireEnd {
 				if tag>>3 != num {
@@ -814,8 +840,11 @@ func (d *decoder) decodeEntry(f *field, kp, vp unsafe.Pointer, i, end, depth int
 		if n < 0 {
 			return varintErr(i, n)
 		}
-		i += n
 		num, wt := tag>>3, uint8(tag&7)
+		if num == 0 || num > maxFieldNumber {
+			return errAt(i, "invalid field number %d in a map entry", num)
+		}
+		i += n
 		var err error
 		// A key or value with another wire type is skipped like an unknown
 		// field, as protobuf-go does (and as decodeMessage does).
@@ -856,8 +885,11 @@ func (d *decoder) decodeEntryValue(f *field, kp, vp unsafe.Pointer, i, end int) 
 		if n < 0 {
 			return varintErr(i, n)
 		}
-		i += n
 		num, wt := tag>>3, uint8(tag&7)
+		if num == 0 || num > maxFieldNumber {
+			return errAt(i, "invalid field number %d in a map entry", num)
+		}
+		i += n
 		var err error
 		switch {
 		case num == 1 && wt == kf.wt:

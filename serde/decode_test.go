@@ -51,11 +51,13 @@ func TestTruncatedInputNeverPanics(t *testing.T) {
 
 func TestMalformedInputs(t *testing.T) {
 	type S struct {
-		Name string  `proto:"1"`
-		N    int8    `proto:"2"`
-		U    uint16  `proto:"3"`
-		In   *Inner  `proto:"4"`
-		R    []int64 `proto:"5"`
+		Name string           `proto:"1"`
+		N    int8             `proto:"2"`
+		U    uint16           `proto:"3"`
+		In   *Inner           `proto:"4"`
+		R    []int64          `proto:"5"`
+		M    map[string]int64 `proto:"6"`
+		MM   map[string]Inner `proto:"7"`
 	}
 	cases := []struct {
 		name string
@@ -78,6 +80,12 @@ func TestMalformedInputs(t *testing.T) {
 		{"nested truncation", []byte{0x22, 0x03, 0x0a, 0x05, 'x'}, "runs past the end"},
 		{"packed run bad fixed", []byte{0x2a, 0x02, 0x80, 0x80}, "truncated"},
 		{"nested wrong wire", []byte{0x22, 0x02, 0x11, 0x00}, "truncated"},
+		// protobuf-go rejects these field numbers inside map entries and
+		// groups too, not only at the top level of a message.
+		{"map entry field zero", []byte{0x32, 0x02, 0x00, 0x01}, "invalid field number 0 in a map entry"},
+		{"map entry field too big", []byte{0x32, 0x06, 0x80, 0x80, 0x80, 0x80, 0x10, 0x00}, "invalid field number 536870912 in a map entry"},
+		{"message map entry field zero", []byte{0x3a, 0x02, 0x00, 0x01}, "invalid field number 0 in a map entry"},
+		{"group field zero", []byte{0x33, 0x00, 0x01, 0x34}, "invalid field number 0 in group 6"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -19,6 +19,7 @@
 //	zigzag        sint32/sint64 encoding for signed integers
 //	fixed         fixed32/fixed64 (sfixed32/sfixed64 for signed integers)
 //	name=x        the field's proto name (default: the Go name in snake_case)
+//	oneof=g       a member of the oneof named g (see below)
 //
 // proto:"-" skips a field, and a field of type Unknown tagged proto:"unknown"
 // keeps fields the type does not know so they are written back on encode.
@@ -41,6 +42,19 @@
 //
 // Map keys and values use the plain encodings (int32, int64, uint32, ...);
 // zigzag and fixed are not available on maps.
+//
+// A oneof is a group of pointer fields tagged with the same oneof=g, of
+// which at most one is set:
+//
+//	AsDouble *float64 `proto:"4,oneof=value"`
+//	AsInt    *int64   `proto:"6,oneof=value"`
+//
+// Members are pointers to scalars, strings, []byte (as *[]byte), structs,
+// time.Time or time.Duration; the member set is written even when it points
+// to a zero value, and a value with two members set is an EncodeError. As
+// protobuf-go does, Encode writes oneof members after all other fields, one
+// oneof at a time in the order the struct declares them, and Decode keeps the
+// last member it reads and sets the others to nil.
 //
 // Named types of these (enums) encode as their underlying type. int8, int16,
 // uint8 and uint16 are range-checked on decode. A struct type that is not a

@@ -14,7 +14,9 @@ import (
 const maxDepth = 10_000
 
 // EncodeError reports a value that cannot be encoded: a string that is not
-// UTF-8, or nesting deeper than 10,000 (usually a cycle through pointers).
+// UTF-8, nesting deeper than 10,000 (usually a cycle through pointers), or a
+// oneof with more than one member set (Path names the first member set,
+// Reason the oneof and every member set).
 type EncodeError struct {
 	Path   string // Go path of the field, e.g. OrderCreatedEvent.Items[3].SKU
 	Reason string
@@ -276,6 +278,26 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 			if b, err = appendElem(b, o.f, ep, depth+int(o.level)); err != nil {
 				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path))
 			}
+		case opOneof:
+			// fp is the group's first member; the others are at their
+			// offsets from the struct's base.
+			sb := unsafe.Add(fp, -int(o.f.offset))
+			var set *field
+			var ep unsafe.Pointer
+			for _, mf := range o.f.oneof.members {
+				if q := *(*unsafe.Pointer)(unsafe.Add(sb, mf.offset)); q != nil {
+					if set != nil {
+						return b, oneofConflict(prog, loops[:lp&(maxInline-1)], o, sb)
+					}
+					set, ep = mf, q
+				}
+			}
+			if set == nil {
+				continue
+			}
+			if b, err = appendElem(b, set, ep, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path+"."+set.goName))
+			}
 		case opPacked:
 			if h := (*sliceHeader)(fp); h.len > 0 {
 				b = appendPacked(b, o.f, h)
@@ -315,6 +337,23 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 		b = append(b, *(*[]byte)(unsafe.Add(p, m.unknown))...)
 	}
 	return b, nil
+}
+
+// oneofConflict is the error of a oneof group with several members set in
+// the struct at sb: the path names the first member set, the reason the
+// group and all members set.
+func oneofConflict(prog []encOp, loops []loopFrame, o *encOp, sb unsafe.Pointer) error {
+	g := o.f.oneof
+	var set []string
+	for _, mf := range g.members {
+		if *(*unsafe.Pointer)(unsafe.Add(sb, mf.offset)) != nil {
+			set = append(set, mf.goName)
+		}
+	}
+	return &encodeErr{
+		segs:   []string{progPath(prog, loops, o.path+"."+set[0])},
+		reason: fmt.Sprintf("oneof %s has %d members set (%s); set at most one, the others nil", g.name, len(set), strings.Join(set, ", ")),
+	}
 }
 
 // progPath is the Go path of an op's field for an error, with the indexes of

@@ -2,10 +2,14 @@ package serde_test
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/serde"
+	"github.com/eddyflow/eddy/serde/internal/testpb"
 )
 
 // FuzzDecode feeds arbitrary bytes to Decode. Decode must never panic; when it
@@ -30,10 +34,51 @@ func FuzzDecode(f *testing.F) {
 		deep = appendLenPrefixed(deep)
 	}
 	f.Add(deep)
+	addOneofSeeds(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		checkFixedPoint[datagen.OrderCreatedEvent](t, in)
 		checkFixedPoint[Kitchen](t, in)
 		checkFixedPoint[linked](t, in)
+		checkFixedPoint[ooAll](t, in)
+	})
+}
+
+// addOneofSeeds adds encodings of ooAll: random values, and members of one
+// oneof repeated and interleaved with other fields.
+func addOneofSeeds(f *testing.F) {
+	c := serde.MustFor[ooAll]()
+	g := newGen(21)
+	for range 8 {
+		v := g.ooAll(0)
+		b, _ := c.Append(nil, &v)
+		f.Add(b)
+	}
+	f.Add([]byte{0x9a, 0x02, 2, 0x10, 5, 0x38, 9, 0x20, 1, 0x9a, 0x02, 3, 0x0a, 1, 'q', 0x12, 1, 'n', 0x70, 3})
+	f.Add([]byte{0x42, 4, 0x10, 1, 0x1a, 0, 0x82, 1, 2, 0x18, 1})
+}
+
+// FuzzOneofInterop decodes arbitrary bytes as ooAll with serde and as
+// testpb.OneofAll with protobuf-go: both must accept or both reject, and
+// agree on the value (which member of each oneof is set, above all).
+func FuzzOneofInterop(f *testing.F) {
+	addOneofSeeds(f)
+	c := serde.MustFor[ooAll]()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var got ooAll
+		serr := c.Decode(in, &got)
+		var pb testpb.OneofAll
+		perr := proto.Unmarshal(in, &pb)
+		if (serr == nil) != (perr == nil) {
+			t.Fatalf("serde: %v; protobuf-go: %v", serr, perr)
+		}
+		if serr != nil {
+			return
+		}
+		var want ooAll
+		ooFromPB(pb.ProtoReflect(), reflect.ValueOf(&want).Elem())
+		if d := diffGo(&want, &got); d != "" {
+			t.Fatalf("serde and protobuf-go decode differently: %s", d)
+		}
 	})
 }
 

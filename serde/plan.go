@@ -66,6 +66,25 @@ type message struct {
 	// structs held by value inlined between opBegin and opEnd so the encoder
 	// walks them without a call per message.
 	prog []encOp
+	// oneofs are the groups of fields tagged oneof=name, in the order their
+	// first member is declared in the Go struct.
+	oneofs []*oneof
+}
+
+// oneof is a group of pointer fields of which at most one is set.
+type oneof struct {
+	name    string   // the proto name of the group
+	members []*field // in number order
+}
+
+// clearOthers sets every member of g but f to nil in the struct at p: a
+// member read from the wire replaces the one read before, as in protobuf.
+func (g *oneof) clearOthers(f *field, p unsafe.Pointer) {
+	for _, o := range g.members {
+		if o != f {
+			*(*unsafe.Pointer)(unsafe.Add(p, o.offset)) = nil
+		}
+	}
 }
 
 // encOp is one step of an encode program.
@@ -99,11 +118,18 @@ func (m *message) buildProg() {
 
 // appendProg appends the ops of m's fields, at base, to prog. chain holds
 // the messages being inlined, so a recursive type is not inlined into itself.
+//
+// The members of oneofs come last, a group at a time in declaration order:
+// protobuf-go writes them after all other fields ("to preserve compatibility
+// with historic wire output", internal/impl and order.LegacyFieldOrder), so
+// its deterministic bytes put them there too.
 func appendProg(prog []encOp, m *message, base uintptr, level uint8, path string, chain []*message) []encOp {
 	for i := range m.fields {
 		f := &m.fields[i]
 		fpath := path + "." + f.goName
 		switch {
+		case f.oneof != nil:
+			continue // below
 		case f.op == opMessage && level < maxInline:
 			prog = append(prog, encOp{f: f, offset: base + f.offset, op: opBegin, level: level, path: fpath})
 			prog = appendProg(prog, f.msg, base+f.offset, level+1, fpath, chain)
@@ -132,6 +158,12 @@ func appendProg(prog []encOp, m *message, base uintptr, level uint8, path string
 			}
 			prog = append(prog, o)
 		}
+	}
+	for _, g := range m.oneofs {
+		// One op for the group, with its first member, at the struct's
+		// base plus that member's offset (the others are found from it).
+		f := g.members[0]
+		prog = append(prog, encOp{f: f, offset: base + f.offset, op: opOneof, level: level, path: path})
 	}
 	return prog
 }
@@ -165,6 +197,7 @@ type field struct {
 	mapKey    *field       // for cMap: the entry's key, at offset 0 of a K
 	mapVal    *field       // for cMap: the entry's value, at offset 0 of a V
 	mapOps    *mapOps      // for cMap
+	oneof     *oneof       // the group of a oneof member, else nil
 }
 
 // op selects the encode loop's case for a field: card and kind folded into
@@ -187,6 +220,9 @@ const (
 	opLoop    // start of an inlined repeated struct: the first element's key
 	opLoopEnd // end of one element: fix its length, go on with the next
 	opInt32   // singular int32 held in 4 bytes (program only)
+	// opOneof is a member of a oneof (a pointer) in field.op, and the whole
+	// group in a program: the member that is set, after all other fields.
+	opOneof
 )
 
 // setOp derives f.op from f.card and f.kind.

@@ -2,6 +2,7 @@ package serde
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strings"
@@ -14,7 +15,11 @@ import (
 // and write the bytes of Codec[T] with their own protobuf library.
 //
 // Messages are those of SchemaOfType, sorted by name; fields are in number
-// order. Two different Go types that map to the same proto name are an error.
+// order, and a oneof is declared where its lowest-numbered member falls,
+// unless that would put it before a oneof the Go struct declares first: a
+// oneof's place among the others decides where protobuf writes its member,
+// so the file keeps the Go order. Two different Go types that map to the
+// same proto name are an error.
 //
 // A Go enum (a defined int32 type) becomes a top-level enum. Reflection
 // cannot see the names of Go constants, so the enum declares only
@@ -433,38 +438,16 @@ func (b *protoFileBuilder) render() (string, error) {
 		if n := protoReservedNames(m.ReservedNames); n != "" {
 			fmt.Fprintf(&body, "  reserved %s;\n", n)
 		}
-		for _, f := range fields {
-			if f.Kind == KindCustom {
-				name, version := f.GoType, uint32(0)
-				if f.Codec != nil {
-					name, version = f.Codec.Name, f.Codec.Version
-				}
-				fmt.Fprintf(&body, "  // custom codec %s v%d: opaque to other languages\n", commentSafe(name), version)
+		for _, item := range protoLayout(m.Oneofs, fields) {
+			if item.oneof == "" {
+				writeProtoField(&body, "  ", item.fields[0], typeName)
+				continue
 			}
-			if c := narrowIntComment(f); c != "" {
-				fmt.Fprintf(&body, "  // %s\n", c)
+			fmt.Fprintf(&body, "  oneof %s {\n", item.oneof)
+			for _, f := range item.fields {
+				writeProtoField(&body, "    ", f, typeName)
 			}
-			var decl string
-			switch f.Card {
-			case Optional:
-				switch f.Kind {
-				case KindMessage, KindTimestamp, KindDuration: // messages have presence
-					decl = typeName(f.Kind, f.Type)
-				default:
-					decl = "optional " + typeName(f.Kind, f.Type)
-				}
-			case Repeated:
-				decl = "repeated " + typeName(f.Kind, f.Type)
-			case Map:
-				key := f.MapKey
-				if key == KindEnum { // map keys cannot be enums; the wire is the same
-					key = KindInt32
-				}
-				decl = fmt.Sprintf("map<%s, %s>", key, typeName(f.Kind, f.Type))
-			default:
-				decl = typeName(f.Kind, f.Type)
-			}
-			fmt.Fprintf(&body, "  %s %s = %d;\n", decl, f.Name, f.Number)
+			body.WriteString("  }\n")
 		}
 		body.WriteString("}\n")
 	}
@@ -501,6 +484,80 @@ func (b *protoFileBuilder) render() (string, error) {
 	return out.String(), nil
 }
 
+// protoItem is a field, or a oneof with its members, in a message body.
+type protoItem struct {
+	oneof  string
+	fields []Field
+}
+
+// protoLayout orders a message body: fields by number, each oneof where its
+// lowest-numbered member would be, but the oneofs in declaration order (a
+// oneof's index in the .proto sets where protobuf writes its members), so a
+// oneof declared before another with lower numbers comes first with them.
+func protoLayout(oneofs []string, fields []Field) []protoItem {
+	members := map[string][]Field{}
+	for _, f := range fields {
+		if f.Oneof != "" {
+			members[f.Oneof] = append(members[f.Oneof], f)
+		}
+	}
+	var items []protoItem
+	next := 0 // the next field of fields to place
+	placeUpTo := func(num uint32) {
+		for ; next < len(fields) && fields[next].Number < num; next++ {
+			if fields[next].Oneof == "" {
+				items = append(items, protoItem{fields: fields[next : next+1]})
+			}
+		}
+	}
+	for _, g := range oneofs {
+		if len(members[g]) == 0 {
+			continue
+		}
+		placeUpTo(members[g][0].Number)
+		items = append(items, protoItem{oneof: g, fields: members[g]})
+	}
+	placeUpTo(math.MaxUint32) // the rest
+	return items
+}
+
+// writeProtoField writes one field declaration, with its comments, at indent.
+func writeProtoField(body *strings.Builder, indent string, f Field, typeName func(Kind, string) string) {
+	if f.Kind == KindCustom {
+		name, version := f.GoType, uint32(0)
+		if f.Codec != nil {
+			name, version = f.Codec.Name, f.Codec.Version
+		}
+		fmt.Fprintf(body, "%s// custom codec %s v%d: opaque to other languages\n", indent, commentSafe(name), version)
+	}
+	if c := narrowIntComment(f); c != "" {
+		fmt.Fprintf(body, "%s// %s\n", indent, c)
+	}
+	var decl string
+	switch f.Card {
+	case Optional:
+		switch {
+		case f.Oneof != "": // members have presence and take no label
+			decl = typeName(f.Kind, f.Type)
+		case f.Kind == KindMessage, f.Kind == KindTimestamp, f.Kind == KindDuration: // messages have presence
+			decl = typeName(f.Kind, f.Type)
+		default:
+			decl = "optional " + typeName(f.Kind, f.Type)
+		}
+	case Repeated:
+		decl = "repeated " + typeName(f.Kind, f.Type)
+	case Map:
+		key := f.MapKey
+		if key == KindEnum { // map keys cannot be enums; the wire is the same
+			key = KindInt32
+		}
+		decl = fmt.Sprintf("map<%s, %s>", key, typeName(f.Kind, f.Type))
+	default:
+		decl = typeName(f.Kind, f.Type)
+	}
+	fmt.Fprintf(body, "%s%s %s = %d;\n", indent, decl, f.Name, f.Number)
+}
+
 // messageScope returns the symbols a message declares inside itself: its
 // fields, the entry types of its maps and the synthetic oneofs of its
 // optional fields. It checks they are unique, as are the fields' JSON names.
@@ -534,10 +591,16 @@ func messageScope(m *Message, fields []Field) (map[string]bool, error) {
 			if err := add(entry, "the entry type of map "+what); err != nil {
 				return nil, err
 			}
+		case f.Oneof != "":
 		case f.Card == Optional && f.Kind != KindMessage && f.Kind != KindTimestamp && f.Kind != KindDuration:
 			if err := add("_"+f.Name, "the synthetic oneof of optional "+what); err != nil {
 				return nil, err
 			}
+		}
+	}
+	for _, g := range m.Oneofs {
+		if err := add(g, "oneof "+g); err != nil {
+			return nil, err
 		}
 	}
 	out := make(map[string]bool, len(scope))

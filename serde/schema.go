@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -28,6 +29,10 @@ type Message struct {
 	ReservedNames []string `proto:"5,name=reserved_names" json:"reserved_names,omitempty"`
 	KeepsUnknown  bool     `proto:"6,name=keeps_unknown" json:"keeps_unknown,omitempty"` // has a serde.Unknown field
 	Wrapper       bool     `proto:"7" json:"wrapper,omitempty"`                          // a non-struct type wrapped as field 1
+	// Oneofs names the message's oneofs in declaration order, which is the
+	// order their members are written in (after all other fields). Schemas
+	// written before oneofs existed have none.
+	Oneofs []string `proto:"8" json:"oneofs,omitempty"`
 }
 
 // Range is an inclusive range of field numbers.
@@ -50,6 +55,9 @@ type Field struct {
 	// KeyBits is the Go width of an integer map key.
 	KeyBits uint32      `proto:"10,name=key_bits" json:"key_bits,omitempty"`
 	Codec   *CodecState `proto:"11" json:"codec,omitempty"` // for Custom kinds
+	// Oneof is the oneof the field is a member of, one of Message.Oneofs,
+	// or "". Members have Card Optional.
+	Oneof string `proto:"12" json:"oneof,omitempty"`
 }
 
 // CodecState records a custom codec (see Register) in a schema: its name and
@@ -251,12 +259,18 @@ func (b *schemaBuilder) add(m *message) (string, error) {
 	b.byType[m] = name
 	sm := Message{Name: name, GoName: m.typ.String(), KeepsUnknown: m.hasUnkwn, Wrapper: m.synth,
 		Reserved: append([]Range(nil), m.reserved...), ReservedNames: append([]string(nil), m.reservedNames...)}
+	for _, g := range m.oneofs {
+		sm.Oneofs = append(sm.Oneofs, g.name)
+	}
 	idx := len(b.out)
 	b.out = append(b.out, sm)
 	fields := make([]Field, 0, len(m.fields))
 	for i := range m.fields {
 		f := &m.fields[i]
 		sf := Field{Number: f.num, Name: f.protoName, GoName: f.goName}
+		if f.oneof != nil {
+			sf.Oneof = f.oneof.name
+		}
 		switch f.card {
 		case cPointer:
 			sf.Card = Optional
@@ -365,6 +379,9 @@ func (s *Schema) Validate() error {
 			return fmt.Errorf("serde: schema has two messages named %s", m.Name)
 		}
 		seenMsg[m.Name] = true
+		if err := m.validateOneofs(); err != nil {
+			return err
+		}
 		nums := map[uint32]bool{}
 		for _, f := range m.Fields {
 			where := fmt.Sprintf("%s.%s (%d)", m.Name, f.Name, f.Number)
@@ -390,6 +407,43 @@ func (s *Schema) Validate() error {
 			if f.Kind == KindCustom && f.Codec == nil {
 				return fmt.Errorf("serde: schema field %s has kind custom but no codec", where)
 			}
+		}
+	}
+	return nil
+}
+
+// validateOneofs checks that m's oneofs are named and declared once, have
+// members, and that members are optional fields of a declared oneof.
+func (m *Message) validateOneofs() error {
+	members := map[string]int{}
+	for _, g := range m.Oneofs {
+		if !isProtoIdent(g) {
+			return fmt.Errorf("serde: schema message %s: oneof name %q is not a proto identifier", m.Name, g)
+		}
+		if _, dup := members[g]; dup {
+			return fmt.Errorf("serde: schema message %s declares oneof %s twice", m.Name, g)
+		}
+		members[g] = 0
+	}
+	for _, f := range m.Fields {
+		if slices.Contains(m.Oneofs, f.Name) {
+			return fmt.Errorf("serde: schema message %s has a field and a oneof both named %s", m.Name, f.Name)
+		}
+		if f.Oneof == "" {
+			continue
+		}
+		where := fmt.Sprintf("%s.%s (%d)", m.Name, f.Name, f.Number)
+		if _, ok := members[f.Oneof]; !ok {
+			return fmt.Errorf("serde: schema field %s is in oneof %s, which the message does not declare", where, f.Oneof)
+		}
+		if f.Card != Optional {
+			return fmt.Errorf("serde: schema field %s is in oneof %s but is %s, not optional", where, f.Oneof, f.Card)
+		}
+		members[f.Oneof]++
+	}
+	for _, g := range m.Oneofs {
+		if members[g] == 0 {
+			return fmt.Errorf("serde: schema message %s declares oneof %s without members", m.Name, g)
 		}
 	}
 	return nil
