@@ -57,6 +57,9 @@ type Config struct {
 	// Sources is how many source subtasks signal that they finished.
 	Sources int
 	Logger  *slog.Logger
+	// OnFailed, if set, is called with the id of each checkpoint that
+	// fails (timed out, a failed acknowledgement, a failed Complete).
+	OnFailed func(id uint64)
 }
 
 // failedError marks an error that fails one checkpoint, not the run.
@@ -121,7 +124,7 @@ func (c *Coordinator) Run(ctx context.Context, acks <-chan Ack, finished <-chan 
 			if c.inflight.Final {
 				return fmt.Errorf("eddy: the final checkpoint %d timed out", id)
 			}
-			if err := c.fail(fmt.Errorf("checkpoint %d timed out after %v", id, c.cfg.Timeout)); err != nil {
+			if err := c.fail(id, fmt.Errorf("checkpoint %d timed out after %v", id, c.cfg.Timeout)); err != nil {
 				return err
 			}
 		case a := <-acks:
@@ -152,7 +155,7 @@ func (c *Coordinator) ack(ctx context.Context, a Ack) (done bool, err error) {
 		if c.inflight.Final {
 			return false, fmt.Errorf("eddy: the final checkpoint %d failed: %w", a.ID, a.Err)
 		}
-		return false, c.fail(fmt.Errorf("checkpoint %d: %w", a.ID, a.Err))
+		return false, c.fail(a.ID, fmt.Errorf("checkpoint %d: %w", a.ID, a.Err))
 	}
 	cp := c.inflight
 	if cp == nil || a.ID != cp.ID {
@@ -177,7 +180,7 @@ func (c *Coordinator) ack(ctx context.Context, a Ack) (done bool, err error) {
 			return false, f.err
 		}
 		// No checkpoint: its transactions wait for the next one.
-		return false, c.fail(f.err)
+		return false, c.fail(cp.ID, f.err)
 	}
 	c.failures = 0
 	c.pending = pending
@@ -211,7 +214,10 @@ func (c *Coordinator) maybeFinal() {
 // fail counts a failed checkpoint: past the tolerated number in a row, the
 // run fails with it (a full disk does not heal by taking more checkpoints,
 // and their pending output piles up).
-func (c *Coordinator) fail(err error) error {
+func (c *Coordinator) fail(id uint64, err error) error {
+	if c.cfg.OnFailed != nil {
+		c.cfg.OnFailed(id)
+	}
 	c.inflight = nil
 	c.timeout.Reset(time.Hour)
 	c.failures++

@@ -182,6 +182,10 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 			j.triggers[i][k] = make(chan trigger, 1)
 		}
 	}
+	e.metrics.started.Store(0)
+	e.metrics.attempt.Add(1)
+	e.metrics.running.Store(true)
+	defer e.metrics.running.Store(false)
 	var tasks sync.WaitGroup
 	total := 0
 	for _, st := range e.stages {
@@ -202,7 +206,7 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		totalSources += s.st.parallelism
 	}
 	ccfg := coord.Config{FirstID: j.nextID, Timeout: e.cfg.Timeout, Tolerable: e.cfg.TolerableFailures,
-		Acks: total, Sources: totalSources, Logger: e.cfg.Logger}
+		Acks: total, Sources: totalSources, Logger: e.cfg.Logger, OnFailed: e.metrics.checkpointFailed}
 	if e.cfg.Interval > 0 {
 		t := time.NewTicker(e.cfg.Interval)
 		defer t.Stop()
@@ -269,6 +273,7 @@ func runSubtask(sc *Subtask) (err error) {
 			err = errs.Kind(errs.UserFunction, fmt.Errorf("eddy: stage %d subtask %d panicked: %v\n%s", sc.st.id, sc.subtask, r, debug.Stack()), false)
 		}
 	}()
+	sc.startClock()
 	if sc.st.source != nil {
 		return sc.st.source.run(sc)
 	}
@@ -276,6 +281,7 @@ func runSubtask(sc *Subtask) (err error) {
 	if err != nil {
 		return err
 	}
+	sc.running() // its keyed state is restored
 	return sc.runReceiver(process)
 }
 
@@ -380,9 +386,11 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 	// The checkpoint exists; now its output becomes visible.
 	for _, s := range e.sinks {
 		if txns := commits[s.name]; len(txns) > 0 {
+			began := time.Now()
 			if err := s.commit(ctx, txns); err != nil {
 				return nil, fmt.Errorf("eddy: sink %s commit of checkpoint %d: %w", s.name, c.ID, err)
 			}
+			e.metrics.sinkCommitted(s.name, time.Since(began))
 		}
 	}
 	dur := time.Since(c.Started)
@@ -392,9 +400,11 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 	e.stats.stateEntries.Store(entries)
 	e.stats.lastUploaded.Store(bytes + uploaded)
 	e.stats.lastFull.Store(full)
+	cs := CheckpointStats{ID: c.ID, Completed: time.Now(), Duration: dur, SyncDuration: c.SyncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.Final,
+		Last: last, ManifestWrite: manifestWrite, MaterializationStall: time.Duration(e.stats.stallSinceCheckpoint.Swap(0))}
+	e.metrics.checkpointCompleted(cs)
 	if e.cfg.OnCheckpoint != nil {
-		e.cfg.OnCheckpoint(CheckpointStats{ID: c.ID, Duration: dur, SyncDuration: c.SyncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.Final,
-			Last: last, ManifestWrite: manifestWrite, MaterializationStall: time.Duration(e.stats.stallSinceCheckpoint.Swap(0))})
+		e.cfg.OnCheckpoint(cs)
 	}
 	return r.Pending, nil
 }

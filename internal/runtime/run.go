@@ -41,6 +41,9 @@ type Config struct {
 	// AllowDuplicates lets a restore fall back past checkpoints that
 	// committed output to sinks that cannot roll it back.
 	AllowDuplicates bool
+	// Metrics receives the Run's measurements (NewMetrics of the same
+	// graph and counters); nil: Run keeps its own.
+	Metrics *Metrics
 }
 
 // runner is one Run of a job graph: its configuration, graph and counters.
@@ -50,6 +53,7 @@ type runner struct {
 	sources []*SourceEntry
 	sinks   []*SinkEntry
 	stats   *Counters
+	metrics *Metrics
 	// unusable are the checkpoints found corrupt or incomplete, and why.
 	unusable map[uint64]string
 }
@@ -61,7 +65,10 @@ type runner struct {
 // counting a restart); on a failure it restarts from the last checkpoint as
 // cfg allows, unless the error is permanent.
 func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
-	e := &runner{cfg: cfg, stages: g.stages, sources: g.sources, sinks: g.sinks, stats: stats, unusable: map[uint64]string{}}
+	e := &runner{cfg: cfg, stages: g.stages, sources: g.sources, sinks: g.sinks, stats: stats, metrics: cfg.Metrics, unusable: map[uint64]string{}}
+	if e.metrics == nil {
+		e.metrics = NewMetrics(g, stats)
+	}
 	var store *checkpoint.Storage
 	bs := cfg.Store
 	if bs == nil && cfg.StorageURL != "" {

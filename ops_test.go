@@ -1,0 +1,361 @@
+package eddy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/internal/demojob"
+)
+
+// opsJob starts the demo job, rate limited so that it runs until the test
+// ends, with the admin endpoint on a free loopback port. It returns the
+// endpoint's base URL; the job stops (and Run's error is checked) at the
+// end of the test.
+func opsJob(t *testing.T, opts ...eddy.Option) (*eddy.Env, string) {
+	t.Helper()
+	c := demojob.Config{Seed: 7, Events: 50_000_000, Drivers: 200, Data: t.TempDir(), Out: t.TempDir(),
+		CheckpointInterval: 30 * time.Millisecond, Parallelism: 2, Rate: 20_000, EmitEvery: 100, LateEvery: 50}
+	opts = append([]eddy.Option{eddy.Admin("127.0.0.1:0"), eddy.LogOutput(io.Discard)}, opts...)
+	env := demojob.Env(c, opts...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- env.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case <-env.AdminListening():
+	case err := <-done:
+		t.Fatalf("Run returned before the admin endpoint was bound: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the admin endpoint was not bound within 10 s")
+	}
+	return env, "http://" + env.AdminAddr()
+}
+
+// eventually polls cond every 20 ms until it holds, failing the test with
+// cond's last description after deadline.
+func eventually(t *testing.T, deadline time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("not within %v: %s", deadline, why)
+		}
+		<-tick.C
+	}
+}
+
+func get(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, b
+}
+
+// scrape reads /metrics with the Prometheus text parser.
+func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	fams := map[string]*dto.MetricFamily{}
+	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err == io.EOF {
+			return fams
+		} else if err != nil {
+			t.Fatalf("parsing /metrics: %v", err)
+		}
+		fams[mf.GetName()] = &mf
+	}
+}
+
+// sum adds the values of family name's series whose labels include want.
+func sum(fams map[string]*dto.MetricFamily, name string, want ...string) (float64, int) {
+	mf, ok := fams[name]
+	if !ok {
+		return 0, 0
+	}
+	total, n := 0.0, 0
+next:
+	for _, m := range mf.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for i := 0; i+1 < len(want); i += 2 {
+			if labels[want[i]] != want[i+1] {
+				continue next
+			}
+		}
+		n++
+		switch {
+		case m.Counter != nil:
+			total += m.Counter.GetValue()
+		case m.Gauge != nil:
+			total += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			total += float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return total, n
+}
+
+// TestMetricsFollowJob: /metrics, parsed with expfmt, follows a running
+// job: records in grow per operator and subtask, checkpoints complete and
+// are timed by phase, the job is ready; the user's registerer sees the same
+// metrics.
+func TestMetricsFollowJob(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, base := opsJob(t, eddy.Metrics(reg))
+	var in0, ck0 float64
+	eventually(t, 10*time.Second, func() (bool, string) {
+		f := scrape(t, base)
+		in0, _ = sum(f, "eddy_records_in_total", "job_name", "eddy-demo", "operator", "gps")
+		ck0, _ = sum(f, "eddy_checkpoints_completed_total")
+		ready, _ := sum(f, "eddy_job_ready")
+		return in0 > 0 && ck0 >= 1 && ready == 1, fmt.Sprintf("records in %v, checkpoints %v, ready %v", in0, ck0, ready)
+	})
+	eventually(t, 10*time.Second, func() (bool, string) {
+		f := scrape(t, base)
+		in, _ := sum(f, "eddy_records_in_total", "operator", "gps")
+		ck, _ := sum(f, "eddy_checkpoints_completed_total")
+		dist, n := sum(f, "eddy_records_in_total", "operator", "distance")
+		return in > in0 && ck > ck0 && dist > 0 && n == 2,
+			fmt.Sprintf("records in %v (was %v), checkpoints %v (was %v), distance's in %v over %d subtasks", in, in0, ck, ck0, dist, n)
+	})
+	f := scrape(t, base)
+	ck, _ := sum(f, "eddy_checkpoints_completed_total")
+	for _, phase := range []string{"barrier", "sync", "async", "manifest"} {
+		if n, _ := sum(f, "eddy_checkpoint_phase_duration_seconds", "phase", phase); n < 1 {
+			t.Errorf("phase %s: %v observations", phase, n)
+		}
+	}
+	if n, _ := sum(f, "eddy_checkpoint_duration_seconds"); n < ck-1 {
+		t.Errorf("eddy_checkpoint_duration_seconds has %v observations, %v checkpoints completed", n, ck)
+	}
+	if v, _ := sum(f, "eddy_checkpoint_size_bytes", "kind", "full"); v <= 0 {
+		t.Errorf("full checkpoint size %v", v)
+	}
+	if n, _ := sum(f, "eddy_sink_commit_duration_seconds"); n < 1 {
+		t.Errorf("no sink commit observed")
+	}
+	if _, n := sum(f, "eddy_build_info", "job_name", "eddy-demo"); n != 1 {
+		t.Errorf("eddy_build_info: %d series", n)
+	}
+	for _, name := range []string{"eddy_subtask_busy_seconds_total", "eddy_subtask_idle_seconds_total",
+		"eddy_subtask_backpressured_seconds_total", "eddy_records_out_total", "eddy_watermark_seconds", "eddy_watermark_lag_seconds",
+		"eddy_state_entries", "eddy_late_records_total", "eddy_restarts_total", "eddy_checkpoints_failed_total",
+		"go_goroutines"} {
+		if _, n := sum(f, name); n == 0 {
+			t.Errorf("%s missing from /metrics", name)
+		}
+	}
+	for name, mf := range f {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "key" || l.GetName() == "driver" {
+					t.Errorf("%s is labelled by %s", name, l.GetName())
+				}
+			}
+		}
+	}
+	// The registerer passed with eddy.Metrics has the job's metrics (and
+	// not the process's, which it may have of its own).
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range fams {
+		got[mf.GetName()] = true
+	}
+	if !got["eddy_records_in_total"] || !got["eddy_checkpoint_duration_seconds"] || got["go_goroutines"] {
+		t.Errorf("the user's registry holds %v", got)
+	}
+}
+
+// TestTwoJobsOneProcess: two jobs run side by side, each with its own
+// registry and endpoint, and share one registerer under distinct names; a
+// second job of the same name in one registerer is refused.
+func TestTwoJobsOneProcess(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, a := opsJob(t, eddy.Metrics(reg), eddy.JobName("a"))
+	_, b := opsJob(t, eddy.Metrics(reg), eddy.JobName("b"))
+	for _, base := range []string{a, b} {
+		eventually(t, 10*time.Second, func() (bool, string) {
+			v, _ := sum(scrape(t, base), "eddy_records_in_total")
+			return v > 0, fmt.Sprintf("%s: records in %v", base, v)
+		})
+	}
+	// Each endpoint serves only its own job.
+	if _, n := sum(scrape(t, a), "eddy_records_in_total", "job_name", "b"); n != 0 {
+		t.Errorf("job a's endpoint serves %d series of job b", n)
+	}
+	env := demojob.Env(demojob.Config{Seed: 1, Events: 10, Drivers: 1, Data: t.TempDir(), Out: t.TempDir(), CheckpointInterval: time.Second, Parallelism: 1},
+		eddy.Metrics(reg), eddy.JobName("a"), eddy.LogOutput(io.Discard))
+	if err := env.Run(context.Background()); err == nil || !strings.Contains(err.Error(), `job "a"`) {
+		t.Fatalf("a second job named a in one registerer: Run returned %v", err)
+	}
+}
+
+// TestAdminEndpoint: health, readiness, the JSON API's shape while the job
+// runs, pprof, and a savepoint request answered with what is missing.
+func TestAdminEndpoint(t *testing.T) {
+	env, base := opsJob(t)
+	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusOK, fmt.Sprintf("/readyz: %d %s", code, body)
+	})
+	var job struct {
+		Job     string `json:"job"`
+		Ready   bool   `json:"ready"`
+		Restore struct {
+			Started int `json:"subtasksRunning"`
+			Total   int `json:"subtasks"`
+		} `json:"restore"`
+		Stages []struct {
+			ID          int      `json:"id"`
+			Name        string   `json:"name"`
+			Operators   []string `json:"operators"`
+			Parallelism int      `json:"parallelism"`
+			InPerSec    float64  `json:"inPerSec"`
+			Busy        float64  `json:"busy"`
+			Idle        float64  `json:"idle"`
+			Watermark   *int64   `json:"watermarkMs"`
+			Subtasks    []struct {
+				RecordsIn int64 `json:"recordsIn"`
+			} `json:"subtasks"`
+		} `json:"stages"`
+		Edges []struct{ From, To int } `json:"edges"`
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		code, body := get(t, base+"/api/job")
+		if code != http.StatusOK {
+			return false, fmt.Sprintf("/api/job: %d %s", code, body)
+		}
+		if err := json.Unmarshal(body, &job); err != nil {
+			t.Fatalf("/api/job: %v\n%s", err, body)
+		}
+		ok := len(job.Stages) == 2 && job.Stages[0].InPerSec > 0 && job.Stages[1].InPerSec > 0 && job.Stages[1].Watermark != nil
+		return ok, "/api/job: " + string(body)
+	})
+	if job.Job != "eddy-demo" || !job.Ready || job.Restore.Started != 4 || job.Restore.Total != 4 {
+		t.Errorf("/api/job: job %q ready %v restore %+v", job.Job, job.Ready, job.Restore)
+	}
+	src, keyed := job.Stages[0], job.Stages[1]
+	if src.Name != "gps" || keyed.Name != "distance" || src.Parallelism != 2 || len(keyed.Subtasks) != 2 {
+		t.Errorf("/api/job stages: %+v", job.Stages)
+	}
+	if want := []string{"source gps", "keyBy"}; strings.Join(src.Operators, ",") != strings.Join(want, ",") {
+		t.Errorf("source chain %q, want %q", src.Operators, want)
+	}
+	if len(job.Edges) != 1 || job.Edges[0].From != 0 || job.Edges[0].To != 1 {
+		t.Errorf("/api/job edges %+v", job.Edges)
+	}
+	for _, st := range job.Stages {
+		if st.Busy < 0 || st.Busy > 1 || st.Idle < 0 || st.Idle > 1 {
+			t.Errorf("stage %s: busy %v idle %v, want fractions", st.Name, st.Busy, st.Idle)
+		}
+	}
+	var cps struct {
+		Completed int64 `json:"completed"`
+		History   []struct {
+			ID         uint64  `json:"id"`
+			DurationMs float64 `json:"durationMs"`
+			FullSize   int64   `json:"fullSize"`
+		} `json:"history"`
+	}
+	eventually(t, 10*time.Second, func() (bool, string) {
+		_, body := get(t, base+"/api/checkpoints?limit=3")
+		if err := json.Unmarshal(body, &cps); err != nil {
+			t.Fatalf("/api/checkpoints: %v\n%s", err, body)
+		}
+		return len(cps.History) == 3, "/api/checkpoints?limit=3: " + string(body)
+	})
+	for i, c := range cps.History {
+		if c.DurationMs <= 0 || c.FullSize <= 0 || (i > 0 && c.ID <= cps.History[i-1].ID) {
+			t.Errorf("/api/checkpoints: %+v", cps.History)
+		}
+	}
+	if code, _ := get(t, base+"/api/checkpoints?limit=x"); code != http.StatusBadRequest {
+		t.Errorf("/api/checkpoints?limit=x: %d", code)
+	}
+	if code, body := get(t, base+"/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(string(body), "goroutine") {
+		t.Errorf("/debug/pprof/goroutine: %d", code)
+	}
+	resp, err := http.Post(base+"/api/savepoint", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotImplemented {
+		t.Errorf("POST /api/savepoint: %s", resp.Status)
+	}
+	if code, body := get(t, base+"/"); code != http.StatusOK || !strings.Contains(string(body), "<html") {
+		t.Errorf("/: %d %.100s", code, body)
+	}
+	if env.AdminAddr() == "" || !strings.HasPrefix(env.AdminAddr(), "127.0.0.1:") {
+		t.Errorf("AdminAddr %q", env.AdminAddr())
+	}
+}
+
+// TestAdminRefusesRemoteAddress: a non-loopback address fails Run before the
+// job starts, unless AdminAllowRemote says so.
+func TestAdminRefusesRemoteAddress(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "192.0.2.1:8081"} {
+		env := demojob.Env(demojob.Config{Seed: 1, Events: 10, Drivers: 1, Data: t.TempDir(), Out: t.TempDir(), CheckpointInterval: time.Second, Parallelism: 1},
+			eddy.Admin(addr), eddy.LogOutput(io.Discard))
+		if err := env.Run(context.Background()); !errors.Is(err, eddy.ErrAdminNotLoopback) {
+			t.Errorf("Admin(%q): Run returned %v, want ErrAdminNotLoopback", addr, err)
+		}
+		if env.Stats().RecordsIn != 0 {
+			t.Errorf("Admin(%q): the job ran", addr)
+		}
+	}
+	env, base := opsJob(t, eddy.Admin("0.0.0.0:0", eddy.AdminAllowRemote()))
+	if !strings.HasPrefix(env.AdminAddr(), "[::]:") && !strings.HasPrefix(env.AdminAddr(), "0.0.0.0:") {
+		t.Errorf("AdminAddr %q", env.AdminAddr())
+	}
+	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz on %s: %d", base, code)
+	}
+}
