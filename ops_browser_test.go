@@ -43,8 +43,12 @@ func artifactDir(t *testing.T) string {
 // headless Chromium: the job graph shows both stages and their edge with a
 // rate, the checkpoint plots draw and gain points as checkpoints complete,
 // and a screenshot is kept. Without Chromium it skips, except under
-// CI=true, where .ci/run installs it and its absence is a failure.
+// CI=true, where .ci/run installs it and its absence is a failure (in
+// -short mode, as under the race detector in CI, it does not run).
 func TestAdminPageInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the browser test runs in the full suite")
+	}
 	path := chromium()
 	if path == "" {
 		if os.Getenv("CI") == "true" {
