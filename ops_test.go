@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,19 +26,36 @@ import (
 // end of the test.
 func opsJob(t *testing.T, opts ...eddy.Option) (*eddy.Env, string) {
 	t.Helper()
-	c := demojob.Config{Seed: 7, Events: 50_000_000, Drivers: 200, Data: t.TempDir(), Out: t.TempDir(),
+	env, base, _ := opsJobIn(t, opsConfig(t), opts...)
+	return env, base
+}
+
+// opsConfig is the demo job, rate limited to 20k points/s (it would run
+// for 40 minutes), checkpointing every 30 ms.
+func opsConfig(t *testing.T) demojob.Config {
+	return demojob.Config{Seed: 7, Events: 50_000_000, Drivers: 200, Data: t.TempDir(), Out: t.TempDir(),
 		CheckpointInterval: 30 * time.Millisecond, Parallelism: 2, Rate: 20_000, EmitEvery: 100, LateEvery: 50}
+}
+
+// opsJobIn is opsJob of job c; stop cancels the job and waits for Run (it
+// also runs at the end of the test).
+func opsJobIn(t *testing.T, c demojob.Config, opts ...eddy.Option) (env *eddy.Env, base string, stop func()) {
+	t.Helper()
 	opts = append([]eddy.Option{eddy.Admin("127.0.0.1:0"), eddy.LogOutput(io.Discard)}, opts...)
-	env := demojob.Env(c, opts...)
+	env = demojob.Env(c, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- env.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case <-env.AdminListening():
 	case err := <-done:
@@ -45,7 +63,7 @@ func opsJob(t *testing.T, opts ...eddy.Option) (*eddy.Env, string) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the admin endpoint was not bound within 10 s")
 	}
-	return env, "http://" + env.AdminAddr()
+	return env, "http://" + env.AdminAddr(), stop
 }
 
 // eventually polls cond every 20 ms until it holds, failing the test with
@@ -142,6 +160,7 @@ next:
 // metrics.
 func TestMetricsFollowJob(t *testing.T) {
 	reg := prometheus.NewRegistry()
+	began := time.Now()
 	_, base := opsJob(t, eddy.Metrics(reg))
 	var in0, ck0 float64
 	eventually(t, 10*time.Second, func() (bool, string) {
@@ -156,11 +175,28 @@ func TestMetricsFollowJob(t *testing.T) {
 		in, _ := sum(f, "eddy_records_in_total", "operator", "gps")
 		ck, _ := sum(f, "eddy_checkpoints_completed_total")
 		dist, n := sum(f, "eddy_records_in_total", "operator", "distance")
-		return in > in0 && ck > ck0 && dist > 0 && n == 2,
-			fmt.Sprintf("records in %v (was %v), checkpoints %v (was %v), distance's in %v over %d subtasks", in, in0, ck, ck0, dist, n)
+		commits, _ := sum(f, "eddy_sink_commit_duration_seconds")
+		return in > in0 && ck > ck0 && dist > 0 && n == 2 && commits > 0,
+			fmt.Sprintf("records in %v (was %v), checkpoints %v (was %v), distance's in %v over %d subtasks, %v sink commits", in, in0, ck, ck0, dist, n, commits)
 	})
 	f := scrape(t, base)
+	wall := time.Since(began).Seconds()
 	ck, _ := sum(f, "eddy_checkpoints_completed_total")
+	// Each subtask's busy, back-pressured and idle time add up to at most
+	// the time it ran, and the source is mostly waiting at 20k points/s.
+	for _, op := range []string{"gps", "distance"} {
+		for _, sub := range []string{"0", "1"} {
+			busy, _ := sum(f, "eddy_subtask_busy_seconds_total", "operator", op, "subtask", sub)
+			pressed, _ := sum(f, "eddy_subtask_backpressured_seconds_total", "operator", op, "subtask", sub)
+			idle, _ := sum(f, "eddy_subtask_idle_seconds_total", "operator", op, "subtask", sub)
+			if total := busy + pressed + idle; total <= 0 || total > wall {
+				t.Errorf("%s subtask %s: busy %.3fs + back-pressured %.3fs + idle %.3fs, ran at most %.3fs", op, sub, busy, pressed, idle, wall)
+			}
+			if op == "gps" && busy > wall/2 {
+				t.Errorf("the rate-limited source's subtask %s was busy %.3fs of %.3fs", sub, busy, wall)
+			}
+		}
+	}
 	for _, phase := range []string{"barrier", "sync", "async", "manifest"} {
 		if n, _ := sum(f, "eddy_checkpoint_phase_duration_seconds", "phase", phase); n < 1 {
 			t.Errorf("phase %s: %v observations", phase, n)
@@ -171,9 +207,6 @@ func TestMetricsFollowJob(t *testing.T) {
 	}
 	if v, _ := sum(f, "eddy_checkpoint_size_bytes", "kind", "full"); v <= 0 {
 		t.Errorf("full checkpoint size %v", v)
-	}
-	if n, _ := sum(f, "eddy_sink_commit_duration_seconds"); n < 1 {
-		t.Errorf("no sink commit observed")
 	}
 	if _, n := sum(f, "eddy_build_info", "job_name", "eddy-demo"); n != 1 {
 		t.Errorf("eddy_build_info: %d series", n)
@@ -357,5 +390,36 @@ func TestAdminRefusesRemoteAddress(t *testing.T) {
 	}
 	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz on %s: %d", base, code)
+	}
+}
+
+// TestMetricsAfterRestore: a job resumed from a checkpoint reports it, with
+// its restore time, on /metrics and in /api/job's restore progress.
+func TestMetricsAfterRestore(t *testing.T) {
+	c := opsConfig(t)
+	_, base, stop := opsJobIn(t, c)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		ck, _ := sum(scrape(t, base), "eddy_checkpoints_completed_total")
+		return ck >= 2, fmt.Sprintf("%v checkpoints", ck)
+	})
+	stop()
+	_, base, _ = opsJobIn(t, c)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		f := scrape(t, base)
+		from, _ := sum(f, "eddy_restored_checkpoint_id")
+		ready, _ := sum(f, "eddy_job_ready")
+		running, _ := sum(f, "eddy_subtasks_running")
+		return from >= 2 && ready == 1 && running == 4, fmt.Sprintf("restored from %v, ready %v, %v subtasks running", from, ready, running)
+	})
+	var job struct {
+		Restore struct {
+			From    uint64 `json:"fromCheckpoint"`
+			Started int    `json:"subtasksRunning"`
+			Total   int    `json:"subtasks"`
+		} `json:"restore"`
+	}
+	_, body := get(t, base+"/api/job")
+	if err := json.Unmarshal(body, &job); err != nil || job.Restore.From < 2 || job.Restore.Started != job.Restore.Total {
+		t.Errorf("/api/job restore: %+v (%v)", job.Restore, err)
 	}
 }
