@@ -64,7 +64,8 @@ func (e *Env) AdminAddr() string {
 }
 
 // AdminListening returns a channel closed once Run has bound the admin
-// endpoint; AdminAddr then returns its address.
+// endpoint; AdminAddr then returns its address. Without Admin, or when Run
+// fails before binding it, the channel is never closed.
 func (e *Env) AdminListening() <-chan struct{} {
 	e.svc.mu.Lock()
 	defer e.svc.mu.Unlock()
@@ -79,15 +80,18 @@ func (e *Env) AdminListening() <-chan struct{} {
 func (e *Env) startOps() (stop func(), err error) {
 	m := runtime.NewMetrics(&e.graph, &e.stats)
 	e.cfg.Metrics = m
-	col := metrics.New(e.cfg.Job, m)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(col)
 	var undo []func()
 	stop = func() {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
 		}
 	}
+	if e.cfg.registerer == nil && e.cfg.admin == nil {
+		return stop, nil // nobody to export to: the runtime's counters suffice
+	}
+	col := metrics.New(e.cfg.Job, m)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
 	if r := e.cfg.registerer; r != nil {
 		if err := r.Register(col); err != nil {
 			return stop, fmt.Errorf("eddy: registering the metrics of job %q: %w (jobs sharing a registerer need distinct eddy.JobName)", e.cfg.Job, err)

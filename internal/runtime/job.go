@@ -80,6 +80,11 @@ func (j *Job) sourceFinished(ctx context.Context) error {
 func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage, blobs blob.Store, lease blob.Lease, before uint64) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
+	// The attempt runs from here: restoring, until every subtask runs.
+	e.metrics.started.Store(0)
+	e.metrics.attempt.Add(1)
+	e.metrics.running.Store(true)
+	defer e.metrics.running.Store(false)
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	defer stopPrune()
 	j := &Job{lease: lease, pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, inboxes: map[*Stage][]*inbox.Inbox[msg]{},
@@ -182,10 +187,6 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 			j.triggers[i][k] = make(chan trigger, 1)
 		}
 	}
-	e.metrics.started.Store(0)
-	e.metrics.attempt.Add(1)
-	e.metrics.running.Store(true)
-	defer e.metrics.running.Store(false)
 	var tasks sync.WaitGroup
 	total := 0
 	for _, st := range e.stages {
