@@ -17,6 +17,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector"
+	"github.com/eddyflow/eddy/connector/datagen"
+	"github.com/eddyflow/eddy/connector/discard"
 	"github.com/eddyflow/eddy/internal/demojob"
 )
 
@@ -422,4 +425,83 @@ func TestMetricsAfterRestore(t *testing.T) {
 	if err := json.Unmarshal(body, &job); err != nil || job.Restore.From < 2 || job.Restore.Started != job.Restore.Total {
 		t.Errorf("/api/job restore: %+v (%v)", job.Restore, err)
 	}
+}
+
+// passFn emits what it gets.
+type passFn struct{}
+
+func (passFn) Open(*eddy.OpenContext) error { return nil }
+
+func (passFn) Process(ctx *eddy.Context[string, datagen.GPSPoint], p *datagen.GPSPoint) error {
+	ctx.Emit(*p)
+	return nil
+}
+
+// pacedSink discards records, sleeping a millisecond every 50 of them.
+type pacedSink[T any] struct{ *discard.Counter[T] }
+
+func (s pacedSink[T]) Name() string { return "paced" }
+
+func (s pacedSink[T]) OpenWriter(ctx context.Context, subtask, par int) (connector.SinkWriter[T], error) {
+	w, err := s.Counter.OpenWriter(ctx, subtask, par)
+	return &pacedWriter[T]{SinkWriter: w}, err
+}
+
+type pacedWriter[T any] struct {
+	connector.SinkWriter[T]
+	n int
+}
+
+func (w *pacedWriter[T]) Write(t *T) error {
+	if w.n++; w.n%50 == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return w.SinkWriter.Write(t)
+}
+
+// gathered reads reg as the scrape would.
+func gathered(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, mf := range fams {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+// TestBackPressureMetrics: behind a slow sink, the unthrottled source
+// spends its time back-pressured and the sink's subtask is busy.
+func TestBackPressureMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	env := eddy.New(eddy.Parallelism(1), eddy.Metrics(reg), eddy.LogOutput(io.Discard))
+	points := eddy.FromSource(env, datagen.GPS(datagen.Seed(1), datagen.Events(100_000_000), datagen.Drivers(100)), eddy.Named("fast"))
+	byDriver := eddy.KeyBy(points, func(p *datagen.GPSPoint) string { return p.DriverID })
+	passed := eddy.Process[string, datagen.GPSPoint, datagen.GPSPoint](byDriver, passFn{}, eddy.Named("slow"))
+	eddy.ToSink(passed, pacedSink[datagen.GPSPoint]{discard.New[datagen.GPSPoint]()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- env.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	eventually(t, 15*time.Second, func() (bool, string) {
+		f := gathered(t, reg)
+		srcPressed, _ := sum(f, "eddy_subtask_backpressured_seconds_total", "operator", "fast")
+		srcBusy, _ := sum(f, "eddy_subtask_busy_seconds_total", "operator", "fast")
+		sinkBusy, _ := sum(f, "eddy_subtask_busy_seconds_total", "operator", "slow")
+		sinkIdle, _ := sum(f, "eddy_subtask_idle_seconds_total", "operator", "slow")
+		select {
+		case err := <-done:
+			done <- err // for the deferred receive
+			t.Fatalf("Run: %v", err)
+		default:
+		}
+		return srcPressed > 0.3 && srcPressed > 2*srcBusy && sinkBusy > 2*sinkIdle,
+			fmt.Sprintf("source back-pressured %.3fs, busy %.3fs; sink busy %.3fs, idle %.3fs", srcPressed, srcBusy, sinkBusy, sinkIdle)
+	})
 }
