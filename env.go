@@ -29,6 +29,8 @@ type Env struct {
 	stats    runtime.Counters
 	buildErr error // the first misuse of the API while building the job
 	svc      opsState
+	// savepoints carries Savepoint's requests to the running attempt.
+	savepoints chan runtime.SavepointRequest
 }
 
 // config is the runtime's configuration and the default parallelism,
@@ -170,7 +172,9 @@ func New(opts ...Option) *Env {
 	if cfg.BatchSize < 1 {
 		cfg.BatchSize = 1
 	}
-	return &Env{cfg: cfg}
+	e := &Env{cfg: cfg, savepoints: make(chan runtime.SavepointRequest)}
+	e.cfg.Savepoints = e.savepoints
+	return e
 }
 
 // Stats returns the job's counters.

@@ -1,6 +1,8 @@
 package eddy
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -55,6 +57,35 @@ type opsState struct {
 	listening chan struct{} // closed once the admin endpoint is bound
 }
 
+// Savepoint takes a savepoint of the running job: a checkpoint triggered
+// now (or once the one in flight is done) that retention then keeps, with
+// every file it uses, whatever RetainCheckpoints says, until its marker
+// (savepoints/<id> in the checkpoint store) is deleted. It returns the
+// checkpoint's id once the checkpoint is complete; before Run runs, it
+// waits (for ctx). A job restores the newest checkpoint, so a savepoint is
+// restored when it is the newest; restoring an older one on purpose is not
+// supported yet.
+func (e *Env) Savepoint(ctx context.Context) (uint64, error) {
+	if e.cfg.StorageURL == "" && e.cfg.Store == nil {
+		return 0, errors.New("eddy: savepoint: the job keeps no checkpoints (eddy.Checkpoints)")
+	}
+	done := make(chan runtime.SavepointResult, 1)
+	select {
+	case e.savepoints <- runtime.SavepointRequest{Done: done}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("eddy: savepoint: the job did not take the request: %w", context.Cause(ctx))
+	}
+	select {
+	case r := <-done:
+		if r.Err != nil {
+			return 0, fmt.Errorf("eddy: savepoint: %w", r.Err)
+		}
+		return r.ID, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("eddy: savepoint: not complete yet (it may still complete): %w", context.Cause(ctx))
+	}
+}
+
 // AdminAddr returns the address the admin endpoint is bound to ("" until
 // Run has bound it, and without Admin).
 func (e *Env) AdminAddr() string {
@@ -104,7 +135,7 @@ func (e *Env) startOps() (stop func(), err error) {
 		proc := prometheus.NewRegistry()
 		proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		srv, err := admin.Start(admin.Config{Addr: a.addr, AllowRemote: a.allowRemote, Job: e.cfg.Job, Metrics: m,
-			Gatherer: prometheus.Gatherers{reg, proc}, Logger: e.cfg.Logger})
+			Gatherer: prometheus.Gatherers{reg, proc}, Logger: e.cfg.Logger, Savepoint: e.Savepoint})
 		if err != nil {
 			return stop, err
 		}

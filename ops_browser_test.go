@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func artifactDir(t *testing.T) string {
 // TestAdminPageInBrowser opens the admin page of the running demo job in
 // headless Chromium: the job graph shows both stages and their edge with a
 // rate, the checkpoint plots draw and gain points as checkpoints complete,
-// and a screenshot is kept. Without Chromium it skips, except under
+// the savepoint button takes one, and a screenshot is kept. Without Chromium it skips, except under
 // CI=true, where .ci/run installs it and its absence is a failure (in
 // -short mode, as under the race detector in CI, it does not run).
 func TestAdminPageInBrowser(t *testing.T) {
@@ -110,6 +111,17 @@ func TestAdminPageInBrowser(t *testing.T) {
 		ok := slices.Equal(v.Stages, []string{"gps", "distance"}) && v.Edges == 1 && v.MaxRate > 0 &&
 			v.Points > first.Points && v.Updates > first.Updates && v.PathLen > 0 && v.SizeLen > 0 && v.Status == "running" && v.WMRows == 4
 		return ok, "page: " + fmtView(v) + " first: " + fmtView(first)
+	})
+	// The savepoint button takes one and says which checkpoint it is.
+	if err := chromedp.Do(ctx, chromedp.Click(`#savepoint`)); err != nil {
+		t.Fatalf("clicking the savepoint button: %v", err)
+	}
+	eventually(t, 15*time.Second, func() (bool, string) {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#savepoint-result').textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return regexp.MustCompile(`^savepoint: checkpoint [1-9][0-9]* `).MatchString(s), "savepoint result: " + s
 	})
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {

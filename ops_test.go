@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/connector"
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/discard"
@@ -271,7 +274,7 @@ func TestTwoJobsOneProcess(t *testing.T) {
 }
 
 // TestAdminEndpoint: health, readiness, the JSON API's shape while the job
-// runs, pprof, and a savepoint request answered with what is missing.
+// runs, pprof.
 func TestAdminEndpoint(t *testing.T) {
 	env, base := opsJob(t)
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
@@ -357,14 +360,6 @@ func TestAdminEndpoint(t *testing.T) {
 	}
 	if code, body := get(t, base+"/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(string(body), "goroutine") {
 		t.Errorf("/debug/pprof/goroutine: %d", code)
-	}
-	resp, err := http.Post(base+"/api/savepoint", "application/json", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotImplemented {
-		t.Errorf("POST /api/savepoint: %s", resp.Status)
 	}
 	if code, body := get(t, base+"/"); code != http.StatusOK || !strings.Contains(string(body), "<html") {
 		t.Errorf("/: %d %.100s", code, body)
@@ -504,4 +499,51 @@ func TestBackPressureMetrics(t *testing.T) {
 		return srcPressed > 0.3 && srcPressed > 2*srcBusy && sinkBusy > 2*sinkIdle,
 			fmt.Sprintf("source back-pressured %.3fs, busy %.3fs; sink busy %.3fs, idle %.3fs", srcPressed, srcBusy, sinkBusy, sinkIdle)
 	})
+}
+
+// TestSavepoint: POST /api/savepoint takes a checkpoint that retention keeps
+// while later checkpoints replace the others; Env.Savepoint of a job without
+// checkpoints says so.
+func TestSavepoint(t *testing.T) {
+	c := opsConfig(t)
+	_, base, _ := opsJobIn(t, c)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		code, body := get(t, base+"/readyz")
+		return code == http.StatusOK, fmt.Sprintf("/readyz: %d %s", code, body)
+	})
+	resp, err := http.Post(base+"/api/savepoint?timeout=10s", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp struct {
+		ID    uint64 `json:"id"`
+		Error string `json:"error"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&sp)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || sp.ID == 0 {
+		t.Fatalf("POST /api/savepoint: %s %+v (%v)", resp.Status, sp, err)
+	}
+	// Retention keeps 3: wait for 5 checkpoints past the savepoint.
+	eventually(t, 10*time.Second, func() (bool, string) {
+		last, _ := sum(scrape(t, base), "eddy_checkpoint_last_id")
+		return last >= float64(sp.ID+5), fmt.Sprintf("last checkpoint %v, savepoint %d", last, sp.ID)
+	})
+	bs, err := blob.Open(c.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := checkpoint.NewStorage(bs, 3)
+	ids, err := st.List(context.Background())
+	if err != nil || !slices.Contains(ids, sp.ID) || slices.Contains(ids, sp.ID+1) {
+		t.Fatalf("checkpoints %v (%v): want the savepoint %d kept and %d pruned", ids, err, sp.ID, sp.ID+1)
+	}
+	if _, err := st.Load(context.Background(), sp.ID); err != nil {
+		t.Fatalf("loading the savepoint: %v", err)
+	}
+
+	env := eddy.New(eddy.LogOutput(io.Discard))
+	if _, err := env.Savepoint(context.Background()); err == nil || !strings.Contains(err.Error(), "no checkpoints") {
+		t.Errorf("Savepoint without checkpoints: %v", err)
+	}
 }

@@ -32,6 +32,9 @@ type Config struct {
 	Gatherer    prometheus.Gatherer
 	Logger      *slog.Logger
 	SampleEvery time.Duration // how often rates are sampled; default 1 s
+	// Savepoint takes a savepoint and returns its checkpoint id; nil:
+	// POST /api/savepoint answers 501.
+	Savepoint func(ctx context.Context) (uint64, error)
 }
 
 // Server is a running admin endpoint.
@@ -165,14 +168,35 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ready")
 }
 
+// savepoint takes a savepoint, waiting up to ?timeout= (default 2 min) for
+// it to complete: 200 with its id, 504 if it did not complete in time, 500
+// if it failed.
 func (s *Server) savepoint(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "savepoints are not supported yet: " + SavepointMissing})
+	if s.cfg.Savepoint == nil {
+		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "this endpoint cannot take savepoints"})
+		return
+	}
+	timeout := 2 * time.Minute
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("timeout %q: want a positive duration such as 30s", v)})
+			return
+		}
+		timeout = d
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	id, err := s.cfg.Savepoint(ctx)
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, map[string]any{"id": id})
+	case errors.Is(err, context.DeadlineExceeded):
+		writeJSON(w, http.StatusGatewayTimeout, map[string]string{"error": err.Error()})
+	default:
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+	}
 }
-
-// SavepointMissing says what the runtime lacks for a retained checkpoint.
-const SavepointMissing = "a checkpoint can be triggered only by the coordinator's interval, " +
-	"a manifest has no way to mark itself retained, and retention (checkpoint.Storage.Prune) deletes every checkpoint past the newest N " +
-	"together with the changelog objects only they refer to"
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")

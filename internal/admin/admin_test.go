@@ -44,8 +44,8 @@ func TestCheckAddr(t *testing.T) {
 }
 
 // TestNotRunning: before a Run (or after it), /readyz answers 503 and the
-// API answers with an empty history; a savepoint request says what is
-// missing.
+// API answers with an empty history; without a way to take savepoints, a
+// request for one answers 501.
 func TestNotRunning(t *testing.T) {
 	m := runtime.NewMetrics(&runtime.Graph{}, &runtime.Counters{})
 	s := &Server{cfg: Config{Job: "j", Metrics: m, Gatherer: prometheus.NewRegistry()}, sampler: newSampler(m)}
@@ -82,7 +82,7 @@ func TestNotRunning(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(b), "retention") {
+	if resp.StatusCode != http.StatusNotImplemented || !strings.Contains(string(b), "savepoints") {
 		t.Errorf("POST /api/savepoint: %s %s", resp.Status, b)
 	}
 	if code, _ := get("/api/savepoint"); code == http.StatusOK {

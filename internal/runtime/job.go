@@ -207,7 +207,7 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		totalSources += s.st.parallelism
 	}
 	ccfg := coord.Config{FirstID: j.nextID, Timeout: e.cfg.Timeout, Tolerable: e.cfg.TolerableFailures,
-		Acks: total, Sources: totalSources, Logger: e.cfg.Logger, OnFailed: e.metrics.checkpointFailed}
+		Acks: total, Sources: totalSources, Logger: e.cfg.Logger, OnFailed: e.metrics.checkpointFailed, Savepoints: e.cfg.Savepoints}
 	if e.cfg.Interval > 0 {
 		t := time.NewTicker(e.cfg.Interval)
 		defer t.Stop()
@@ -372,6 +372,17 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 			}
 			e.cfg.Logger.Warn("checkpoint failed: writing its manifest", "checkpoint", c.ID, "err", err)
 			return nil, coord.Failed(fmt.Errorf("checkpoint %d: writing its manifest: %w", c.ID, err))
+		}
+	}
+	if c.Savepoint {
+		// The checkpoint exists either way; only the savepoint can fail.
+		if j.storage == nil {
+			c.SavepointErr = errors.New("the job keeps no checkpoints (eddy.Checkpoints)")
+		} else if err := j.storage.Retain(ctx, m.ID); err != nil {
+			c.SavepointErr = err
+			e.cfg.Logger.Warn("checkpoint complete, but retaining it as a savepoint failed", "checkpoint", m.ID, "err", err)
+		} else {
+			e.cfg.Logger.Info("savepoint taken", "checkpoint", m.ID)
 		}
 	}
 	manifestWrite := time.Since(writeStart)

@@ -11,6 +11,7 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	_ "github.com/eddyflow/eddy/blob/file" // registers file:// storage
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/internal/coord"
 	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/restore"
 )
@@ -44,7 +45,17 @@ type Config struct {
 	// Metrics receives the Run's measurements (NewMetrics of the same
 	// graph and counters); nil: Run keeps its own.
 	Metrics *Metrics
+	// Savepoints are requests for a retained checkpoint, served by the
+	// coordinator of whichever attempt runs.
+	Savepoints <-chan SavepointRequest
 }
+
+// SavepointRequest asks a running job for a savepoint: a checkpoint taken
+// after the request that retention keeps (checkpoint.Storage.Retain).
+type SavepointRequest = coord.SavepointRequest
+
+// SavepointResult is the savepoint's checkpoint id, or why none was taken.
+type SavepointResult = coord.SavepointResult
 
 // runner is one Run of a job graph: its configuration, graph and counters.
 type runner struct {

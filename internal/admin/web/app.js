@@ -228,4 +228,22 @@ async function poll() {
   setTimeout(poll, POLL_MS);
 }
 
+// takeSavepoint asks for a savepoint and says which checkpoint it is.
+async function takeSavepoint() {
+  const button = document.getElementById("savepoint");
+  const out = document.getElementById("savepoint-result");
+  button.disabled = true;
+  out.textContent = "taking a savepoint…";
+  try {
+    const r = await fetch("api/savepoint", { method: "POST" });
+    const body = await r.json();
+    out.textContent = r.ok ? `savepoint: checkpoint ${body.id} (kept until savepoints/${String(body.id).padStart(20, "0")} is deleted)`
+      : `savepoint failed: ${body.error}`;
+  } catch (e) {
+    out.textContent = `savepoint failed: ${e}`;
+  }
+  button.disabled = false;
+}
+
+document.getElementById("savepoint").addEventListener("click", takeSavepoint);
 poll();
