@@ -257,12 +257,14 @@ func TestFinalCheckpointRetried(t *testing.T) {
 
 // TestSavepoints: a request starts a checkpoint at once, or after the one
 // in flight (which is not the savepoint: it started before the request);
-// the requester gets the id, or the failure of the checkpoint, or Complete's
-// retention error; a request left when Run ends is answered.
+// the requester gets the id, or the failure of the checkpoint (which
+// OnFailed reports), or Complete's retention error; a request left when Run
+// ends is answered.
 func TestSavepoints(t *testing.T) {
 	tk := newTask()
 	reqs := make(chan SavepointRequest)
-	h := start(t, Config{FirstID: 1, Acks: 2, Sources: 1, Tolerable: 5, Savepoints: reqs}, tk)
+	failed := make(chan uint64, 10)
+	h := start(t, Config{FirstID: 1, Acks: 2, Sources: 1, Tolerable: 5, Savepoints: reqs, OnFailed: func(id uint64) { failed <- id }}, tk)
 	ask := func() chan SavepointResult {
 		done := make(chan SavepointResult, 1)
 		reqs <- SavepointRequest{Done: done}
@@ -298,6 +300,9 @@ func TestSavepoints(t *testing.T) {
 	h.acks <- Ack{ID: 3, Subtask: 0, Err: errors.New("upload failed")}
 	if r := result(second); r.Err == nil || !strings.Contains(r.Err.Error(), "upload failed") {
 		t.Fatalf("failed savepoint: %+v", r)
+	}
+	if id := <-failed; id != 3 {
+		t.Fatalf("OnFailed(%d), want 3", id)
 	}
 	// Complete could not retain it: the checkpoint stands, the savepoint fails.
 	tk.complete = func(c *Checkpoint) (map[string][]manifest.Txn, error) {
