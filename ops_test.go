@@ -214,6 +214,9 @@ func TestMetricsFollowJob(t *testing.T) {
 	if v, _ := sum(f, "eddy_checkpoint_size_bytes", "kind", "full"); v <= 0 {
 		t.Errorf("full checkpoint size %v", v)
 	}
+	if _, n := sum(f, "eddy_dstl_uploads_total"); n != 0 {
+		t.Errorf("a job without the changelog has %d eddy_dstl_uploads_total series", n)
+	}
 	if _, n := sum(f, "eddy_build_info", "job_name", "eddy-demo"); n != 1 {
 		t.Errorf("eddy_build_info: %d series", n)
 	}
@@ -546,4 +549,21 @@ func TestSavepoint(t *testing.T) {
 	if _, err := env.Savepoint(context.Background()); err == nil || !strings.Contains(err.Error(), "no checkpoints") {
 		t.Errorf("Savepoint without checkpoints: %v", err)
 	}
+}
+
+// TestChangelogMetrics: with the changelog state backend, the durable
+// short-term log's uploads show on /metrics.
+func TestChangelogMetrics(t *testing.T) {
+	c := opsConfig(t)
+	c.Changelog = true
+	_, base, _ := opsJobIn(t, c)
+	eventually(t, 10*time.Second, func() (bool, string) {
+		f := scrape(t, base)
+		ok, _ := sum(f, "eddy_dstl_uploads_total", "outcome", "ok")
+		first, _ := sum(f, "eddy_dstl_upload_attempts_total", "reason", "first")
+		bytes, _ := sum(f, "eddy_dstl_uploaded_bytes_total")
+		_, inFlight := sum(f, "eddy_dstl_in_flight_bytes")
+		return ok > 0 && first >= ok && bytes > 0 && inFlight == 1,
+			fmt.Sprintf("uploads %v, first attempts %v, bytes %v, in-flight gauge %d", ok, first, bytes, inFlight)
+	})
 }

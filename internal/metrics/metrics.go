@@ -19,12 +19,14 @@ type Collector struct {
 	m    *runtime.Metrics
 	job  string
 	desc struct {
-		recordsIn, recordsOut, late, dropped                 *prometheus.Desc
-		busy, pressured, idle                                *prometheus.Desc
-		watermark, watermarkLag, stateEntries, stateBytes    *prometheus.Desc
-		completed, failed, size, lastCompleted, lastID       *prometheus.Desc
-		restarts, restore, restoredID, ready, subtasks       *prometheus.Desc
-		started, materializations, materializationStall, bld *prometheus.Desc
+		recordsIn, recordsOut, late, dropped                  *prometheus.Desc
+		busy, pressured, idle                                 *prometheus.Desc
+		watermark, watermarkLag, stateEntries, stateBytes     *prometheus.Desc
+		completed, failed, size, lastCompleted, lastID        *prometheus.Desc
+		restarts, restore, restoredID, ready, subtasks        *prometheus.Desc
+		started, materializations, materializationStall, bld  *prometheus.Desc
+		dstlInFlight, dstlUploaded, dstlUploads, dstlAttempts *prometheus.Desc
+		dstlChanges, dstlBlocked, dstlBlockedTime             *prometheus.Desc
 	}
 	build    prometheus.Labels
 	duration prometheus.Histogram
@@ -77,6 +79,13 @@ func New(job string, m *runtime.Metrics) *Collector {
 	c.desc.materializations = d("eddy_changelog_materializations_total", "Changelog materializations completed.")
 	c.desc.materializationStall = d("eddy_changelog_materialization_stall_max_seconds", "Longest time one materialization step held up a subtask's records.")
 	c.desc.bld = d("eddy_build_info", "Always 1; the labels say which Eddy and Go built the binary.", "version", "revision", "go_version")
+	c.desc.dstlInFlight = d("eddy_dstl_in_flight_bytes", "Changelog bytes queued or uploading to the durable short-term log now.")
+	c.desc.dstlUploaded = d("eddy_dstl_uploaded_bytes_total", "Bytes of changelog objects uploaded (winning attempts).")
+	c.desc.dstlUploads = d("eddy_dstl_uploads_total", "Changelog batches uploaded, by outcome (ok; failed after every attempt).", "outcome")
+	c.desc.dstlAttempts = d("eddy_dstl_upload_attempts_total", "Changelog upload attempts started, by why: first, hedge (an earlier one was slow), retry (an earlier one failed).", "reason")
+	c.desc.dstlChanges = d("eddy_dstl_changes_total", "State changes sealed into changelog batches.")
+	c.desc.dstlBlocked = d("eddy_dstl_blocked_appends_total", "State changes that waited because too many bytes were in flight (backpressure from the log).")
+	c.desc.dstlBlockedTime = d("eddy_dstl_blocked_seconds_total", "Time state changes waited for bytes in flight to drop.")
 	c.build = buildLabels()
 	c.duration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eddy_checkpoint_duration_seconds",
 		Help: "Checkpoint duration, trigger to sinks committed.", ConstLabels: jl, Buckets: durationBuckets})
@@ -143,7 +152,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.desc.recordsIn, c.desc.recordsOut, c.desc.late, c.desc.dropped, c.desc.busy, c.desc.pressured,
 		c.desc.idle, c.desc.watermark, c.desc.watermarkLag, c.desc.stateEntries, c.desc.stateBytes, c.desc.completed, c.desc.failed,
 		c.desc.size, c.desc.lastCompleted, c.desc.lastID, c.desc.restarts, c.desc.restore, c.desc.restoredID, c.desc.ready,
-		c.desc.subtasks, c.desc.started, c.desc.materializations, c.desc.materializationStall, c.desc.bld} {
+		c.desc.subtasks, c.desc.started, c.desc.materializations, c.desc.materializationStall, c.desc.bld,
+		c.desc.dstlInFlight, c.desc.dstlUploaded, c.desc.dstlUploads, c.desc.dstlAttempts, c.desc.dstlChanges,
+		c.desc.dstlBlocked, c.desc.dstlBlockedTime} {
 		ch <- d
 	}
 	c.duration.Describe(ch)
@@ -208,6 +219,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.desc.materializations, float64(stats.Materializations))
 	gauge(c.desc.materializationStall, stats.MaterializationStall.Seconds())
 	gauge(c.desc.bld, 1, c.build["version"], c.build["revision"], c.build["go_version"])
+	if d, ok := c.m.DSTL(); ok {
+		gauge(c.desc.dstlInFlight, float64(d.BytesInFlight))
+		counter(c.desc.dstlUploaded, float64(d.BytesUploaded))
+		counter(c.desc.dstlUploads, float64(d.Uploads), "ok")
+		counter(c.desc.dstlUploads, float64(d.FailedBatches), "failed")
+		counter(c.desc.dstlAttempts, float64(d.Attempts-d.HedgedUploads-d.Retries), "first")
+		counter(c.desc.dstlAttempts, float64(d.HedgedUploads), "hedge")
+		counter(c.desc.dstlAttempts, float64(d.Retries), "retry")
+		counter(c.desc.dstlChanges, float64(d.Changes))
+		counter(c.desc.dstlBlocked, float64(d.BlockedAppends))
+		counter(c.desc.dstlBlockedTime, d.BlockedTime.Seconds())
+	}
 	c.duration.Collect(ch)
 	c.phase.Collect(ch)
 	c.commit.Collect(ch)

@@ -142,6 +142,8 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		return err
 	}
 	if j.dlog != nil {
+		e.metrics.attachLog(j.dlog)
+		defer e.metrics.detachLog(j.dlog) // after Close: its last uploads count
 		defer j.dlog.Close()
 	}
 	e.stats.recovery.Store(0)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/eddyflow/eddy/dstl"
 )
 
 // Metrics are the live measurements of one Run of a job graph, kept across
@@ -29,6 +31,11 @@ type Metrics struct {
 	mu       sync.Mutex
 	history  []CheckpointStats // the newest last, at most historyLen
 	observer Observer
+	// The changelog's log of the current attempt, and the sums of the
+	// logs of attempts before it, so its counters never go back.
+	dlog     *dstl.Log
+	dlogBase dstl.Metrics
+	dlogSeen bool
 }
 
 // historyLen is how many completed checkpoints Metrics remembers.
@@ -189,3 +196,52 @@ type clock struct {
 
 // running counts the subtask as restored and running in its attempt.
 func (sc *Subtask) running() { sc.job.env.metrics.started.Add(1) }
+
+func (m *Metrics) attachLog(l *dstl.Log) {
+	m.mu.Lock()
+	m.dlog, m.dlogSeen = l, true
+	m.mu.Unlock()
+}
+
+func (m *Metrics) detachLog(l *dstl.Log) {
+	last := l.Metrics()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dlog = nil
+	addLogMetrics(&m.dlogBase, last)
+}
+
+// addLogMetrics adds the counters of src to dst (not the in-flight gauge).
+func addLogMetrics(dst *dstl.Metrics, src dstl.Metrics) {
+	dst.Changes += src.Changes
+	dst.DroppedChanges += src.DroppedChanges
+	dst.Batches += src.Batches
+	dst.Uploads += src.Uploads
+	dst.FailedBatches += src.FailedBatches
+	dst.Attempts += src.Attempts
+	dst.HedgedUploads += src.HedgedUploads
+	dst.Retries += src.Retries
+	dst.FailedAttempts += src.FailedAttempts
+	dst.BytesRaw += src.BytesRaw
+	dst.BytesUploaded += src.BytesUploaded
+	dst.BlockedAppends += src.BlockedAppends
+	dst.BlockedTime += src.BlockedTime
+}
+
+// DSTL returns the changelog's durable short-term log counters, summed over
+// the Run's attempts (BytesInFlight: the current attempt's), and whether
+// the job has a changelog.
+func (m *Metrics) DSTL() (dstl.Metrics, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.dlogSeen {
+		return dstl.Metrics{}, false
+	}
+	r := m.dlogBase
+	if m.dlog != nil {
+		cur := m.dlog.Metrics()
+		addLogMetrics(&r, cur)
+		r.BytesInFlight = cur.BytesInFlight
+	}
+	return r, true
+}
