@@ -77,7 +77,7 @@ type StageInfo struct {
 // NewMetrics returns the metrics of a Run of g, whose job-level counters
 // are stats. Build g completely first.
 func NewMetrics(g *Graph, stats *Counters) *Metrics {
-	m := &Metrics{stats: stats, subtasks: make([][]SubtaskMetrics, len(g.stages))}
+	m := &Metrics{stats: stats, subtasks: make([][]SubtaskMetrics, len(g.stages)), history: make([]CheckpointStats, 0, historyLen)}
 	for i, st := range g.stages {
 		m.subtasks[i] = make([]SubtaskMetrics, st.parallelism)
 		for k := range m.subtasks[i] {
