@@ -10,6 +10,8 @@ import (
 	goruntime "runtime"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eddyflow/eddy/blob"
 	_ "github.com/eddyflow/eddy/blob/file" // registers file:// storage
 	"github.com/eddyflow/eddy/internal/graph"
@@ -26,6 +28,9 @@ type Env struct {
 	nodes    []graph.Node // the checkpointed parts, for the identity check
 	stats    runtime.Counters
 	buildErr error // the first misuse of the API while building the job
+	svc      opsState
+	// savepoints carries Savepoint's requests to the running attempt.
+	savepoints chan runtime.SavepointRequest
 }
 
 // config is the runtime's configuration and the default parallelism,
@@ -33,7 +38,9 @@ type Env struct {
 type config struct {
 	runtime.Config
 	parallelism int
-	params      map[string]string // JobParameters
+	params      map[string]string     // JobParameters
+	registerer  prometheus.Registerer // Metrics
+	admin       *adminConfig          // Admin
 }
 
 // Option configures an Env.
@@ -165,7 +172,9 @@ func New(opts ...Option) *Env {
 	if cfg.BatchSize < 1 {
 		cfg.BatchSize = 1
 	}
-	return &Env{cfg: cfg}
+	e := &Env{cfg: cfg, savepoints: make(chan runtime.SavepointRequest)}
+	e.cfg.Savepoints = e.savepoints
+	return e
 }
 
 // Stats returns the job's counters.
@@ -182,6 +191,11 @@ func (e *Env) Run(ctx context.Context) error {
 		return err
 	}
 	e.cfg.Fingerprint = graph.Fingerprint(e.nodes, e.cfg.params)
+	stop, err := e.startOps()
+	defer stop()
+	if err != nil {
+		return err
+	}
 	return runtime.Run(ctx, &e.graph, &e.cfg.Config, &e.stats)
 }
 

@@ -35,6 +35,7 @@ func newStream[T any](env *Env, st *runtime.Stage, desc string) *Stream[T] {
 // consume adds an operator that reads s. Every consumer sees every record
 // (fan-out); consumers must not modify the records they are given.
 func (s *Stream[T]) consume(op string, build func(sc *runtime.Subtask) (runtime.Push[T], error)) {
+	s.st.AddOperator(op, false)
 	s.next = append(s.next, build)
 	s.info.consumed = true
 }
@@ -265,6 +266,7 @@ func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...KeyByOptio
 }
 
 func (ks *KeyedStream[K, T]) consume(op string, build func(sc *runtime.Subtask) (runtime.KeyedPush[K, T], error)) {
+	ks.st.AddOperator(op, true)
 	ks.next = append(ks.next, build)
 	ks.info.consumed = true
 }

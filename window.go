@@ -138,6 +138,7 @@ type windowFn[K comparable, IN, ACC, OUT any] struct {
 	result   func(key K, w Window, acc ACC, emit func(OUT)) error
 	late     runtime.Push[IN]
 	lateCnt  *int64
+	dropCnt  *int64 // late records with no Late consumer
 	st       *state.Map[int64, winState[ACC]]
 	emit     func(OUT) // ctx.Emit, made once
 	fireBuf  []int64   // scratch of OnTimer
@@ -195,6 +196,7 @@ func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error 
 		if f.late != nil {
 			return f.late(ts, in)
 		}
+		*f.dropCnt++
 	}
 	return nil
 }
@@ -331,7 +333,7 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 		}
 		fn := mk()
 		fn.w, fn.lateness = w, cfg.lateness
-		fn.lateCnt = sc.LateRecords()
+		fn.lateCnt, fn.dropCnt = sc.LateRecords(), sc.DroppedRecords()
 		if len(late.next) > 0 {
 			if fn.late, err = late.build(sc); err != nil {
 				return nil, err

@@ -279,7 +279,8 @@ const ManifestHedgeAfter = time.Second
 const ManifestHedgeAfterP90 = 3
 
 // Prune is the second half of Complete: keep the newest retained complete
-// checkpoints up to m and delete what none of them uses. Its error is a
+// checkpoints up to m, and the savepoints (Retain), and delete what none of
+// them uses. Its error is a
 // *PruneError; the checkpoint stays complete.
 func (s *Storage) Prune(ctx context.Context, m *Manifest) error {
 	s.pruneMu.Lock()
@@ -327,6 +328,30 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 			keep[f] = true
 		}
 		kept++
+	}
+	// Savepoints are kept whatever their age, with what they use.
+	savepoints, err := s.Savepoints(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range savepoints {
+		if id > m.ID || keep[s.ManifestName(id)] {
+			continue
+		}
+		sp, err := s.Load(ctx, id)
+		if err != nil {
+			if unusable(err) {
+				continue // gone or corrupt: nothing of it can be restored
+			}
+			return err // unsure what it references: delete nothing
+		}
+		keep[s.ManifestName(sp.ID)] = true
+		for _, f := range sp.Files {
+			keep[f] = true
+		}
+		for _, f := range sp.Keep {
+			keep[f] = true
+		}
 	}
 	var manifests, files []string
 	quarantined, err := s.Quarantined(ctx)

@@ -656,3 +656,41 @@ func TestPruneDeletesInParallelManifestsFirst(t *testing.T) {
 		t.Fatalf("blobs after the next prune = %q", got)
 	}
 }
+
+// TestSavepointSurvivesRetention: a checkpoint marked by Retain keeps its
+// manifest and files however many checkpoints follow, including files the
+// checkpoints after it share; deleting its marker releases it.
+func TestSavepointSurvivesRetention(t *testing.T) {
+	bs := newFileStore(t)
+	st := checkpoint.NewStorage(bs, 2)
+	writeCheckpoint(t, st, bs, 1, 1)
+	sp := writeCheckpoint(t, st, bs, 2, 2)
+	if err := st.Retain(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(3); id <= 6; id++ {
+		writeCheckpoint(t, st, bs, id, 1, st.StateBlobName(2, "agg", 1)) // shares one of 2's parts
+	}
+	if ids, _ := st.List(ctx); !slices.Equal(ids, []uint64{2, 5, 6}) {
+		t.Fatalf("List = %v, want the savepoint 2 and the newest 5, 6", ids)
+	}
+	got := names(t, bs)
+	for _, f := range append(sp.Files, st.ManifestName(2), checkpoint.SavepointName(2)) {
+		if !slices.Contains(got, f) {
+			t.Errorf("%s of the savepoint was deleted", f)
+		}
+	}
+	if m, err := st.Load(ctx, 2); err != nil || m.ID != 2 {
+		t.Fatalf("Load(2) = %v, %v", m, err)
+	}
+	if ids, err := st.Savepoints(ctx); err != nil || !slices.Equal(ids, []uint64{2}) {
+		t.Fatalf("Savepoints = %v, %v", ids, err)
+	}
+	if err := bs.Delete(ctx, checkpoint.SavepointName(2)); err != nil {
+		t.Fatal(err)
+	}
+	writeCheckpoint(t, st, bs, 7, 1)
+	if ids, _ := st.List(ctx); !slices.Equal(ids, []uint64{6, 7}) {
+		t.Fatalf("after releasing the savepoint: List = %v, want [6 7]", ids)
+	}
+}

@@ -43,6 +43,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	kafkaBrokers := fs.String("kafka", "", "run from and to Kafka topics on these brokers (host:port,...)")
 	fs.BoolVar(&c.Changelog, "changelog", false, "use the changelog state backend (durable short-term log + background materialization)")
 	fs.DurationVar(&c.Materialize, "materialize", 10*time.Second, "with --changelog: time between materializations")
+	admin := fs.String("admin", "", "serve /metrics, the admin API and a web page on this loopback host:port (port 0: any free port)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -81,6 +82,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	if *allowDup {
 		opts = append(opts, eddy.AllowDuplicatesOnFallback())
 	}
+	if *admin != "" {
+		opts = append(opts, eddy.Admin(*admin))
+	}
 	var env *eddy.Env
 	if *kafkaBrokers != "" {
 		var err error
@@ -98,6 +102,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- env.Run(ctx) }()
+	if *admin != "" {
+		printAdminURL(env, done, stdout)
+	}
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	var last eddy.Stats

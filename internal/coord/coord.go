@@ -28,12 +28,17 @@ type Task interface {
 
 // Checkpoint is a checkpoint whose acknowledgements have all arrived.
 type Checkpoint struct {
-	ID      uint64
-	Final   bool
-	Started time.Time
-	SyncDur time.Duration // the longest synchronous part of a subtask
-	Acks    []Ack
-	Last    Ack // the acknowledgement that completed it
+	ID    uint64
+	Final bool
+	// Savepoint asks Complete to retain the checkpoint (a savepoint was
+	// requested); Complete sets SavepointErr if it could not, though the
+	// checkpoint completed.
+	Savepoint    bool
+	SavepointErr error
+	Started      time.Time
+	SyncDur      time.Duration // the longest synchronous part of a subtask
+	Acks         []Ack
+	Last         Ack // the acknowledgement that completed it
 	// Pending are the sink transactions of this and earlier checkpoints
 	// that never completed (their records precede this barrier).
 	Pending map[string][]manifest.Txn
@@ -57,6 +62,25 @@ type Config struct {
 	// Sources is how many source subtasks signal that they finished.
 	Sources int
 	Logger  *slog.Logger
+	// OnFailed, if set, is called with the id of each checkpoint that
+	// fails (timed out, a failed acknowledgement, a failed Complete).
+	OnFailed func(id uint64)
+	// Savepoints are requests for a savepoint: a checkpoint triggered
+	// after the request (at once, or once the one in flight is done) and
+	// retained. Nil: none.
+	Savepoints <-chan SavepointRequest
+}
+
+// SavepointRequest asks for a savepoint; Done receives exactly one result.
+// It must have room for it: the coordinator does not wait.
+type SavepointRequest struct {
+	Done chan<- SavepointResult
+}
+
+// SavepointResult is the id of the savepoint taken, or why none was.
+type SavepointResult struct {
+	ID  uint64
+	Err error
 }
 
 // failedError marks an error that fails one checkpoint, not the run.
@@ -80,6 +104,9 @@ type Coordinator struct {
 	failures int
 	pending  map[string][]manifest.Txn
 	timeout  *time.Timer
+	// Savepoint requests not yet attached to a checkpoint, and those of
+	// the checkpoint in flight.
+	waiting, savers []SavepointRequest
 }
 
 // New returns a coordinator of task.
@@ -98,13 +125,25 @@ func New(task Task, cfg Config) *Coordinator {
 // signals) is complete, which returns nil, or an error: a failed final
 // checkpoint, more failed checkpoints in a row than tolerated, a fatal ack,
 // an error of Task.Complete, or ctx's end.
-func (c *Coordinator) Run(ctx context.Context, acks <-chan Ack, finished <-chan struct{}) error {
+func (c *Coordinator) Run(ctx context.Context, acks <-chan Ack, finished <-chan struct{}) (err error) {
 	c.timeout = time.NewTimer(time.Hour)
 	defer c.timeout.Stop()
+	defer func() {
+		why := errors.New("the job ended before the savepoint was taken")
+		if err != nil {
+			why = fmt.Errorf("the job stopped before the savepoint was taken: %w", err)
+		}
+		c.answer(append(c.waiting, c.savers...), 0, why)
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case r := <-c.cfg.Savepoints:
+			c.waiting = append(c.waiting, r)
+			if c.inflight == nil && c.finished < c.cfg.Sources {
+				c.start(false)
+			}
 		case <-c.cfg.Tick:
 			if c.inflight == nil && c.finished < c.cfg.Sources {
 				c.start(false)
@@ -121,7 +160,7 @@ func (c *Coordinator) Run(ctx context.Context, acks <-chan Ack, finished <-chan 
 			if c.inflight.Final {
 				return fmt.Errorf("eddy: the final checkpoint %d timed out", id)
 			}
-			if err := c.fail(fmt.Errorf("checkpoint %d timed out after %v", id, c.cfg.Timeout)); err != nil {
+			if err := c.fail(id, fmt.Errorf("checkpoint %d timed out after %v", id, c.cfg.Timeout)); err != nil {
 				return err
 			}
 		case a := <-acks:
@@ -152,7 +191,7 @@ func (c *Coordinator) ack(ctx context.Context, a Ack) (done bool, err error) {
 		if c.inflight.Final {
 			return false, fmt.Errorf("eddy: the final checkpoint %d failed: %w", a.ID, a.Err)
 		}
-		return false, c.fail(fmt.Errorf("checkpoint %d: %w", a.ID, a.Err))
+		return false, c.fail(a.ID, fmt.Errorf("checkpoint %d: %w", a.ID, a.Err))
 	}
 	cp := c.inflight
 	if cp == nil || a.ID != cp.ID {
@@ -177,23 +216,28 @@ func (c *Coordinator) ack(ctx context.Context, a Ack) (done bool, err error) {
 			return false, f.err
 		}
 		// No checkpoint: its transactions wait for the next one.
-		return false, c.fail(f.err)
+		return false, c.fail(cp.ID, f.err)
 	}
 	c.failures = 0
 	c.pending = pending
 	if pending == nil {
 		c.pending = map[string][]manifest.Txn{}
 	}
+	if cp.Savepoint {
+		c.answer(c.savers, cp.ID, cp.SavepointErr)
+		c.savers = nil
+	}
 	if cp.Final {
 		return true, nil
 	}
-	c.maybeFinal()
+	c.next()
 	return false, nil
 }
 
 // start starts checkpoint nextID.
 func (c *Coordinator) start(final bool) {
-	c.inflight = &Checkpoint{ID: c.nextID, Final: final, Started: time.Now()}
+	c.savers, c.waiting = append(c.savers, c.waiting...), nil
+	c.inflight = &Checkpoint{ID: c.nextID, Final: final, Started: time.Now(), Savepoint: len(c.savers) > 0}
 	c.nextID++
 	c.timeout.Reset(c.cfg.Timeout)
 	c.task.Trigger(c.inflight.ID, final)
@@ -211,13 +255,37 @@ func (c *Coordinator) maybeFinal() {
 // fail counts a failed checkpoint: past the tolerated number in a row, the
 // run fails with it (a full disk does not heal by taking more checkpoints,
 // and their pending output piles up).
-func (c *Coordinator) fail(err error) error {
+func (c *Coordinator) fail(id uint64, err error) error {
+	if c.cfg.OnFailed != nil {
+		c.cfg.OnFailed(id)
+	}
+	c.answer(c.savers, 0, fmt.Errorf("checkpoint %d failed: %w", id, err))
+	c.savers = nil
 	c.inflight = nil
 	c.timeout.Reset(time.Hour)
 	c.failures++
 	if tol := c.cfg.Tolerable; tol >= 0 && c.failures > tol {
 		return fmt.Errorf("eddy: %d checkpoints in a row failed (%d tolerated); the last: %w", c.failures, tol, err)
 	}
-	c.maybeFinal()
+	c.next()
 	return nil
+}
+
+// next starts the final checkpoint if it is due, else one for waiting
+// savepoint requests, if any.
+func (c *Coordinator) next() {
+	c.maybeFinal()
+	if c.inflight == nil && len(c.waiting) > 0 && c.finished < c.cfg.Sources {
+		c.start(false)
+	}
+}
+
+// answer sends each request its result.
+func (c *Coordinator) answer(rs []SavepointRequest, id uint64, err error) {
+	for _, r := range rs {
+		select {
+		case r.Done <- SavepointResult{ID: id, Err: err}:
+		default: // no room: the requester gave up
+		}
+	}
 }

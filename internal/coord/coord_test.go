@@ -254,3 +254,77 @@ func TestFinalCheckpointRetried(t *testing.T) {
 		}
 	})
 }
+
+// TestSavepoints: a request starts a checkpoint at once, or after the one
+// in flight (which is not the savepoint: it started before the request);
+// the requester gets the id, or the failure of the checkpoint (which
+// OnFailed reports), or Complete's retention error; a request left when Run
+// ends is answered.
+func TestSavepoints(t *testing.T) {
+	tk := newTask()
+	reqs := make(chan SavepointRequest)
+	failed := make(chan uint64, 10)
+	h := start(t, Config{FirstID: 1, Acks: 2, Sources: 1, Tolerable: 5, Savepoints: reqs, OnFailed: func(id uint64) { failed <- id }}, tk)
+	ask := func() chan SavepointResult {
+		done := make(chan SavepointResult, 1)
+		reqs <- SavepointRequest{Done: done}
+		return done
+	}
+	result := func(done chan SavepointResult) SavepointResult {
+		t.Helper()
+		select {
+		case r := <-done:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("no savepoint result")
+			return SavepointResult{}
+		}
+	}
+	// No checkpoint in flight: the request triggers one.
+	first := ask()
+	h.triggered(1, false)
+	h.ackAll(1, 2, "")
+	if r := result(first); r.ID != 1 || r.Err != nil || !tk.completed[0].Savepoint {
+		t.Fatalf("savepoint: %+v, completed %+v", r, tk.completed[0])
+	}
+	// A checkpoint in flight: the savepoint is the next one.
+	h.tick <- time.Now()
+	h.triggered(2, false)
+	second := ask()
+	h.noTrigger()
+	h.ackAll(2, 2, "")
+	h.triggered(3, false)
+	if tk.completed[1].Savepoint {
+		t.Fatal("the checkpoint in flight when the savepoint was asked for became it")
+	}
+	h.acks <- Ack{ID: 3, Subtask: 0, Err: errors.New("upload failed")}
+	if r := result(second); r.Err == nil || !strings.Contains(r.Err.Error(), "upload failed") {
+		t.Fatalf("failed savepoint: %+v", r)
+	}
+	if id := <-failed; id != 3 {
+		t.Fatalf("OnFailed(%d), want 3", id)
+	}
+	// Complete could not retain it: the checkpoint stands, the savepoint fails.
+	tk.complete = func(c *Checkpoint) (map[string][]manifest.Txn, error) {
+		c.SavepointErr = errors.New("marker not written")
+		return nil, nil
+	}
+	third := ask()
+	h.triggered(4, false)
+	h.ackAll(4, 2, "")
+	if r := result(third); r.ID != 4 || r.Err == nil {
+		t.Fatalf("unretained savepoint: %+v", r)
+	}
+	tk.complete = nil
+	// Asked while the final checkpoint is in flight: answered when Run ends.
+	h.finished <- struct{}{}
+	h.triggered(5, true)
+	last := ask()
+	h.ackAll(5, 2, "")
+	if err := h.end(); err != nil {
+		t.Fatal(err)
+	}
+	if r := result(last); r.Err == nil || !strings.Contains(r.Err.Error(), "ended") {
+		t.Fatalf("request at the end: %+v", r)
+	}
+}

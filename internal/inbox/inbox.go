@@ -35,6 +35,19 @@ func (in *Inbox[M]) Send(done <-chan struct{}, i int, m M) bool {
 	return true
 }
 
+// TrySend delivers m from input i if the input has a credit left, without
+// waiting; it reports whether it did. A sender tries it first to tell a
+// wait for credits (backpressure) from none.
+func (in *Inbox[M]) TrySend(i int, m M) bool {
+	select {
+	case in.credits[i] <- struct{}{}:
+	default:
+		return false
+	}
+	in.ch <- Envelope[M]{From: i, Msg: m}
+	return true
+}
+
 // C is where the receiver takes messages from.
 func (in *Inbox[M]) C() <-chan Envelope[M] { return in.ch }
 

@@ -65,3 +65,36 @@ func TestNoAllocation(t *testing.T) {
 		t.Fatalf("%v allocations per message", allocs)
 	}
 }
+
+// TestTrySend: TrySend delivers while the input has credits and refuses,
+// without waiting or sending, once they are out.
+func TestTrySend(t *testing.T) {
+	in := New[int](2, 1)
+	if !in.TrySend(0, 1) {
+		t.Fatal("TrySend refused with a credit left")
+	}
+	if in.TrySend(0, 2) {
+		t.Fatal("TrySend sent with the input's credits out")
+	}
+	if !in.TrySend(1, 3) {
+		t.Fatal("TrySend refused on another input")
+	}
+	if len(in.C()) != 2 {
+		t.Fatalf("%d messages queued, want 2", len(in.C()))
+	}
+	e := <-in.C()
+	in.Release(e.From)
+	if e.From != 0 || e.Msg != 1 || !in.TrySend(0, 4) {
+		t.Fatalf("after release: got %+v, TrySend refused", e)
+	}
+	if race.Enabled {
+		return
+	}
+	if allocs := testing.AllocsPerRun(1000, func() {
+		in.TrySend(1, 5)
+		e := <-in.C()
+		in.Release(e.From)
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per TrySend", allocs)
+	}
+}

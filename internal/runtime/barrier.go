@@ -27,6 +27,7 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 		data *[]byte // from snapshotBufs, returned once uploaded
 	}
 	var snaps []pending
+	var size int64 // bytes of the keyed state at its last snapshot or restore
 	var waits []func(context.Context) error
 	for _, k := range sc.keyed {
 		if err := k.backend.Err(); err != nil {
@@ -36,6 +37,10 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 			k.backend.SetWatermark(k.watermark)
 		}
 		a.Entries += int64(k.backend.Entries())
+		start, end := k.backend.KeyGroups()
+		for kg := start; kg < end; kg++ {
+			size += int64(k.backend.GroupBytes(kg))
+		}
 		if k.cl != nil {
 			waits = append(waits, sc.changelogCheckpoint(k, &a))
 			continue
@@ -47,6 +52,10 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 		}
 		*buf = data
 		snaps = append(snaps, pending{k, buf})
+	}
+	if len(sc.keyed) > 0 {
+		sc.m.StateEntries.Store(a.Entries)
+		sc.m.StateSizeBytes.Store(size)
 	}
 	for _, s := range sc.sinks {
 		txn, err := s.w.PreCommit(id)

@@ -9,7 +9,10 @@
 // restored from (internal/restore reads it), the job's side of the
 // changelog state backend (the log and what internal/changelog's
 // Operator needs of the job), the restart and fallback policy, and the
-// job's counters.
+// job's counters and Metrics (per subtask records, busy / back-pressured /
+// idle time and watermarks, which each subtask counts locally and flushes
+// once per batch or wait; readiness; the checkpoint history), which
+// internal/metrics and internal/admin read.
 //
 // The root package builds a Graph through this package's small API
 // (Graph.AddSource, KeyedStage, SetReceive, Shuffle, OpenKeyed, RunSource,

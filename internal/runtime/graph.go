@@ -27,6 +27,8 @@ type Graph struct {
 type Stage struct {
 	id          int
 	parallelism int
+	name        string   // see Name
+	ops         []string // the chained operators, for the job graph's description
 	source      *SourceEntry
 	input       *Edge   // the shuffle feeding this stage
 	outs        []*Edge // the shuffles this stage feeds
@@ -90,6 +92,7 @@ func (g *Graph) AddSource(par int, name string, splits int) (*Stage, *SourceEntr
 	st := g.newStage(par)
 	entry := &SourceEntry{index: len(g.sources), name: name, splits: splits, st: st}
 	st.source = entry
+	st.name, st.ops = name, []string{"source " + name}
 	g.sources = append(g.sources, entry)
 	return st, entry
 }
@@ -140,6 +143,7 @@ func SetReceive[K comparable, T any](st *Stage, build func(sc *Subtask) (KeyedPu
 		}
 		return func(b any, mark func(int64) error) error {
 			kb := b.(*keyedBatch[K, T])
+			sc.received += int64(len(kb.recs))
 			m := 0
 			for i := range kb.recs {
 				for ; m < len(kb.marks) && int(kb.marks[m].at) == i; m++ {
@@ -251,6 +255,10 @@ func (sc *Subtask) CountOut() { sc.recordsOut++ }
 // LateRecords is the subtask's counter of records that came after their
 // windows were gone.
 func (sc *Subtask) LateRecords() *int64 { return &sc.lateRecords }
+
+// DroppedRecords is the subtask's counter of late records dropped because
+// nothing consumes the Late side output.
+func (sc *Subtask) DroppedRecords() *int64 { return &sc.dropped }
 
 // NumSources is the number of sources of the graph.
 func (g *Graph) NumSources() int { return len(g.sources) }

@@ -80,6 +80,11 @@ func (j *Job) sourceFinished(ctx context.Context) error {
 func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage, blobs blob.Store, lease blob.Lease, before uint64) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
+	// The attempt runs from here: restoring, until every subtask runs.
+	e.metrics.started.Store(0)
+	e.metrics.attempt.Add(1)
+	e.metrics.running.Store(true)
+	defer e.metrics.running.Store(false)
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	defer stopPrune()
 	j := &Job{lease: lease, pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, inboxes: map[*Stage][]*inbox.Inbox[msg]{},
@@ -137,6 +142,8 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		return err
 	}
 	if j.dlog != nil {
+		e.metrics.attachLog(j.dlog)
+		defer e.metrics.detachLog(j.dlog) // after Close: its last uploads count
 		defer j.dlog.Close()
 	}
 	e.stats.recovery.Store(0)
@@ -202,7 +209,7 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		totalSources += s.st.parallelism
 	}
 	ccfg := coord.Config{FirstID: j.nextID, Timeout: e.cfg.Timeout, Tolerable: e.cfg.TolerableFailures,
-		Acks: total, Sources: totalSources, Logger: e.cfg.Logger}
+		Acks: total, Sources: totalSources, Logger: e.cfg.Logger, OnFailed: e.metrics.checkpointFailed, Savepoints: e.cfg.Savepoints}
 	if e.cfg.Interval > 0 {
 		t := time.NewTicker(e.cfg.Interval)
 		defer t.Stop()
@@ -269,6 +276,7 @@ func runSubtask(sc *Subtask) (err error) {
 			err = errs.Kind(errs.UserFunction, fmt.Errorf("eddy: stage %d subtask %d panicked: %v\n%s", sc.st.id, sc.subtask, r, debug.Stack()), false)
 		}
 	}()
+	sc.startClock()
 	if sc.st.source != nil {
 		return sc.st.source.run(sc)
 	}
@@ -276,6 +284,7 @@ func runSubtask(sc *Subtask) (err error) {
 	if err != nil {
 		return err
 	}
+	sc.running() // its keyed state is restored
 	return sc.runReceiver(process)
 }
 
@@ -373,6 +382,17 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 			return nil, coord.Failed(fmt.Errorf("checkpoint %d: writing its manifest: %w", c.ID, err))
 		}
 	}
+	if c.Savepoint {
+		// The checkpoint exists either way; only the savepoint can fail.
+		if j.storage == nil {
+			c.SavepointErr = errors.New("the job keeps no checkpoints (eddy.Checkpoints)")
+		} else if err := j.storage.Retain(ctx, m.ID); err != nil {
+			c.SavepointErr = err
+			e.cfg.Logger.Warn("checkpoint complete, but retaining it as a savepoint failed", "checkpoint", m.ID, "err", err)
+		} else {
+			e.cfg.Logger.Info("savepoint taken", "checkpoint", m.ID)
+		}
+	}
 	manifestWrite := time.Since(writeStart)
 	// A process that claimed the storage after the check above has read
 	// it without this manifest, or with it: committing now could repeat
@@ -386,9 +406,11 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 	// The checkpoint exists; now its output becomes visible.
 	for _, s := range e.sinks {
 		if txns := commits[s.name]; len(txns) > 0 {
+			began := time.Now()
 			if err := s.commit(ctx, txns); err != nil {
 				return nil, fmt.Errorf("eddy: sink %s commit of checkpoint %d: %w", s.name, c.ID, err)
 			}
+			e.metrics.sinkCommitted(s.name, time.Since(began))
 		}
 	}
 	dur := time.Since(c.Started)
@@ -398,9 +420,11 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 	e.stats.stateEntries.Store(entries)
 	e.stats.lastUploaded.Store(bytes + uploaded)
 	e.stats.lastFull.Store(full)
+	cs := CheckpointStats{ID: c.ID, Completed: time.Now(), Duration: dur, SyncDuration: c.SyncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.Final,
+		Last: last, ManifestWrite: manifestWrite, MaterializationStall: time.Duration(e.stats.stallSinceCheckpoint.Swap(0))}
+	e.metrics.checkpointCompleted(cs)
 	if e.cfg.OnCheckpoint != nil {
-		e.cfg.OnCheckpoint(CheckpointStats{ID: c.ID, Duration: dur, SyncDuration: c.SyncDur, Bytes: bytes + uploaded, FullSize: full, StateEntries: entries, Final: c.Final,
-			Last: last, ManifestWrite: manifestWrite, MaterializationStall: time.Duration(e.stats.stallSinceCheckpoint.Swap(0))})
+		e.cfg.OnCheckpoint(cs)
 	}
 	return r.Pending, nil
 }

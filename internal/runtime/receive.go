@@ -9,6 +9,10 @@ import (
 	"github.com/eddyflow/eddy/internal/inbox"
 )
 
+// flushEvery is how many messages a busy receiver takes between flushes
+// of its counters.
+const flushEvery = 16
+
 // fireTimers runs due processing-time timers.
 func (sc *Subtask) fireTimers() error {
 	now := time.Now().UnixNano()
@@ -175,6 +179,7 @@ func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error
 		return nil
 	}
 	defer sc.closeMaterializations()
+	sinceFlush := 0 // messages taken since the counters were flushed
 	for al.Live() > 0 {
 		next := sc.nextTimer()
 		if sc.job.dlog != nil {
@@ -207,9 +212,13 @@ func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error
 				return err
 			}
 		}
+		// A message is taken without waiting if one is there; otherwise
+		// the counters are flushed and the wait is idle time.
 		var e inbox.Envelope[msg]
+		got := false
 		select {
 		case e = <-ib.C():
+			got = true
 		case <-sc.ctx.Done():
 			return sc.ctx.Err()
 		case <-timer.C:
@@ -217,6 +226,29 @@ func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error
 				return err
 			}
 			continue
+		default:
+		}
+		if got {
+			if sinceFlush++; sinceFlush >= flushEvery {
+				sinceFlush = 0
+				sc.flushCounters()
+			}
+		} else {
+			sinceFlush = 0
+			sc.flushCounters()
+			waited := time.Now()
+			select {
+			case e = <-ib.C():
+			case <-sc.ctx.Done():
+				return sc.ctx.Err()
+			case <-timer.C:
+				sc.clk.idle += int64(time.Since(waited))
+				if err := onTimer(); err != nil {
+					return err
+				}
+				continue
+			}
+			sc.clk.idle += int64(time.Since(waited))
 		}
 		if sc.job.dlog != nil {
 			if err := sc.materialize(); err != nil {

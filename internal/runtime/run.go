@@ -11,6 +11,7 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	_ "github.com/eddyflow/eddy/blob/file" // registers file:// storage
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/internal/coord"
 	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/restore"
 )
@@ -41,7 +42,20 @@ type Config struct {
 	// AllowDuplicates lets a restore fall back past checkpoints that
 	// committed output to sinks that cannot roll it back.
 	AllowDuplicates bool
+	// Metrics receives the Run's measurements (NewMetrics of the same
+	// graph and counters); nil: Run keeps its own.
+	Metrics *Metrics
+	// Savepoints are requests for a retained checkpoint, served by the
+	// coordinator of whichever attempt runs.
+	Savepoints <-chan SavepointRequest
 }
+
+// SavepointRequest asks a running job for a savepoint: a checkpoint taken
+// after the request that retention keeps (checkpoint.Storage.Retain).
+type SavepointRequest = coord.SavepointRequest
+
+// SavepointResult is the savepoint's checkpoint id, or why none was taken.
+type SavepointResult = coord.SavepointResult
 
 // runner is one Run of a job graph: its configuration, graph and counters.
 type runner struct {
@@ -50,6 +64,7 @@ type runner struct {
 	sources []*SourceEntry
 	sinks   []*SinkEntry
 	stats   *Counters
+	metrics *Metrics
 	// unusable are the checkpoints found corrupt or incomplete, and why.
 	unusable map[uint64]string
 }
@@ -61,7 +76,10 @@ type runner struct {
 // counting a restart); on a failure it restarts from the last checkpoint as
 // cfg allows, unless the error is permanent.
 func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
-	e := &runner{cfg: cfg, stages: g.stages, sources: g.sources, sinks: g.sinks, stats: stats, unusable: map[uint64]string{}}
+	e := &runner{cfg: cfg, stages: g.stages, sources: g.sources, sinks: g.sinks, stats: stats, metrics: cfg.Metrics, unusable: map[uint64]string{}}
+	if e.metrics == nil {
+		e.metrics = NewMetrics(g, stats)
+	}
 	var store *checkpoint.Storage
 	bs := cfg.Store
 	if bs == nil && cfg.StorageURL != "" {

@@ -142,6 +142,7 @@ func (w *shuffleWriter[K, T]) push(ts int64, rec *T) error {
 func (w *shuffleWriter[K, T]) sendBatch(j int) error {
 	b := w.batches[j]
 	w.batches[j] = nil
+	w.sc.shuffled += int64(len(b.recs))
 	if len(b.marks) > 0 {
 		if w.marked--; w.marked == 0 {
 			w.waiting = -1

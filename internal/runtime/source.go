@@ -62,6 +62,7 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 		}
 		splits = append(splits, sp)
 	}
+	sc.running()
 	triggers := sc.job.triggers[entry.index][sc.subtask]
 	positions := func() []checkpoint.SplitState {
 		out := make([]checkpoint.SplitState, len(splits))
@@ -112,6 +113,7 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 		}
 		if combined > lastWM && combined != math.MinInt64 {
 			lastWM = combined
+			sc.m.Watermark.Store(combined)
 			slots[sc.subtask].Store(combined)
 			return sc.controlOut(msg{kind: msgWatermark, id: uint64(combined)})
 		}
@@ -130,6 +132,7 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 	defer pause.Stop()
 	// A trigger taken while waiting is handled at the top of the loop.
 	var got *trigger
+	passes := 0 // passes over the splits that read something, to flush counters every few
 	for {
 		if got == nil {
 			select {
@@ -156,12 +159,15 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 			continue
 		}
 		if finished {
+			sc.flushCounters()
+			waited := time.Now()
 			select {
 			case t := <-triggers:
 				got = &t
 			case <-sc.ctx.Done():
 				return sc.ctx.Err()
 			}
+			sc.clk.idle += int64(time.Since(waited))
 			continue
 		}
 		progress, active := false, false
@@ -243,6 +249,7 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 			}
 			sc.flushCounters()
 			pause.Reset(time.Millisecond)
+			waited := time.Now()
 			select {
 			case t := <-triggers:
 				got = &t
@@ -250,6 +257,9 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 				return sc.ctx.Err()
 			case <-pause.C:
 			}
+			sc.clk.idle += int64(time.Since(waited))
+		} else if passes++; passes%4 == 0 {
+			sc.flushCounters()
 		}
 	}
 }

@@ -7,8 +7,9 @@ import (
 
 // CheckpointStats describes one completed checkpoint.
 type CheckpointStats struct {
-	ID       uint64
-	Duration time.Duration // trigger to manifest written
+	ID        uint64
+	Completed time.Time     // when its sinks had committed
+	Duration  time.Duration // trigger to manifest written
 	// SyncDuration is the longest time a subtask spent at the barrier
 	// (snapshotting, or cutting the log); the rest is asynchronous.
 	SyncDuration time.Duration

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"math"
+	"time"
 
 	"github.com/eddyflow/eddy/internal/inbox"
 )
@@ -11,19 +12,28 @@ import (
 type Subtask struct {
 	// acked is closed once the subtask's last ack has been sent, nil if
 	// it was sent at its barrier: the next ack waits for it.
-	acked       chan struct{}
-	ctx         context.Context
-	job         *Job
-	st          *Stage
-	subtask     int
-	par         int
-	outs        []outWriter
-	keyed       []*Keyed
-	sinks       []sinkHandle
-	watermark   int64 // the stage's event-time watermark
+	acked     chan struct{}
+	ctx       context.Context
+	job       *Job
+	st        *Stage
+	subtask   int
+	par       int
+	outs      []outWriter
+	keyed     []*Keyed
+	sinks     []sinkHandle
+	watermark int64 // the stage's event-time watermark
+	// Local counters, flushed by flushCounters once per batch or wait,
+	// never per record: the records a source read, the records a sink
+	// wrote, the records received from and sent to shuffles, late and
+	// dropped records, and where the time went.
 	recordsIn   int64
 	recordsOut  int64
+	received    int64
+	shuffled    int64
 	lateRecords int64
+	dropped     int64
+	clk         clock
+	m           *SubtaskMetrics // this subtask's, resolved once at its start
 }
 
 // flushOut sends every partly filled output batch.
@@ -60,6 +70,7 @@ func (sc *Subtask) advanceWatermark(wm int64) error {
 		return nil
 	}
 	sc.watermark = wm
+	sc.m.Watermark.Store(wm)
 	for _, rt := range sc.keyed {
 		if wm <= rt.watermark {
 			continue
@@ -102,25 +113,61 @@ type sinkHandle struct {
 
 // sendTo hands m to a downstream subtask's inbox, as this subtask's input
 // there, waiting while that input has its credits out (backpressure).
+// The time it waits is back-pressured time.
 func (sc *Subtask) sendTo(ib *inbox.Inbox[msg], m msg) error {
-	if ib.Send(sc.ctx.Done(), sc.subtask, m) {
+	if ib.TrySend(sc.subtask, m) {
+		return nil
+	}
+	waited := time.Now()
+	ok := ib.Send(sc.ctx.Done(), sc.subtask, m)
+	sc.clk.pressed += int64(time.Since(waited))
+	if ok {
 		return nil
 	}
 	return sc.ctx.Err()
 }
 
+// startClock starts the subtask's account of its time and resolves its
+// metrics.
+func (sc *Subtask) startClock() {
+	sc.m = sc.job.env.metrics.Subtask(sc.st.id, sc.subtask)
+	sc.clk = clock{last: time.Now()}
+}
+
+// flushCounters adds the subtask's local counters to the job's and to its
+// own metrics, and accounts the time since the last flush: what the waits
+// did not take was busy.
 func (sc *Subtask) flushCounters() {
-	s := sc.job.env.stats
-	if sc.recordsIn != 0 {
+	s, m := sc.job.env.stats, sc.m
+	if sc.recordsIn != 0 || sc.received != 0 {
+		m.RecordsIn.Add(sc.recordsIn + sc.received)
 		s.recordsIn.Add(sc.recordsIn)
-		sc.recordsIn = 0
+		sc.recordsIn, sc.received = 0, 0
 	}
-	if sc.recordsOut != 0 {
+	if sc.recordsOut != 0 || sc.shuffled != 0 {
+		m.RecordsOut.Add(sc.recordsOut + sc.shuffled)
 		s.recordsOut.Add(sc.recordsOut)
-		sc.recordsOut = 0
+		sc.recordsOut, sc.shuffled = 0, 0
 	}
 	if sc.lateRecords != 0 {
 		s.lateRecords.Add(sc.lateRecords)
+		m.LateRecords.Add(sc.lateRecords)
 		sc.lateRecords = 0
 	}
+	if sc.dropped != 0 {
+		m.DroppedRecords.Add(sc.dropped)
+		sc.dropped = 0
+	}
+	now := time.Now()
+	busy := int64(now.Sub(sc.clk.last)) - sc.clk.idle - sc.clk.pressed
+	if busy > 0 {
+		m.BusyNs.Add(busy)
+	}
+	if sc.clk.idle > 0 {
+		m.IdleNs.Add(sc.clk.idle)
+	}
+	if sc.clk.pressed > 0 {
+		m.BackPressuredNs.Add(sc.clk.pressed)
+	}
+	sc.clk = clock{last: now}
 }

@@ -1,0 +1,160 @@
+package eddy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/eddyflow/eddy/internal/admin"
+	"github.com/eddyflow/eddy/internal/metrics"
+	"github.com/eddyflow/eddy/internal/runtime"
+)
+
+// Metrics registers the job's Prometheus metrics in reg too, for the
+// duration of Run (they are always in the job's own registry, which the
+// admin endpoint serves). Jobs sharing one registerer need distinct
+// JobNames: every metric is labelled job_name. See the README's
+// Operations section for the metrics.
+func Metrics(reg prometheus.Registerer) Option { return func(c *config) { c.registerer = reg } }
+
+// Admin serves the job's admin endpoint on addr while Run runs: /metrics,
+// /healthz, /readyz, the JSON API (/api/job, /api/checkpoints), a web page
+// at / and /debug/pprof/. addr must be a loopback address
+// ("127.0.0.1:8081", "localhost:0") unless AdminAllowRemote is passed;
+// port 0 picks a free port (see Env.AdminAddr). Run fails if addr cannot
+// be bound.
+func Admin(addr string, opts ...AdminOption) Option {
+	return func(c *config) {
+		c.admin = &adminConfig{addr: addr}
+		for _, o := range opts {
+			o(c.admin)
+		}
+	}
+}
+
+// AdminOption configures Admin.
+type AdminOption func(*adminConfig)
+
+// AdminAllowRemote lets Admin bind an address that is not a loopback one
+// ("0.0.0.0:8081", ":8081"). The endpoint has no authentication: put it
+// behind something that has.
+func AdminAllowRemote() AdminOption { return func(a *adminConfig) { a.allowRemote = true } }
+
+type adminConfig struct {
+	addr        string
+	allowRemote bool
+}
+
+// opsState is the Env's operational state while it runs: its metrics and admin
+// endpoint.
+type opsState struct {
+	mu        sync.Mutex
+	adminAddr string
+	listening chan struct{} // closed once the admin endpoint is bound
+}
+
+// Savepoint takes a savepoint of the running job: a checkpoint triggered
+// now (or once the one in flight is done) that retention then keeps, with
+// every file it uses, whatever RetainCheckpoints says, until its marker
+// (savepoints/<id> in the checkpoint store) is deleted. It returns the
+// checkpoint's id once the checkpoint is complete; before Run runs, it
+// waits (for ctx). A job restores the newest checkpoint, so a savepoint is
+// restored when it is the newest; restoring an older one on purpose is not
+// supported yet.
+func (e *Env) Savepoint(ctx context.Context) (uint64, error) {
+	if e.cfg.StorageURL == "" && e.cfg.Store == nil {
+		return 0, errors.New("eddy: savepoint: the job keeps no checkpoints (eddy.Checkpoints)")
+	}
+	done := make(chan runtime.SavepointResult, 1)
+	select {
+	case e.savepoints <- runtime.SavepointRequest{Done: done}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("eddy: savepoint: the job did not take the request: %w", context.Cause(ctx))
+	}
+	select {
+	case r := <-done:
+		if r.Err != nil {
+			return 0, fmt.Errorf("eddy: savepoint: %w", r.Err)
+		}
+		return r.ID, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("eddy: savepoint: not complete yet (it may still complete): %w", context.Cause(ctx))
+	}
+}
+
+// AdminAddr returns the address the admin endpoint is bound to ("" until
+// Run has bound it, and without Admin).
+func (e *Env) AdminAddr() string {
+	e.svc.mu.Lock()
+	defer e.svc.mu.Unlock()
+	return e.svc.adminAddr
+}
+
+// AdminListening returns a channel closed once Run has bound the admin
+// endpoint; AdminAddr then returns its address. Without Admin, or when Run
+// fails before binding it, the channel is never closed.
+func (e *Env) AdminListening() <-chan struct{} {
+	e.svc.mu.Lock()
+	defer e.svc.mu.Unlock()
+	if e.svc.listening == nil {
+		e.svc.listening = make(chan struct{})
+	}
+	return e.svc.listening
+}
+
+// startOps builds the metrics of the Run about to start, registers them and
+// starts the admin endpoint; stop undoes it.
+func (e *Env) startOps() (stop func(), err error) {
+	m := runtime.NewMetrics(&e.graph, &e.stats)
+	e.cfg.Metrics = m
+	var undo []func()
+	stop = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	if e.cfg.registerer == nil && e.cfg.admin == nil {
+		return stop, nil // nobody to export to: the runtime's counters suffice
+	}
+	col := metrics.New(e.cfg.Job, m)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
+	if r := e.cfg.registerer; r != nil {
+		if err := r.Register(col); err != nil {
+			return stop, fmt.Errorf("eddy: registering the metrics of job %q: %w (jobs sharing a registerer need distinct eddy.JobName)", e.cfg.Job, err)
+		}
+		undo = append(undo, func() { r.Unregister(col) })
+	}
+	if a := e.cfg.admin; a != nil {
+		// The process's own metrics are served next to the job's, but
+		// not put into the user's registerer, which may have them.
+		proc := prometheus.NewRegistry()
+		proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		srv, err := admin.Start(admin.Config{Addr: a.addr, AllowRemote: a.allowRemote, Job: e.cfg.Job, Metrics: m,
+			Gatherer: prometheus.Gatherers{reg, proc}, Logger: e.cfg.Logger, Savepoint: e.Savepoint})
+		if err != nil {
+			return stop, err
+		}
+		undo = append(undo, func() { _ = srv.Close() })
+		e.svc.mu.Lock()
+		e.svc.adminAddr = srv.Addr()
+		if e.svc.listening == nil {
+			e.svc.listening = make(chan struct{})
+		}
+		select {
+		case <-e.svc.listening: // an earlier Run's
+		default:
+			close(e.svc.listening)
+		}
+		e.svc.mu.Unlock()
+	}
+	return stop, nil
+}
+
+// ErrAdminNotLoopback is Run's error when Admin is given an address that
+// is not a loopback one and AdminAllowRemote is not.
+var ErrAdminNotLoopback = admin.ErrNotLoopback
