@@ -306,9 +306,13 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 	for _, f := range m.Keep {
 		keep[f] = true
 	}
-	var older []uint64 // manifests below m.ID, newest first
+	void, err := s.voided(ctx)
+	if err != nil {
+		return err
+	}
+	var older []uint64 // manifests below m.ID, newest first, but void ones
 	for i := len(names) - 1; i >= 0; i-- {
-		if id, manifest, ok := parseName(names[i]); ok && manifest && id < m.ID {
+		if id, manifest, ok := parseName(names[i]); ok && manifest && id < m.ID && !void[id] {
 			older = append(older, id)
 		}
 	}
@@ -473,6 +477,10 @@ func (s *Storage) newest(ctx context.Context, eligible func(uint64) bool) (*Mani
 	if err != nil {
 		return nil, nil, err
 	}
+	void, err := s.voided(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	var skipped []error
 	listed := map[string]map[string]bool{} // directory prefix -> names under it
 	for i := len(ids) - 1; i >= 0; i-- {
@@ -482,6 +490,10 @@ func (s *Storage) newest(ctx context.Context, eligible func(uint64) bool) (*Mani
 		}
 		if why := quarantined[id]; why != "" {
 			skipped = append(skipped, &SkipError{id, fmt.Errorf("quarantined: %s", why)})
+			continue
+		}
+		if void[id] {
+			skipped = append(skipped, &SkipError{id, errors.New("void: its manifest was written after a restore gave it up (a write in flight when its writer stopped)")})
 			continue
 		}
 		m, err := s.load(ctx, id)
@@ -541,4 +553,66 @@ func (s *Storage) missing(ctx context.Context, files []string, listed map[string
 // list lists the names under prefix, retried and hedged (reader).
 func (s *Storage) list(ctx context.Context, prefix string) ([]string, error) {
 	return s.reader.List(ctx, s.store, prefix, readAttempts)
+}
+
+// voidDir holds one marker per void checkpoint id.
+const voidDir = "void/"
+
+// VoidInFlight makes void every checkpoint id above restored that has
+// objects but no manifest: checkpoints a writer had in flight when it
+// stopped. On an object store a write can land after its writer gave up
+// on it (a request delayed in the network, a process killed with requests
+// in flight), so such a checkpoint's manifest may still appear; its sinks'
+// pending output is about to be aborted by the restore of restored, so it
+// must never be restored. Latest and Before pass over void ids, and
+// pruning deletes their objects like those of any unretained checkpoint.
+// It returns the ids it made void. Call it after choosing the checkpoint
+// to restore and before the sinks abort what it did not pre-commit.
+func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, error) {
+	names, err := s.list(ctx, checkpointsDir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: find checkpoints in flight: %w", err)
+	}
+	void, err := s.voided(ctx)
+	if err != nil {
+		return nil, err
+	}
+	complete := map[uint64]bool{}
+	var ids []uint64
+	for _, n := range names {
+		id, manifest, ok := parseName(n)
+		switch {
+		case !ok || id <= restored:
+		case manifest:
+			complete[id] = true
+		case len(ids) == 0 || ids[len(ids)-1] != id:
+			ids = append(ids, id)
+		}
+	}
+	var made []uint64
+	for _, id := range ids {
+		if complete[id] || void[id] {
+			continue
+		}
+		if err := s.deleter.Put(ctx, s.store, fmt.Sprintf("%s%020d", voidDir, id), []byte("in flight when its writer stopped"), PruneAttempts); err != nil {
+			return made, fmt.Errorf("checkpoint: make checkpoint %d void: %w", id, err)
+		}
+		made = append(made, id)
+	}
+	return made, nil
+}
+
+// voided returns the void checkpoint ids.
+func (s *Storage) voided(ctx context.Context) (map[uint64]bool, error) {
+	names, err := s.list(ctx, voidDir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: list void checkpoints: %w", err)
+	}
+	void := map[uint64]bool{}
+	for _, n := range names {
+		if id, err := strconv.ParseUint(strings.TrimPrefix(n, voidDir), 10, 64); err == nil {
+			void[id] = true
+		}
+	}
+	return void, nil
 }

@@ -694,3 +694,44 @@ func TestSavepointSurvivesRetention(t *testing.T) {
 		t.Fatalf("after releasing the savepoint: List = %v, want [6 7]", ids)
 	}
 }
+
+// TestVoidInFlight: a checkpoint with objects but no manifest when a
+// restore chose an older one is made void; its manifest landing late is
+// never restored, and a later prune deletes it and its files.
+func TestVoidInFlight(t *testing.T) {
+	bs := newFileStore(t)
+	st := checkpoint.NewStorage(bs, 3)
+	writeCheckpoint(t, st, bs, 1, 1)
+	// Checkpoint 2 was in flight: its part is written, its manifest not.
+	late := checkpoint.NewStorage(bs, 3)
+	part := st.StateBlobName(2, "agg", 0)
+	if err := bs.Put(ctx, part, []byte("state 2/0")); err != nil {
+		t.Fatal(err)
+	}
+	void, err := st.VoidInFlight(ctx, 1)
+	if err != nil || !slices.Equal(void, []uint64{2}) {
+		t.Fatalf("VoidInFlight(1) = %v, %v; want [2]", void, err)
+	}
+	if again, err := st.VoidInFlight(ctx, 1); err != nil || len(again) != 0 {
+		t.Fatalf("VoidInFlight again = %v, %v; want nothing new", again, err)
+	}
+	// Its manifest lands late.
+	m2 := &checkpoint.Manifest{ID: 2, Job: "job", CreatedAt: 2e9, Files: []string{part},
+		Operators: []checkpoint.OperatorState{{Name: "agg", MaxParallelism: 128, Parallelism: 1,
+			Parts: []checkpoint.StatePart{{KeyGroupEnd: 128, Blob: part, Size: 9}}}}}
+	if err := late.Write(ctx, m2); err != nil {
+		t.Fatal(err)
+	}
+	got, skipped, err := st.Latest(ctx)
+	if err != nil || got == nil || got.ID != 1 || len(skipped) != 1 || !strings.Contains(skipped[0].Error(), "void") {
+		t.Fatalf("Latest = %v, %v, %v; want checkpoint 1, checkpoint 2 skipped as void", got, skipped, err)
+	}
+	// The next checkpoint's prune retains 3 checkpoints, but not the void
+	// one: 2's manifest and part go, 1 stays.
+	writeCheckpoint(t, st, bs, 3, 1)
+	for _, n := range names(t, bs) {
+		if strings.HasPrefix(n, "checkpoints/00000000000000000002/") {
+			t.Errorf("%s of the void checkpoint 2 survived the prune", n)
+		}
+	}
+}

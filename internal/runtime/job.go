@@ -115,6 +115,20 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 			return errs.Kind(errs.Storage, fmt.Errorf("eddy: reading checkpoints: %w", err), false)
 		}
 		j.restored = m
+		// Checkpoints a stopped writer had in flight are made void before
+		// the sinks abort their pending output: a manifest write of one
+		// may still land.
+		var restoredID uint64
+		if m != nil {
+			restoredID = m.ID
+		}
+		void, err := storage.VoidInFlight(ctx, restoredID)
+		if err != nil {
+			return errs.Kind(errs.Storage, fmt.Errorf("eddy: %w", err), false)
+		}
+		if len(void) > 0 {
+			e.cfg.Logger.Info("checkpoints in flight when their writer stopped are void", "checkpoints", void)
+		}
 	}
 	if storage != nil {
 		if err := e.settleFallback(ctx, storage, j.restored); err != nil {

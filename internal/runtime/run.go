@@ -184,6 +184,15 @@ func (e *runner) abandonPending(store *checkpoint.Storage) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m, _, err := store.Latest(ctx)
+	var latest uint64
+	if m != nil {
+		latest = m.ID
+	}
+	if err == nil {
+		// A manifest write this run gave up on may still land: its
+		// checkpoint is made void before its output is aborted.
+		_, err = store.VoidInFlight(ctx, latest)
+	}
 	if err != nil {
 		e.cfg.Logger.Warn("the job failed; its sinks' pending output stays for the next run to abort", "err", err)
 		return
