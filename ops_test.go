@@ -211,6 +211,16 @@ func TestMetricsFollowJob(t *testing.T) {
 	if n, _ := sum(f, "eddy_checkpoint_duration_seconds"); n < ck-1 {
 		t.Errorf("eddy_checkpoint_duration_seconds has %v observations, %v checkpoints completed", n, ck)
 	}
+	// Every checkpoint writes at least its manifest (and lists the store).
+	if puts, _ := sum(f, "eddy_blob_requests_total", "op", "put", "outcome", "ok"); puts < ck {
+		t.Errorf("%v successful PUTs for %v checkpoints", puts, ck)
+	}
+	if lists, _ := sum(f, "eddy_blob_requests_total", "op", "list"); lists < ck {
+		t.Errorf("%v LISTs for %v checkpoints", lists, ck)
+	}
+	if _, n := sum(f, "eddy_blob_requests_total"); n != 8 {
+		t.Errorf("eddy_blob_requests_total has %d series, want 4 operations x 2 outcomes", n)
+	}
 	if v, _ := sum(f, "eddy_checkpoint_size_bytes", "kind", "full"); v <= 0 {
 		t.Errorf("full checkpoint size %v", v)
 	}

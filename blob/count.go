@@ -2,6 +2,7 @@ package blob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 )
@@ -29,11 +30,29 @@ func (r Requests) String() string {
 // is safe for concurrent use; its zero value is ready.
 type Counter struct {
 	put, get, list, del atomic.Int64
+	// failed counts the operations that returned an error other than an
+	// answer (ErrNotFound of a Get, ErrExists of a PutIfAbsent).
+	failedPut, failedGet, failedList, failedDel atomic.Int64
 }
 
 // Requests returns the operations counted so far.
 func (c *Counter) Requests() Requests {
 	return Requests{Put: c.put.Load(), Get: c.get.Load(), List: c.list.Load(), Delete: c.del.Load()}
+}
+
+// Failed returns the operations counted so far that failed: those that
+// returned an error other than ErrNotFound or ErrExists, which are
+// answers. A cancelled hedge counts as failed.
+func (c *Counter) Failed() Requests {
+	return Requests{Put: c.failedPut.Load(), Get: c.failedGet.Load(), List: c.failedList.Load(), Delete: c.failedDel.Load()}
+}
+
+// note counts err in failed unless it is nil or an answer, and returns it.
+func note(failed *atomic.Int64, err error) error {
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrExists) {
+		failed.Add(1)
+	}
+	return err
 }
 
 // Count returns a Store that passes every operation to s and counts it in
@@ -68,27 +87,30 @@ type countingStore struct {
 
 func (w *countingStore) Put(ctx context.Context, name string, data []byte) error {
 	w.c.put.Add(1)
-	return w.s.Put(ctx, name, data)
+	return note(&w.c.failedPut, w.s.Put(ctx, name, data))
 }
 
 func (w *countingStore) Get(ctx context.Context, name string) ([]byte, error) {
 	w.c.get.Add(1)
-	return w.s.Get(ctx, name)
+	b, err := w.s.Get(ctx, name)
+	return b, note(&w.c.failedGet, err)
 }
 
 func (w *countingStore) GetInto(ctx context.Context, name string, buf *[]byte) ([]byte, error) {
 	w.c.get.Add(1)
-	return GetInto(ctx, w.s, name, buf)
+	b, err := GetInto(ctx, w.s, name, buf)
+	return b, note(&w.c.failedGet, err)
 }
 
 func (w *countingStore) List(ctx context.Context, prefix string) ([]string, error) {
 	w.c.list.Add(1)
-	return w.s.List(ctx, prefix)
+	names, err := w.s.List(ctx, prefix)
+	return names, note(&w.c.failedList, err)
 }
 
 func (w *countingStore) Delete(ctx context.Context, name string) error {
 	w.c.del.Add(1)
-	return w.s.Delete(ctx, name)
+	return note(&w.c.failedDel, w.s.Delete(ctx, name))
 }
 
 // String names the wrapped store, so errors and logs that print the
@@ -105,7 +127,7 @@ type countingCreator struct{ *countingStore }
 
 func (w countingCreator) PutIfAbsent(ctx context.Context, name string, data []byte) error {
 	w.c.put.Add(1)
-	return w.s.(Creator).PutIfAbsent(ctx, name, data)
+	return note(&w.c.failedPut, w.s.(Creator).PutIfAbsent(ctx, name, data))
 }
 
 // countingLocker passes Lock on: taking a lock is not an object request.

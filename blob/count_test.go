@@ -109,6 +109,19 @@ func TestCountCountsEachKind(t *testing.T) {
 	if got := c.Requests().Total(); got != 9 {
 		t.Errorf("Total() = %d, want 9", got)
 	}
+	// Answers (not found, exists) are no failures; errors are.
+	if got := c.Failed(); got != (blob.Requests{}) {
+		t.Errorf("failed %v after answers only, want none", got)
+	}
+	if err := s.Put(ctx, "../bad", nil); err == nil {
+		t.Fatal("Put of an invalid name succeeded")
+	}
+	if _, err := s.Get(ctx, "../bad"); err == nil {
+		t.Fatal("Get of an invalid name succeeded")
+	}
+	if got, want := c.Failed(), (blob.Requests{Put: 1, Get: 1}); got != want {
+		t.Errorf("failed %v, want %v", got, want)
+	}
 }
 
 // plainStore is a Store with none of the optional interfaces.

@@ -27,6 +27,7 @@ type Collector struct {
 		started, materializations, materializationStall, bld  *prometheus.Desc
 		dstlInFlight, dstlUploaded, dstlUploads, dstlAttempts *prometheus.Desc
 		dstlChanges, dstlBlocked, dstlBlockedTime             *prometheus.Desc
+		blobRequests                                          *prometheus.Desc
 	}
 	build    prometheus.Labels
 	duration prometheus.Histogram
@@ -86,6 +87,7 @@ func New(job string, m *runtime.Metrics) *Collector {
 	c.desc.dstlChanges = d("eddy_dstl_changes_total", "State changes sealed into changelog batches.")
 	c.desc.dstlBlocked = d("eddy_dstl_blocked_appends_total", "State changes that waited because too many bytes were in flight (backpressure from the log).")
 	c.desc.dstlBlockedTime = d("eddy_dstl_blocked_seconds_total", "Time state changes waited for bytes in flight to drop.")
+	c.desc.blobRequests = d("eddy_blob_requests_total", "Requests made of the checkpoint store (what an object store bills), hedges and retries included, by operation (put, get, list, delete) and outcome (ok: success or an answer such as not found; failed).", "op", "outcome")
 	c.build = buildLabels()
 	c.duration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eddy_checkpoint_duration_seconds",
 		Help: "Checkpoint duration, trigger to sinks committed.", ConstLabels: jl, Buckets: durationBuckets})
@@ -154,7 +156,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.desc.size, c.desc.lastCompleted, c.desc.lastID, c.desc.restarts, c.desc.restore, c.desc.restoredID, c.desc.ready,
 		c.desc.subtasks, c.desc.started, c.desc.materializations, c.desc.materializationStall, c.desc.bld,
 		c.desc.dstlInFlight, c.desc.dstlUploaded, c.desc.dstlUploads, c.desc.dstlAttempts, c.desc.dstlChanges,
-		c.desc.dstlBlocked, c.desc.dstlBlockedTime} {
+		c.desc.dstlBlocked, c.desc.dstlBlockedTime, c.desc.blobRequests} {
 		ch <- d
 	}
 	c.duration.Describe(ch)
@@ -230,6 +232,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.desc.dstlChanges, float64(d.Changes))
 		counter(c.desc.dstlBlocked, float64(d.BlockedAppends))
 		counter(c.desc.dstlBlockedTime, d.BlockedTime.Seconds())
+	}
+	reqs, reqsFailed := c.m.BlobRequests()
+	for _, r := range []struct {
+		op          string
+		all, failed int64
+	}{{"put", reqs.Put, reqsFailed.Put}, {"get", reqs.Get, reqsFailed.Get}, {"list", reqs.List, reqsFailed.List}, {"delete", reqs.Delete, reqsFailed.Delete}} {
+		counter(c.desc.blobRequests, float64(r.all-r.failed), r.op, "ok")
+		counter(c.desc.blobRequests, float64(r.failed), r.op, "failed")
 	}
 	c.duration.Collect(ch)
 	c.phase.Collect(ch)

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/eddyflow/eddy/blob"
 	"math"
 	"strconv"
 	"strings"
@@ -36,6 +37,15 @@ type Metrics struct {
 	dlog     *dstl.Log
 	dlogBase dstl.Metrics
 	dlogSeen bool
+
+	blobs blob.Counter // requests made of the checkpoint store
+}
+
+// BlobRequests returns the requests Run made of the checkpoint store, in
+// all and those that failed (hedges and retries included: each is a
+// request an object store bills).
+func (m *Metrics) BlobRequests() (all, failed blob.Requests) {
+	return m.blobs.Requests(), m.blobs.Failed()
 }
 
 // historyLen is how many completed checkpoints Metrics remembers.

@@ -88,6 +88,9 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 			return errs.Kind(errs.Storage, fmt.Errorf("eddy: checkpoint storage: %w", err), true)
 		}
 	}
+	if bs != nil && cfg.Metrics != nil {
+		bs = blob.Count(bs, &cfg.Metrics.blobs)
+	}
 	var lease blob.Lease
 	if l, ok := bs.(blob.Locker); ok {
 		// One process per job's storage: a second one would write the
