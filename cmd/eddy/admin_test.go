@@ -2,10 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/internal/demojob"
 )
 
 // TestDemoAdminFlag: --admin prints the admin page's URL with the port
@@ -28,5 +37,48 @@ func TestDemoAdminFlag(t *testing.T) {
 	args[len(args)-5] = filepath.Join(dir, "data2")
 	if code := run(args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "AdminAllowRemote") {
 		t.Fatalf("--admin 0.0.0.0:0: exit %d, stderr %s", code, stderr.String())
+	}
+}
+
+// TestSavepointCommand: `eddy savepoint --admin` takes a savepoint of a
+// running job (its marker lands in the checkpoint store); without a job
+// there it fails with exit 1, and without --admin it is a usage error.
+func TestSavepointCommand(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	env := demojob.Env(demojob.Config{Seed: 3, Events: 1_000_000, Drivers: 50, Rate: 20_000, Parallelism: 1,
+		CheckpointInterval: 20 * time.Millisecond, Data: data, Out: filepath.Join(dir, "out")},
+		eddy.Admin("127.0.0.1:0"), eddy.LogOutput(io.Discard))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- env.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-env.AdminListening():
+	case err := <-done:
+		t.Fatalf("the job ended before its admin endpoint was up: %v", err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"savepoint", "--admin", env.AdminAddr(), "--timeout", "30s"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("savepoint: exit %d, stderr %s", code, stderr.String())
+	}
+	m := regexp.MustCompile(`checkpoint (\d+)`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("savepoint printed no checkpoint id: %q", stdout.String())
+	}
+	id, _ := strconv.ParseUint(m[1], 10, 64)
+	if _, err := os.Stat(filepath.Join(data, "savepoints", fmt.Sprintf("%020d", id))); err != nil {
+		t.Fatalf("no savepoint marker for checkpoint %d: %v", id, err)
+	}
+
+	cancel()
+	<-done
+	done <- nil
+	stderr.Reset()
+	if code := run([]string{"savepoint", "--admin", env.AdminAddr()}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "is the job running") {
+		t.Fatalf("savepoint of a stopped job: exit %d, stderr %s", code, stderr.String())
+	}
+	if code := run([]string{"savepoint"}, &stdout, &stderr); code != 2 {
+		t.Fatalf("savepoint without --admin: exit %d", code)
 	}
 }

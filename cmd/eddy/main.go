@@ -29,6 +29,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return checkpointsCmd(args[1:], stdout, stderr)
 	case "state":
 		return stateCmd(args[1:], stdout, stderr)
+	case "savepoint":
+		return savepointCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -47,5 +49,6 @@ commands:
   schema   print the .proto or schema of the demo types; check two saved schemas
   bench    bench checkpoint: checkpoint duration, size and recovery, changelog off vs on
   checkpoints  list|show ID|verify ID --data URL: inspect a checkpoint store (read-only)
-  state    state dump --data URL --operator UID: decode an operator's keyed state with the stored schemas`)
+  state    state dump --data URL --operator UID: decode an operator's keyed state with the stored schemas
+  savepoint  --admin HOST:PORT: take a savepoint of a running job through its admin endpoint`)
 }
