@@ -299,13 +299,18 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	keep := map[string]bool{s.ManifestName(m.ID): true}
-	for _, f := range m.Files {
-		keep[f] = true
+	keep := map[string]bool{}
+	// keepAll keeps a retained checkpoint's manifest and what it uses.
+	keepAll := func(m *Manifest) {
+		keep[s.ManifestName(m.ID)] = true
+		for _, f := range m.Files {
+			keep[f] = true
+		}
+		for _, f := range m.Keep {
+			keep[f] = true
+		}
 	}
-	for _, f := range m.Keep {
-		keep[f] = true
-	}
+	keepAll(m)
 	void, err := s.voided(ctx)
 	if err != nil {
 		return err
@@ -324,13 +329,7 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 			}
 			return err // unsure what it references: delete nothing
 		}
-		keep[s.ManifestName(old.ID)] = true
-		for _, f := range old.Files {
-			keep[f] = true
-		}
-		for _, f := range old.Keep {
-			keep[f] = true
-		}
+		keepAll(old)
 		kept++
 	}
 	// Savepoints are kept whatever their age, with what they use.
@@ -349,13 +348,7 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 			}
 			return err // unsure what it references: delete nothing
 		}
-		keep[s.ManifestName(sp.ID)] = true
-		for _, f := range sp.Files {
-			keep[f] = true
-		}
-		for _, f := range sp.Keep {
-			keep[f] = true
-		}
+		keepAll(sp)
 	}
 	var manifests, files []string
 	quarantined, err := s.Quarantined(ctx)
