@@ -12,6 +12,7 @@ import (
 
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/blob/faulty"
 	blobfile "github.com/eddyflow/eddy/blob/file"
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/file"
@@ -89,4 +90,33 @@ func countLines(t *testing.T, dir string) int {
 		n += bytes.Count(data, []byte{'\n'})
 	}
 	return n
+}
+
+// plainStore hides every optional interface of the store it wraps.
+type plainStore struct{ blob.Store }
+
+// TestCreatorWrapperOverPlainStore: a wrapper that is a blob.Creator over
+// a store that is none (blob/faulty over a store without conditional
+// writes) neither claims the store nor fails its manifests: the job
+// writes them as the inner store allows and completes.
+func TestCreatorWrapperOverPlainStore(t *testing.T) {
+	dir := t.TempDir()
+	fs, err := blobfile.New(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := faulty.New(plainStore{fs}, faulty.Options{})
+	const events = 5_000
+	env := eddy.New(eddy.CheckpointStore(store, 10*time.Millisecond), eddy.Parallelism(2), eddy.Restarts(0, 0), eddy.LogOutput(&logBuf{}))
+	src := eddy.FromSource(env, datagen.GPS(datagen.Events(events), datagen.Rate(50_000)))
+	eddy.ToSink(src, file.JSONLines[datagen.GPSPoint](filepath.Join(dir, "out")))
+	if err := env.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := countLines(t, filepath.Join(dir, "out")); n != events {
+		t.Fatalf("committed %d lines, want %d", n, events)
+	}
+	if names, _ := fs.List(context.Background(), "checkpoints/"); len(names) == 0 {
+		t.Fatal("no checkpoint written")
+	}
 }

@@ -245,9 +245,13 @@ func (s *Storage) Write(ctx context.Context, m *Manifest) error {
 	// absent where the store can promise it, so two writers never both
 	// commit one checkpoint id.
 	name := s.ManifestName(m.ID)
+	err = blob.ErrNoConditionalCreate
 	if _, ok := s.store.(blob.Creator); ok {
 		err = s.hedger.PutIfAbsent(ctx, s.store, name, data, 3)
-	} else {
+	}
+	if errors.Is(err, blob.ErrNoConditionalCreate) {
+		// Not a Creator, or a wrapper whose inner store is none: a plain
+		// write, as the store allows.
 		err = s.hedger.Put(ctx, s.store, name, data, 3)
 	}
 	if errors.Is(err, blob.ErrExists) {

@@ -221,7 +221,8 @@ type benchConfig struct {
 	rate                       float64
 	dur, interval, materialize time.Duration
 	logRatio                   float64
-	hedgeP90                   float64 // the log's dstl.Options.HedgeAfterP90
+	hedgeP90                   float64       // the log's dstl.Options.HedgeAfterP90
+	logFlush                   time.Duration // the log's dstl.Options.FlushInterval
 	dir                        string
 	storeURL                   string // the configuration's checkpoint store; "" for dir/data
 	restores                   int    // how many of the measured run's last checkpoints recoveries restore
@@ -528,7 +529,7 @@ func (cfg benchConfig) options(store blob.Store) []eddy.Option {
 		eddy.CheckpointTimeout(5 * time.Minute)}
 	if cfg.changelog {
 		o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio),
-			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90})))
+			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90, FlushInterval: cfg.logFlush})))
 	}
 	return o
 }
@@ -659,6 +660,7 @@ func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.latency, "latency", true, "inject object-store latency (p50 20 ms, p99 200 ms, p99.9 3 s) on uploads")
 	fs.BoolVar(&cfg.readLatency, "read-latency", false, "with --latency, inject it on reads, lists and deletes too")
 	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
+	fs.DurationVar(&cfg.logFlush, "log-flush", dstl.DefaultFlushInterval, "changelog: upload the log's current batch once its first change is this old (dstl.Options.FlushInterval); fewer, larger objects per checkpoint when longer")
 	fs.Float64Var(&cfg.hedgeP90, "hedge-p90", dstl.DefaultHedgeAfterP90, "changelog: hedge a log upload after this many times the recent p90 (dstl.Options.HedgeAfterP90; negative: after the 1 s UploadTimeout only)")
 }
 

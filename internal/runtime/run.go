@@ -110,10 +110,17 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 		// An object store cannot be locked, but a claim fences every
 		// earlier writer; it comes before the restore reads the storage.
 		var err error
-		if lease, err = blob.Claim(ctx, bs, owner(cfg.Job)); err != nil {
+		lease, err = blob.Claim(ctx, bs, owner(cfg.Job))
+		switch {
+		case errors.Is(err, blob.ErrNoConditionalCreate):
+			// A wrapper that is a Creator over a store that is none:
+			// nothing to claim with.
+			lease = nil
+		case err != nil:
 			return errs.Kind(errs.Storage, fmt.Errorf("eddy: checkpoint storage: %w", err), true)
+		default:
+			defer lease.Release()
 		}
-		defer lease.Release()
 	}
 	if bs != nil {
 		store = checkpoint.NewStorage(bs, cfg.Retain)
