@@ -27,7 +27,7 @@ func (s *Storage) Retain(ctx context.Context, id uint64) error {
 
 // Savepoints returns the ids of the checkpoints marked by Retain, in order.
 func (s *Storage) Savepoints(ctx context.Context) ([]uint64, error) {
-	names, err := s.store.List(ctx, savepointsDir)
+	names, err := s.list(ctx, savepointsDir)
 	if err != nil {
 		return nil, err
 	}
