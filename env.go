@@ -196,7 +196,21 @@ func (e *Env) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return runtime.Run(ctx, &e.graph, &e.cfg.Config, &e.stats)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	e.svc.mu.Lock()
+	e.svc.stopRun = cancel
+	e.svc.mu.Unlock()
+	defer func() {
+		e.svc.mu.Lock()
+		e.svc.stopRun = nil
+		e.svc.mu.Unlock()
+	}()
+	err = runtime.Run(ctx, &e.graph, &e.cfg.Config, &e.stats)
+	if err != nil && errors.Is(context.Cause(ctx), errStoppedWithSavepoint) {
+		return nil // stopped on purpose, after a savepoint
+	}
+	return err
 }
 
 func (e *Env) validate() error {

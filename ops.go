@@ -54,7 +54,33 @@ type adminConfig struct {
 type opsState struct {
 	mu        sync.Mutex
 	adminAddr string
-	listening chan struct{} // closed once the admin endpoint is bound
+	listening chan struct{}           // closed once the admin endpoint is bound
+	stopRun   context.CancelCauseFunc // ends the running Run, nil outside it
+}
+
+// errStoppedWithSavepoint is the cause Run's context is cancelled with by
+// StopWithSavepoint; Run then returns nil.
+var errStoppedWithSavepoint = errors.New("eddy: stopped with a savepoint")
+
+// StopWithSavepoint takes a savepoint of the running job (as Savepoint)
+// and then stops it: Run returns nil without committing anything after
+// the newest checkpoint, which is the savepoint or, if one completed in
+// between, a later checkpoint; a later Run resumes from it with exactly
+// once output. It returns the savepoint's id. If the savepoint fails, the
+// job keeps running.
+func (e *Env) StopWithSavepoint(ctx context.Context) (uint64, error) {
+	id, err := e.Savepoint(ctx)
+	if err != nil {
+		return 0, err
+	}
+	e.svc.mu.Lock()
+	stop := e.svc.stopRun
+	e.svc.mu.Unlock()
+	if stop == nil {
+		return id, errors.New("eddy: stop with savepoint: the job is not running")
+	}
+	stop(errStoppedWithSavepoint)
+	return id, nil
 }
 
 // Savepoint takes a savepoint of the running job: a checkpoint triggered
@@ -135,7 +161,7 @@ func (e *Env) startOps() (stop func(), err error) {
 		proc := prometheus.NewRegistry()
 		proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		srv, err := admin.Start(admin.Config{Addr: a.addr, AllowRemote: a.allowRemote, Job: e.cfg.Job, Metrics: m,
-			Gatherer: prometheus.Gatherers{reg, proc}, Logger: e.cfg.Logger, Savepoint: e.Savepoint})
+			Gatherer: prometheus.Gatherers{reg, proc}, Logger: e.cfg.Logger, Savepoint: e.Savepoint, StopWithSavepoint: e.StopWithSavepoint})
 		if err != nil {
 			return stop, err
 		}

@@ -31,6 +31,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return stateCmd(args[1:], stdout, stderr)
 	case "savepoint":
 		return savepointCmd(args[1:], stdout, stderr)
+	case "stop":
+		return stopCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -50,5 +52,6 @@ commands:
   bench    bench checkpoint: checkpoint duration, size and recovery, changelog off vs on
   checkpoints  list|show ID|verify ID --data URL: inspect a checkpoint store (read-only)
   state    state dump --data URL --operator UID: decode an operator's keyed state with the stored schemas
-  savepoint  --admin HOST:PORT: take a savepoint of a running job through its admin endpoint`)
+  savepoint  --admin HOST:PORT: take a savepoint of a running job through its admin endpoint
+  stop     --savepoint --admin HOST:PORT: take a savepoint of a running job, then stop it`)
 }

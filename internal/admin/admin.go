@@ -35,6 +35,9 @@ type Config struct {
 	// Savepoint takes a savepoint and returns its checkpoint id; nil:
 	// POST /api/savepoint answers 501.
 	Savepoint func(ctx context.Context) (uint64, error)
+	// StopWithSavepoint takes a savepoint and stops the job; nil: POST
+	// /api/stop answers 501.
+	StopWithSavepoint func(ctx context.Context) (uint64, error)
 }
 
 // Server is a running admin endpoint.
@@ -142,6 +145,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/job", s.job)
 	mux.HandleFunc("GET /api/checkpoints", s.checkpoints)
 	mux.HandleFunc("POST /api/savepoint", s.savepoint)
+	mux.HandleFunc("POST /api/stop", s.stopWithSavepoint)
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -172,7 +176,21 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // it to complete: 200 with its id, 504 if it did not complete in time, 500
 // if it failed.
 func (s *Server) savepoint(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Savepoint == nil {
+	s.takeSavepoint(w, r, s.cfg.Savepoint)
+}
+
+// stopWithSavepoint is savepoint, then the job stops (POST /api/stop?savepoint=true;
+// the savepoint is required, a stop without one is not offered).
+func (s *Server) stopWithSavepoint(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("savepoint") != "true" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "stop takes savepoint=true: the job stops after a savepoint"})
+		return
+	}
+	s.takeSavepoint(w, r, s.cfg.StopWithSavepoint)
+}
+
+func (s *Server) takeSavepoint(w http.ResponseWriter, r *http.Request, take func(context.Context) (uint64, error)) {
+	if take == nil {
 		writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "this endpoint cannot take savepoints"})
 		return
 	}
@@ -187,7 +205,7 @@ func (s *Server) savepoint(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	id, err := s.cfg.Savepoint(ctx)
+	id, err := take(ctx)
 	switch {
 	case err == nil:
 		writeJSON(w, http.StatusOK, map[string]any{"id": id})
