@@ -107,6 +107,14 @@ func AllowChangedJob() Option { return func(c *config) { c.AllowChangedJob = tru
 // need no permission.
 func AllowDuplicatesOnFallback() Option { return func(c *config) { c.AllowDuplicates = true } }
 
+// RestoreCheckpoint restores checkpoint id (a savepoint, say) instead of
+// the newest one. The checkpoints after it are passed over for good
+// (quarantined, so no later restart restores them), and what they
+// committed is handled as for a fallback: sinks that can roll it back do;
+// for a sink that cannot, Run refuses unless AllowDuplicatesOnFallback. A
+// checkpoint id that is missing or unusable fails Run, naming why.
+func RestoreCheckpoint(id uint64) Option { return func(c *config) { c.RestoreFrom = id } }
+
 // TolerableCheckpointFailures fails the job once more than n checkpoints
 // in a row have failed (timed out, an upload or the manifest failed), with
 // the last failure's error (default 3; negative: never), like Flink's

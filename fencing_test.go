@@ -3,6 +3,7 @@ package eddy_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,4 +120,67 @@ func TestCreatorWrapperOverPlainStore(t *testing.T) {
 	if names, _ := fs.List(context.Background(), "checkpoints/"); len(names) == 0 {
 		t.Fatal("no checkpoint written")
 	}
+}
+
+// TestRestoreCheckpoint: a finished job run again with RestoreCheckpoint
+// of an early checkpoint rolls back what later checkpoints committed,
+// quarantines them, produces it again from the early one, and ends with
+// every record committed once; an id that is no complete checkpoint fails
+// Run naming it.
+func TestRestoreCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	data, out := filepath.Join(dir, "data"), filepath.Join(dir, "out")
+	const events = 30_000
+	job := func(opts ...eddy.Option) *eddy.Env {
+		env := eddy.New(append([]eddy.Option{eddy.Checkpoints(data, 10*time.Millisecond), eddy.RetainCheckpoints(1000), eddy.Parallelism(2),
+			eddy.Restarts(0, 0), eddy.LogOutput(&logBuf{})}, opts...)...)
+		src := eddy.FromSource(env, datagen.GPS(datagen.Events(events), datagen.Rate(60_000)))
+		eddy.ToSink(src, file.JSONLines[datagen.GPSPoint](out))
+		return env
+	}
+	if err := job().Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := blobfile.New(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := manifestIDs(t, fs)
+	if len(ids) < 4 {
+		t.Fatalf("only %d checkpoints: %v", len(ids), ids)
+	}
+	early := ids[len(ids)/3]
+	if err := job(eddy.RestoreCheckpoint(early)).Run(context.Background()); err != nil {
+		t.Fatalf("restoring checkpoint %d: %v", early, err)
+	}
+	if n := countLines(t, out); n != events {
+		t.Fatalf("after restoring checkpoint %d: %d lines committed, want %d", early, n, events)
+	}
+	for _, id := range ids {
+		_, qerr := fs.Get(context.Background(), fmt.Sprintf("quarantine/%020d", id))
+		if quarantined := qerr == nil; quarantined != (id > early) {
+			t.Errorf("checkpoint %d (restored %d) quarantined: %v", id, early, quarantined)
+		}
+	}
+	err = job(eddy.RestoreCheckpoint(999_999)).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "restore checkpoint 999999: no such complete checkpoint") {
+		t.Fatalf("restoring a checkpoint that does not exist: %v", err)
+	}
+}
+
+// manifestIDs lists the complete checkpoints of a store.
+func manifestIDs(t *testing.T, s blob.Store) []uint64 {
+	t.Helper()
+	names, err := s.List(context.Background(), "checkpoints/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	for _, n := range names {
+		var id uint64
+		if _, err := fmt.Sscanf(n, "checkpoints/%020d/MANIFEST", &id); err == nil && strings.HasSuffix(n, "/MANIFEST") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }

@@ -39,6 +39,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&c.EmitEvery, "emit-every", 100, "write a driver's totals after every n-th of its points")
 	fs.Int64Var(&c.LateEvery, "late-every", 500, "stamp every n-th point of a driver an hour late (0: none)")
 	quiet := fs.Bool("quiet", false, "no live progress line")
+	restoreID := fs.Uint64("restore", 0, "restore this checkpoint (a savepoint, say) instead of the newest; what newer checkpoints committed is rolled back")
 	allowDup := fs.Bool("allow-duplicates-on-fallback", false, "when the newest checkpoints are unusable and a sink that cannot roll back (Kafka) committed after the one restored, resume anyway: that output is written again")
 	kafkaBrokers := fs.String("kafka", "", "run from and to Kafka topics on these brokers (host:port,...)")
 	fs.BoolVar(&c.Changelog, "changelog", false, "use the changelog state backend (durable short-term log + background materialization)")
@@ -81,6 +82,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	opts := []eddy.Option{eddy.LogOutput(stderr)}
 	if *allowDup {
 		opts = append(opts, eddy.AllowDuplicatesOnFallback())
+	}
+	if *restoreID != 0 {
+		opts = append(opts, eddy.RestoreCheckpoint(*restoreID))
 	}
 	if *admin != "" {
 		opts = append(opts, eddy.Admin(*admin))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/eddyflow/eddy/blob"
@@ -42,6 +43,9 @@ type Config struct {
 	// AllowDuplicates lets a restore fall back past checkpoints that
 	// committed output to sinks that cannot roll it back.
 	AllowDuplicates bool
+	// RestoreFrom, when not 0, is the checkpoint the first attempt
+	// restores instead of the newest.
+	RestoreFrom uint64
 	// Metrics receives the Run's measurements (NewMetrics of the same
 	// graph and counters); nil: Run keeps its own.
 	Metrics *Metrics
@@ -126,8 +130,42 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 		store = checkpoint.NewStorage(bs, cfg.Retain)
 	}
 	var before uint64 // restore a checkpoint older than this one, when not 0
+	if id := cfg.RestoreFrom; id != 0 {
+		if store == nil {
+			return errs.Kind(errs.Permanent, fmt.Errorf("eddy: restore checkpoint %d: the job keeps no checkpoints (eddy.Checkpoints)", id), true)
+		}
+		ids, err := store.List(ctx)
+		if err != nil {
+			return errs.Kind(errs.Storage, fmt.Errorf("eddy: restore checkpoint %d: %w", id, err), false)
+		}
+		if !slices.Contains(ids, id) {
+			return errs.Kind(errs.Permanent, fmt.Errorf("eddy: restore checkpoint %d: no such complete checkpoint (complete: %v)", id, ids), true)
+		}
+		if m, skipped, err := store.Before(ctx, id+1); err != nil {
+			return errs.Kind(errs.Storage, fmt.Errorf("eddy: restore checkpoint %d: %w", id, err), false)
+		} else if m == nil || m.ID != id {
+			return errs.Kind(errs.CorruptCheckpoint, fmt.Errorf("eddy: restore checkpoint %d: it is not usable: %w", id, errors.Join(skipped...)), true)
+		}
+		// Newer checkpoints are passed over as a fallback passes over
+		// unusable ones: their output is rolled back or the restore refused,
+		// and they are quarantined so that no restart restores them.
+		for _, newer := range ids {
+			if newer > id {
+				e.unusable[newer] = fmt.Sprintf("newer than checkpoint %d, which the job restored on purpose (eddy.RestoreCheckpoint)", id)
+			}
+		}
+		before = id + 1
+	}
 	for attempt := 0; ; attempt++ {
 		err := e.runAttempt(ctx, store, bs, lease, before)
+		if cfg.RestoreFrom != 0 && before == cfg.RestoreFrom+1 {
+			var re *restore.Error
+			if errors.As(err, &re) && re.ID == cfg.RestoreFrom {
+				// The checkpoint asked for is unusable: no falling back
+				// past it to an older one nobody asked for.
+				return errs.Kind(errs.CorruptCheckpoint, fmt.Errorf("eddy: restore checkpoint %d: %w", cfg.RestoreFrom, re), true)
+			}
+		}
 		before = 0
 		if err == nil || ctx.Err() != nil {
 			if ctx.Err() != nil && err != nil {
