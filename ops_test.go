@@ -573,7 +573,21 @@ func TestChangelogMetrics(t *testing.T) {
 		first, _ := sum(f, "eddy_dstl_upload_attempts_total", "reason", "first")
 		bytes, _ := sum(f, "eddy_dstl_uploaded_bytes_total")
 		_, inFlight := sum(f, "eddy_dstl_in_flight_bytes")
-		return ok > 0 && first >= ok && bytes > 0 && inFlight == 1,
-			fmt.Sprintf("uploads %v, first attempts %v, bytes %v, in-flight gauge %d", ok, first, bytes, inFlight)
+		timed, _ := sum(f, "eddy_dstl_upload_duration_seconds")
+		return ok > 0 && first >= ok && bytes > 0 && inFlight == 1 && timed == ok,
+			fmt.Sprintf("uploads %v, first attempts %v, bytes %v, in-flight gauge %d, timed uploads %v", ok, first, bytes, inFlight, timed)
 	})
+	// The latency histogram's buckets are cumulative and end at its count.
+	f := scrape(t, base)
+	h := f["eddy_dstl_upload_duration_seconds"].GetMetric()[0].GetHistogram()
+	prev := uint64(0)
+	for _, b := range h.GetBucket() {
+		if b.GetCumulativeCount() < prev || b.GetCumulativeCount() > h.GetSampleCount() {
+			t.Fatalf("upload latency buckets not cumulative within the count %d: %v", h.GetSampleCount(), h.GetBucket())
+		}
+		prev = b.GetCumulativeCount()
+	}
+	if h.GetSampleSum() <= 0 {
+		t.Fatalf("upload latency sum %v", h.GetSampleSum())
+	}
 }

@@ -79,6 +79,8 @@ type Log struct {
 		loserDeletes, deleteErrors, bytesRaw, bytesUploaded atomic.Int64
 		blocked, blockedNanos, persists                     atomic.Int64
 		localWrites, localErrors, localDeletes              atomic.Int64
+		uploadNanos                                         atomic.Int64
+		uploadBuckets                                       [len(UploadLatencyBuckets)]atomic.Int64
 	}
 }
 
@@ -220,7 +222,49 @@ func (l *Log) Metrics() Metrics {
 		LocalWrites:    l.m.localWrites.Load(),
 		LocalErrors:    l.m.localErrors.Load(),
 		LocalDeletes:   l.m.localDeletes.Load(),
+		UploadLatency:  l.uploadLatency(),
 	}
+}
+
+// UploadLatencyBuckets are the upper bounds of Metrics.UploadLatency's
+// buckets: 5 ms to about 10 s, doubling.
+var UploadLatencyBuckets = [...]time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond,
+	80 * time.Millisecond, 160 * time.Millisecond, 320 * time.Millisecond, 640 * time.Millisecond, 1280 * time.Millisecond,
+	2560 * time.Millisecond, 5120 * time.Millisecond, 10240 * time.Millisecond}
+
+// Latency is a histogram of durations: Count observations summing to Sum,
+// Buckets[i] of them at most UploadLatencyBuckets[i] (cumulative, as
+// Prometheus histograms count).
+type Latency struct {
+	Count   int64
+	Sum     time.Duration
+	Buckets [len(UploadLatencyBuckets)]int64
+}
+
+// observeUpload records how long a batch took to become durable, from its
+// first attempt to the winning one's end.
+func (l *Log) observeUpload(d time.Duration) {
+	l.m.uploadNanos.Add(int64(d))
+	for i, b := range UploadLatencyBuckets {
+		if d <= b {
+			l.m.uploadBuckets[i].Add(1)
+			return
+		}
+	}
+}
+
+func (l *Log) uploadLatency() Latency {
+	var lat Latency
+	lat.Sum = time.Duration(l.m.uploadNanos.Load())
+	var cum int64
+	for i := range UploadLatencyBuckets {
+		cum += l.m.uploadBuckets[i].Load()
+		lat.Buckets[i] = cum
+	}
+	// Uploads beyond the last bucket count only in Count; read after the
+	// buckets, which an upload fills first, it is never below them.
+	lat.Count = max(l.m.uploads.Load(), cum)
+	return lat
 }
 
 // kick asks the flusher to seal the current batch now.

@@ -165,4 +165,7 @@ type Metrics struct {
 	LocalWrites    int64 // local copies written
 	LocalErrors    int64 // local copies that could not be written (reads fall back to the store)
 	LocalDeletes   int64 // local copies deleted because no writer needs them any more
+	// UploadLatency is how long the uploaded batches took to become
+	// durable, hedges and retries included (Count is Uploads).
+	UploadLatency Latency
 }

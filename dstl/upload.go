@@ -36,7 +36,11 @@ func (l *Log) upload(b *batch) {
 	if err == nil {
 		b.crc = objectCRC(data) // read by waiters only after done is closed
 		b.dataRefs.Store(1)
+		began := time.Now()
 		object, err = l.put(b, data)
+		if err == nil {
+			l.observeUpload(time.Since(began))
+		}
 	} else {
 		err = &BatchError{Batch: b.seq, Object: b.name, Err: err}
 	}

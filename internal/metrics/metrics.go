@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/internal/runtime"
 )
 
@@ -27,7 +28,7 @@ type Collector struct {
 		started, materializations, materializationStall, bld  *prometheus.Desc
 		dstlInFlight, dstlUploaded, dstlUploads, dstlAttempts *prometheus.Desc
 		dstlChanges, dstlBlocked, dstlBlockedTime             *prometheus.Desc
-		blobRequests                                          *prometheus.Desc
+		blobRequests, dstlLatency                             *prometheus.Desc
 	}
 	build    prometheus.Labels
 	duration prometheus.Histogram
@@ -88,6 +89,7 @@ func New(job string, m *runtime.Metrics) *Collector {
 	c.desc.dstlBlocked = d("eddy_dstl_blocked_appends_total", "State changes that waited because too many bytes were in flight (backpressure from the log).")
 	c.desc.dstlBlockedTime = d("eddy_dstl_blocked_seconds_total", "Time state changes waited for bytes in flight to drop.")
 	c.desc.blobRequests = d("eddy_blob_requests_total", "Requests made of the checkpoint store (what an object store bills), hedges and retries included, by operation (put, get, list, delete) and outcome (ok: success or an answer such as not found; failed).", "op", "outcome")
+	c.desc.dstlLatency = d("eddy_dstl_upload_duration_seconds", "How long changelog batches took to become durable in the store, hedges and retries included.")
 	c.build = buildLabels()
 	c.duration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eddy_checkpoint_duration_seconds",
 		Help: "Checkpoint duration, trigger to sinks committed.", ConstLabels: jl, Buckets: durationBuckets})
@@ -156,7 +158,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.desc.size, c.desc.lastCompleted, c.desc.lastID, c.desc.restarts, c.desc.restore, c.desc.restoredID, c.desc.ready,
 		c.desc.subtasks, c.desc.started, c.desc.materializations, c.desc.materializationStall, c.desc.bld,
 		c.desc.dstlInFlight, c.desc.dstlUploaded, c.desc.dstlUploads, c.desc.dstlAttempts, c.desc.dstlChanges,
-		c.desc.dstlBlocked, c.desc.dstlBlockedTime, c.desc.blobRequests} {
+		c.desc.dstlBlocked, c.desc.dstlBlockedTime, c.desc.blobRequests, c.desc.dstlLatency} {
 		ch <- d
 	}
 	c.duration.Describe(ch)
@@ -232,6 +234,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.desc.dstlChanges, float64(d.Changes))
 		counter(c.desc.dstlBlocked, float64(d.BlockedAppends))
 		counter(c.desc.dstlBlockedTime, d.BlockedTime.Seconds())
+		lat := d.UploadLatency
+		buckets := make(map[float64]uint64, len(lat.Buckets))
+		for i, b := range dstl.UploadLatencyBuckets {
+			buckets[b.Seconds()] = uint64(lat.Buckets[i])
+		}
+		ch <- prometheus.MustNewConstHistogram(c.desc.dstlLatency, uint64(lat.Count), lat.Sum.Seconds(), buckets)
 	}
 	reqs, reqsFailed := c.m.BlobRequests()
 	for _, r := range []struct {

@@ -236,6 +236,11 @@ func addLogMetrics(dst *dstl.Metrics, src dstl.Metrics) {
 	dst.BytesUploaded += src.BytesUploaded
 	dst.BlockedAppends += src.BlockedAppends
 	dst.BlockedTime += src.BlockedTime
+	dst.UploadLatency.Count += src.UploadLatency.Count
+	dst.UploadLatency.Sum += src.UploadLatency.Sum
+	for i := range dst.UploadLatency.Buckets {
+		dst.UploadLatency.Buckets[i] += src.UploadLatency.Buckets[i]
+	}
 }
 
 // DSTL returns the changelog's durable short-term log counters, summed over
