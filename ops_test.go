@@ -591,3 +591,53 @@ func TestChangelogMetrics(t *testing.T) {
 		t.Fatalf("upload latency sum %v", h.GetSampleSum())
 	}
 }
+
+// lagSource is one split that returns emit records, then waits (Idle)
+// until its context ends, reporting total-emit records of lag
+// (connector.Lagger).
+type lagSource struct{ emit, total int }
+
+func (s lagSource) Name() string { return "lagged" }
+func (s lagSource) Splits() int  { return 1 }
+func (s lagSource) OpenSplit(context.Context, int, []byte) (eddy.SplitReader[datagen.GPSPoint], error) {
+	return &lagReader{s: s}, nil
+}
+
+type lagReader struct {
+	s    lagSource
+	read int
+}
+
+func (r *lagReader) Next(p *datagen.GPSPoint) (eddy.ReadStatus, error) {
+	if r.read == r.s.emit {
+		return eddy.Idle, nil
+	}
+	r.read++
+	p.DriverID = fmt.Sprint(r.read)
+	return eddy.Record, nil
+}
+func (r *lagReader) Position() []byte   { return []byte(fmt.Sprint(r.read)) }
+func (r *lagReader) Close() error       { return nil }
+func (r *lagReader) Lag() (int64, bool) { return int64(r.s.total - r.read), true }
+
+// TestSourceLagMetric: a source whose split readers know their lag shows
+// it as eddy_source_lag_records of its subtask.
+func TestSourceLagMetric(t *testing.T) {
+	env := eddy.New(eddy.Parallelism(1), eddy.Admin("127.0.0.1:0"), eddy.LogOutput(io.Discard))
+	var src eddy.Source[datagen.GPSPoint] = lagSource{emit: 40, total: 100}
+	eddy.ToSink(eddy.FromSource(env, src), discard.Sink[datagen.GPSPoint]())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- env.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-env.AdminListening():
+	case err := <-done:
+		t.Fatalf("Run ended: %v", err)
+	}
+	base := "http://" + env.AdminAddr()
+	eventually(t, 10*time.Second, func() (bool, string) {
+		lag, n := sum(scrape(t, base), "eddy_source_lag_records", "subtask", "0")
+		return n == 1 && lag == 60, fmt.Sprintf("eddy_source_lag_records: %v over %d series, want 60", lag, n)
+	})
+}

@@ -45,6 +45,15 @@ type SplitReader[T any] interface {
 	Close() error
 }
 
+// Lagger is a SplitReader that knows how far behind its input it is: Lag
+// returns the records the split holds that the reader has not returned yet
+// (Kafka: the partition's high watermark minus the next offset), and false
+// while it does not know. The runtime publishes it as the source lag
+// metric; it is called between records, not per record.
+type Lagger interface {
+	Lag() (records int64, known bool)
+}
+
 // Sink is an output that takes part in checkpoints with a two-phase commit:
 // writes become durable but invisible at each checkpoint barrier (PreCommit)
 // and visible once the checkpoint is complete (Commit). An exactly-once sink

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eddyflow/eddy/connector"
@@ -189,11 +190,12 @@ type partition struct {
 	queue     []*kgo.Record
 	head      int
 	err       error
-	full      bool       // the poll loop waits for this buffer to drain
-	done      bool       // a bounded split reached its end: drop what comes
-	consuming bool       // added to the client
-	start     kgo.Offset // where consuming starts once the partition exists
-	waiting   bool       // the partition does not exist yet
+	full      bool         // the poll loop waits for this buffer to drain
+	done      bool         // a bounded split reached its end: drop what comes
+	consuming bool         // added to the client
+	start     kgo.Offset   // where consuming starts once the partition exists
+	waiting   bool         // the partition does not exist yet
+	hwm       atomic.Int64 // the high watermark the last fetch saw; -1 before one
 }
 
 // session is one job's use of a source: a consumer client and its loops.
@@ -332,6 +334,7 @@ func (s *session) open(ctx context.Context, tp topicPartition, pos *position, fr
 		}
 	}
 	p := &partition{}
+	p.hwm.Store(-1)
 	if pos.fromStart {
 		p.start = kgo.NewOffset().AtStart()
 	} else {
@@ -477,14 +480,17 @@ func (s *session) poll() {
 			s.mu.Unlock()
 		})
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if len(fp.Records) == 0 {
-				return
-			}
 			s.mu.Lock()
 			p := s.parts[topicPartition{fp.Topic, fp.Partition}]
 			s.mu.Unlock()
 			if p == nil {
 				return // closed meanwhile
+			}
+			if fp.Err == nil {
+				p.hwm.Store(fp.HighWatermark)
+			}
+			if len(fp.Records) == 0 {
+				return
 			}
 			p.mu.Lock()
 			if !p.done {
@@ -730,6 +736,22 @@ func (r *reader[T]) finish() {
 	case r.sess.drained <- struct{}{}:
 	default:
 	}
+}
+
+// Lag is the partition's high watermark, as the last fetch saw it, minus
+// the next offset to read (at most the end of a bounded split).
+func (r *reader[T]) Lag() (int64, bool) {
+	hwm := r.p.hwm.Load()
+	if hwm < 0 {
+		return 0, false
+	}
+	if r.pos.bounded {
+		hwm = min(hwm, r.pos.end)
+	}
+	if r.pos.fromStart {
+		return max(hwm, 0), true
+	}
+	return max(hwm-r.pos.next, 0), true
 }
 
 func (r *reader[T]) Position() []byte {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/connector/discard"
+	"github.com/eddyflow/eddy/connector"
 	"github.com/eddyflow/eddy/connector/kafka"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -522,4 +523,46 @@ func TestTypedOptionMismatchPanics(t *testing.T) {
 		}
 	}()
 	kafka.Sink[Count]("out", kafka.Key(func(e *Event) []byte { return nil }))
+}
+
+// TestSourceLag: a split reader reports the records of its partition it
+// has not returned yet (high watermark minus position), following the
+// records it returns and those produced later.
+func TestSourceLag(t *testing.T) {
+	c := newCluster(t, 1, "in")
+	addrs := c.ListenAddrs()
+	ctx := testCtx(t)
+	produceEvents(t, addrs, "in", 0, 20, 1)
+	src := kafka.Source[Event](kafka.Brokers(addrs...), kafka.Topics("in"), kafka.MaxPartitions(1), kafka.StartEarliest())
+	r, err := src.OpenSplit(ctx, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	lagger, ok := r.(connector.Lagger)
+	if !ok {
+		t.Fatalf("the Kafka split reader %T is no connector.Lagger", r)
+	}
+	readSplit(t, r, 5)
+	if n, known := lagger.Lag(); !known || n != 15 {
+		t.Fatalf("Lag after 5 of 20 records = %d, %v; want 15", n, known)
+	}
+	produceEvents(t, addrs, "in", 20, 10, 1)
+	readSplit(t, r, 15)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// The high watermark is learnt from fetches, which follow reads.
+		if n, known := lagger.Lag(); known && n == 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			n, known := lagger.Lag()
+			t.Fatalf("Lag after 20 of 30 records = %d, %v; want 10", n, known)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	readSplit(t, r, 10)
+	if n, known := lagger.Lag(); !known || n != 0 {
+		t.Fatalf("Lag after every record = %d, %v; want 0", n, known)
+	}
 }

@@ -28,7 +28,7 @@ type Collector struct {
 		started, materializations, materializationStall, bld  *prometheus.Desc
 		dstlInFlight, dstlUploaded, dstlUploads, dstlAttempts *prometheus.Desc
 		dstlChanges, dstlBlocked, dstlBlockedTime             *prometheus.Desc
-		blobRequests, dstlLatency                             *prometheus.Desc
+		blobRequests, dstlLatency, sourceLag                  *prometheus.Desc
 	}
 	build    prometheus.Labels
 	duration prometheus.Histogram
@@ -65,6 +65,7 @@ func New(job string, m *runtime.Metrics) *Collector {
 	c.desc.idle = d("eddy_subtask_idle_seconds_total", "Time a subtask waited for input.", sub...)
 	c.desc.watermark = d("eddy_watermark_seconds", "A subtask's event-time watermark, as Unix time.", sub...)
 	c.desc.watermarkLag = d("eddy_watermark_lag_seconds", "Wall-clock time minus a subtask's watermark.", sub...)
+	c.desc.sourceLag = d("eddy_source_lag_records", "Records a source subtask's splits hold that it has not read yet (Kafka: high watermark minus position), for sources that know it.", sub...)
 	c.desc.stateEntries = d("eddy_state_entries", "Keyed state entries (state, key) of a subtask at its last checkpoint.", sub...)
 	c.desc.stateBytes = d("eddy_state_size_bytes", "Serialized size of a subtask's keyed state at its last snapshot or restore.", sub...)
 	c.desc.completed = d("eddy_checkpoints_completed_total", "Checkpoints completed (manifest written, sinks committed).")
@@ -158,7 +159,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.desc.size, c.desc.lastCompleted, c.desc.lastID, c.desc.restarts, c.desc.restore, c.desc.restoredID, c.desc.ready,
 		c.desc.subtasks, c.desc.started, c.desc.materializations, c.desc.materializationStall, c.desc.bld,
 		c.desc.dstlInFlight, c.desc.dstlUploaded, c.desc.dstlUploads, c.desc.dstlAttempts, c.desc.dstlChanges,
-		c.desc.dstlBlocked, c.desc.dstlBlockedTime, c.desc.blobRequests, c.desc.dstlLatency} {
+		c.desc.dstlBlocked, c.desc.dstlBlockedTime, c.desc.blobRequests, c.desc.dstlLatency, c.desc.sourceLag} {
 		ch <- d
 	}
 	c.duration.Describe(ch)
@@ -189,6 +190,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if wm := s.Watermark.Load(); wm != math.MinInt64 && wm != math.MaxInt64 {
 				gauge(c.desc.watermark, seconds(wm), l...)
 				gauge(c.desc.watermarkLag, now.Sub(time.Unix(0, wm)).Seconds(), l...)
+			}
+			if lag := s.SourceLag.Load(); st.Source && lag != math.MinInt64 {
+				gauge(c.desc.sourceLag, float64(lag), l...)
 			}
 			if !st.Source {
 				counter(c.desc.late, float64(s.LateRecords.Load()), l...)

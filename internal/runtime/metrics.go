@@ -70,6 +70,7 @@ type SubtaskMetrics struct {
 	IdleNs                       atomic.Int64
 	Watermark                    atomic.Int64 // event time in ns; math.MinInt64 before the first
 	StateEntries, StateSizeBytes atomic.Int64 // of the keyed operators, at the last checkpoint
+	SourceLag                    atomic.Int64 // records its splits hold that it has not read; math.MinInt64: unknown
 	_                            [64]byte     // keeps neighbouring subtasks off this cache line
 }
 
@@ -92,6 +93,7 @@ func NewMetrics(g *Graph, stats *Counters) *Metrics {
 		m.subtasks[i] = make([]SubtaskMetrics, st.parallelism)
 		for k := range m.subtasks[i] {
 			m.subtasks[i][k].Watermark.Store(math.MinInt64)
+			m.subtasks[i][k].SourceLag.Store(math.MinInt64)
 		}
 		m.total += st.parallelism
 		info := StageInfo{ID: st.id, Name: st.Name(), Operators: append([]string(nil), st.ops...), Parallelism: st.parallelism, Source: st.source != nil}

@@ -63,6 +63,28 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 		splits = append(splits, sp)
 	}
 	sc.running()
+	// Source lag, for the metrics: published between passes, summed over
+	// the splits whose readers know theirs (connector.Lagger).
+	var laggers []connector.Lagger
+	for _, sp := range splits {
+		if l, ok := sp.r.(connector.Lagger); ok && sp.reader {
+			laggers = append(laggers, l)
+		}
+	}
+	publishLag := func() {
+		if len(laggers) == 0 || sc.m == nil {
+			return
+		}
+		total, known := int64(0), false
+		for _, l := range laggers {
+			if n, ok := l.Lag(); ok {
+				total, known = total+n, true
+			}
+		}
+		if known {
+			sc.m.SourceLag.Store(total)
+		}
+	}
 	triggers := sc.job.triggers[entry.index][sc.subtask]
 	positions := func() []checkpoint.SplitState {
 		out := make([]checkpoint.SplitState, len(splits))
@@ -248,6 +270,7 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 				return err
 			}
 			sc.flushCounters()
+			publishLag()
 			pause.Reset(time.Millisecond)
 			waited := time.Now()
 			select {
@@ -260,6 +283,9 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 			sc.clk.idle += int64(time.Since(waited))
 		} else if passes++; passes%4 == 0 {
 			sc.flushCounters()
+			if passes%64 == 0 {
+				publishLag()
+			}
 		}
 	}
 }
