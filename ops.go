@@ -184,3 +184,24 @@ func (e *Env) startOps() (stop func(), err error) {
 // ErrAdminNotLoopback is Run's error when Admin is given an address that
 // is not a loopback one and AdminAllowRemote is not.
 var ErrAdminNotLoopback = admin.ErrNotLoopback
+
+// RestoreProgress is how far the running attempt is in restoring its
+// checkpoint.
+type RestoreProgress struct {
+	Checkpoint uint64 // the checkpoint being restored; 0: none (a fresh start)
+	Restored   int    // subtasks that restored their state and run
+	Subtasks   int    // subtasks of the job
+	Done       bool   // every subtask restored (or the job is not running)
+}
+
+// RestoreProgress returns how far the running attempt is in restoring its
+// checkpoint, for a progress display; before and after Run, Done.
+func (e *Env) RestoreProgress() RestoreProgress {
+	m := e.cfg.Metrics
+	if m == nil {
+		return RestoreProgress{Done: true}
+	}
+	r := m.Readiness()
+	return RestoreProgress{Checkpoint: uint64(e.stats.Stats().RestoredFrom), Restored: r.Started, Subtasks: r.Total,
+		Done: !r.Running || r.Ready()}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob"
+	blobfile "github.com/eddyflow/eddy/blob/file"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/connector"
 	"github.com/eddyflow/eddy/connector/datagen"
@@ -640,4 +642,54 @@ func TestSourceLagMetric(t *testing.T) {
 		lag, n := sum(scrape(t, base), "eddy_source_lag_records", "subtask", "0")
 		return n == 1 && lag == 60, fmt.Sprintf("eddy_source_lag_records: %v over %d series, want 60", lag, n)
 	})
+}
+
+// heldReads holds every Get of a state part until release is closed.
+type heldReads struct {
+	blob.Store
+	release chan struct{}
+}
+
+func (s *heldReads) Get(ctx context.Context, name string) ([]byte, error) {
+	if strings.HasSuffix(name, ".state") {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.Store.Get(ctx, name)
+}
+
+// TestRestoreProgress: while a restore waits for its state, the Env says
+// which checkpoint it restores and how many subtasks are done; once they
+// are, the progress is done.
+func TestRestoreProgress(t *testing.T) {
+	dir := t.TempDir()
+	fs, err := blobfile.New(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := demojob.Config{Seed: 2, Events: 20_000, Drivers: 50, Parallelism: 2, CheckpointInterval: 20 * time.Millisecond, Out: filepath.Join(dir, "out")}
+	if err := demojob.Env(c, eddy.CheckpointStore(fs, c.CheckpointInterval), eddy.LogOutput(io.Discard)).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	store := &heldReads{Store: fs, release: make(chan struct{})}
+	env := demojob.Env(c, eddy.CheckpointStore(store, c.CheckpointInterval), eddy.LogOutput(io.Discard))
+	if p := env.RestoreProgress(); !p.Done {
+		t.Fatalf("progress before Run: %+v, want done", p)
+	}
+	done := make(chan error, 1)
+	go func() { done <- env.Run(context.Background()) }()
+	eventually(t, 10*time.Second, func() (bool, string) {
+		p := env.RestoreProgress()
+		return p.Checkpoint != 0 && !p.Done && p.Restored < p.Subtasks && p.Subtasks > 0, fmt.Sprintf("progress %+v", p)
+	})
+	close(store.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if p := env.RestoreProgress(); !p.Done {
+		t.Fatalf("progress after Run: %+v, want done", p)
+	}
 }

@@ -123,6 +123,10 @@ loop:
 			if *quiet {
 				continue
 			}
+			if rp := env.RestoreProgress(); !rp.Done && rp.Checkpoint != 0 {
+				fmt.Fprintf(stdout, "\r  restoring checkpoint %d: %d of %d subtasks restored   ", rp.Checkpoint, rp.Restored, rp.Subtasks)
+				continue
+			}
 			s := env.Stats()
 			rate := float64(s.RecordsIn-last.RecordsIn) / now.Sub(lastAt).Seconds()
 			last, lastAt = s, now
