@@ -137,6 +137,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			if runStore != "" {
 				cfg.storeURL = storeAt(runStore, fmt.Sprintf("%s-%v", job, cl))
 			}
+			fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: pre-filling %d MiB of state, then measuring for %v\n", job, cl, cfg.stateMB, cfg.dur)
 			r, err := benchRun(cfg, stderr)
 			if err != nil {
 				fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cl, err)
@@ -152,6 +153,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		// checkpoint to the next.
 		for k := range max(*recoveries, 1) {
 			for i := range runs {
+				fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: recovery %d of %d\n", job, cls[i], k+1, max(*recoveries, 1))
 				d, reqs, err := runs[i].restore(k)
 				if err != nil {
 					fmt.Fprintf(stderr, "eddy bench: %s changelog=%v: %v\n", job, cls[i], err)

@@ -39,6 +39,12 @@ func TestBenchCheckpointRuns(t *testing.T) {
 				t.Fatalf("exit %d: %s", code, errb.String())
 			}
 			t.Log(out.String())
+			// Progress goes to stderr, stage by stage.
+			for _, stage := range []string{"value changelog=false: pre-filling 4 MiB", "value changelog=true: recovery 2 of 2"} {
+				if !strings.Contains(errb.String(), stage) {
+					t.Errorf("no progress line %q on stderr:\n%s", stage, errb.String())
+				}
+			}
 			rows, reqs := benchTables(out.String(), "value")
 			if len(rows) != 2 || rows[0][1] != "false" || rows[1][1] != "true" {
 				t.Fatalf("want a row without and one with the changelog:\n%s", out.String())
