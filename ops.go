@@ -56,6 +56,7 @@ type opsState struct {
 	adminAddr string
 	listening chan struct{}           // closed once the admin endpoint is bound
 	stopRun   context.CancelCauseFunc // ends the running Run, nil outside it
+	metrics   *runtime.Metrics        // the current or last Run's, for RestoreProgress
 }
 
 // errStoppedWithSavepoint is the cause Run's context is cancelled with by
@@ -137,6 +138,9 @@ func (e *Env) AdminListening() <-chan struct{} {
 func (e *Env) startOps() (stop func(), err error) {
 	m := runtime.NewMetrics(&e.graph, &e.stats)
 	e.cfg.Metrics = m
+	e.svc.mu.Lock()
+	e.svc.metrics = m
+	e.svc.mu.Unlock()
 	var undo []func()
 	stop = func() {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -197,7 +201,9 @@ type RestoreProgress struct {
 // RestoreProgress returns how far the running attempt is in restoring its
 // checkpoint, for a progress display; before and after Run, Done.
 func (e *Env) RestoreProgress() RestoreProgress {
-	m := e.cfg.Metrics
+	e.svc.mu.Lock()
+	m := e.svc.metrics
+	e.svc.mu.Unlock()
 	if m == nil {
 		return RestoreProgress{Done: true}
 	}

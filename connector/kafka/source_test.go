@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/eddyflow/eddy"
-	"github.com/eddyflow/eddy/connector/discard"
 	"github.com/eddyflow/eddy/connector"
+	"github.com/eddyflow/eddy/connector/discard"
 	"github.com/eddyflow/eddy/connector/kafka"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/twmb/franz-go/pkg/kadm"
