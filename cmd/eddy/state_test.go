@@ -424,7 +424,7 @@ func TestStateDumpMissingPart(t *testing.T) {
 		t.Skipf("only checkpoints %v", ids)
 	}
 	id := ids[len(ids)-1]
-	parts, _ := filepath.Glob(filepath.Join(data, "checkpoints", fmt.Sprintf("%020s", id), "distance-0.state"))
+	parts, _ := filepath.Glob(filepath.Join(data, "checkpoints", fmt.Sprintf("%020s", id), "distance-0-*.state"))
 	if len(parts) != 1 {
 		t.Fatalf("parts %v", parts)
 	}

@@ -64,7 +64,11 @@ func TestSwappedStateFileRefused(t *testing.T) {
 	}
 	newest := maxID(manifestIDs(c.Data))
 	stateFile := func(id uint64) string {
-		return filepath.Join(c.Data, "checkpoints", fmt.Sprintf("%020d", id), "distance-0.state")
+		parts, _ := filepath.Glob(filepath.Join(c.Data, "checkpoints", fmt.Sprintf("%020d", id), "distance-0-*.state"))
+		if len(parts) != 1 {
+			return filepath.Join(c.Data, "checkpoints", fmt.Sprintf("%020d", id), "none")
+		}
+		return parts[0]
 	}
 	newer, older := stateFile(newest), ""
 	for id := newest - 1; id > 0 && older == ""; id-- {

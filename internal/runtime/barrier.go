@@ -128,7 +128,9 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 		}
 		for _, p := range snaps {
 			start, end := p.op.backend.KeyGroups()
-			name := job.storage.StateBlobName(id, p.op.uid, sc.subtask)
+			// The attempt's run token in the name: a fenced writer still
+			// uploading its part of the same id cannot replace this one.
+			name := job.storage.PartBlobName(id, p.op.uid, sc.subtask, job.runID)
 			data := *p.data
 			if err := job.blobs.Put(sc.ctx, name, data); err != nil {
 				a.Err = errs.Kind(errs.Storage, fmt.Errorf("writing state of %s subtask %d to %s: %w", p.op.uid, sc.subtask, name, err), false)

@@ -47,7 +47,6 @@ func (j *Job) openChangelog() error {
 	if cfg == nil || j.blobs == nil {
 		return nil
 	}
-	j.runID = newRunID()
 	opts := cfg.Log
 	opts.ObjectName = func(seq uint64) string {
 		return fmt.Sprintf("checkpoints/%020d/dstl-%s-%d", j.building.Load(), j.runID, seq)

@@ -36,7 +36,7 @@ type Job struct {
 	readHedger *blob.Hedger                   // when to hedge a restore's read of a log object, learned from the reads before
 	partReader *blob.Hedger                   // the same for materialized parts: megabytes, not the log's kilobytes, so learned apart
 	logShared  *dstl.Shared                   // the restored log's objects, fetched once for all subtasks
-	runID      string                         // names this attempt's log writers and objects
+	runID      string                         // names this attempt's state parts, log writers and objects
 	building   atomic.Uint64                  // id of the checkpoint now being built
 	acks       chan ack
 	finished   chan struct{}
@@ -87,7 +87,7 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 	defer e.metrics.running.Store(false)
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	defer stopPrune()
-	j := &Job{lease: lease, pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, inboxes: map[*Stage][]*inbox.Inbox[msg]{},
+	j := &Job{runID: newRunID(), lease: lease, pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, inboxes: map[*Stage][]*inbox.Inbox[msg]{},
 		acks: make(chan ack, 64), finished: make(chan struct{}, 64),
 		readHedger: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout),
 		partReader: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout)}
