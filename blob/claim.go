@@ -51,7 +51,7 @@ func Claim(ctx context.Context, s Store, owner string) (Lease, error) {
 	// lost is recognised as this process's own.
 	h := NewHedger(3, 0)
 	for range claimTries {
-		claims, err := listClaims(ctx, s)
+		claims, err := listClaims(ctx, h, s)
 		if err != nil {
 			return nil, fmt.Errorf("blob: claim the store: %w", err)
 		}
@@ -69,7 +69,7 @@ func Claim(ctx context.Context, s Store, owner string) (Lease, error) {
 		for _, old := range claims {
 			_ = s.Delete(ctx, claimName(old)) // fenced anyway; a leftover is harmless
 		}
-		return &claim{s: s, epoch: epoch, owner: owner}, nil
+		return &claim{s: s, h: h, epoch: epoch, owner: owner}, nil
 	}
 	return nil, fmt.Errorf("blob: claim the store: lost the race for an epoch %d times in a row; is a process restarting in a loop?", claimTries)
 }
@@ -98,6 +98,7 @@ func (e *FencedError) Error() string {
 // claim is the Lease Claim returns.
 type claim struct {
 	s     Store
+	h     *Hedger // hedges and retries the claim's requests
 	epoch uint64
 	owner string
 }
@@ -110,14 +111,14 @@ const checkTimeout = 30 * time.Second
 func (l *claim) Check() error {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	claims, err := listClaims(ctx, l.s)
+	claims, err := listClaims(ctx, l.h, l.s)
 	if err != nil {
 		return fmt.Errorf("blob: check the claim of epoch %d: %w: %w", l.epoch, ErrLeaseUnknown, err)
 	}
 	if n := len(claims); n > 0 && claims[n-1] > l.epoch {
 		holder := "another process"
 		var buf []byte
-		if data, err := NewHedger(3, 0).GetInto(ctx, l.s, claimName(claims[n-1]), &buf, claimAttempts); err == nil && len(strings.TrimSpace(string(data))) > 0 {
+		if data, err := l.h.GetInto(ctx, l.s, claimName(claims[n-1]), &buf, claimAttempts); err == nil && len(strings.TrimSpace(string(data))) > 0 {
 			holder = strings.TrimSpace(string(data))
 		}
 		return &FencedError{Epoch: l.epoch, Newer: claims[n-1], Holder: holder}
@@ -138,8 +139,8 @@ func claimName(epoch uint64) string { return fmt.Sprintf("%s%020d", ClaimsDir, e
 const claimAttempts = 3
 
 // listClaims returns the epochs of the claims in s, ascending.
-func listClaims(ctx context.Context, s Store) ([]uint64, error) {
-	names, err := NewHedger(3, 0).List(ctx, s, ClaimsDir, claimAttempts)
+func listClaims(ctx context.Context, h *Hedger, s Store) ([]uint64, error) {
+	names, err := h.List(ctx, s, ClaimsDir, claimAttempts)
 	if err != nil {
 		return nil, err
 	}

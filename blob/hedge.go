@@ -160,8 +160,9 @@ func (h *Hedger) Put(ctx context.Context, s Store, name string, data []byte, att
 // Put. An attempt that finds the object existing reads it back: if it
 // holds exactly data, an earlier attempt of this call (hedged, or retried
 // after a reply that was lost) created it and the call succeeds; anything
-// else is another writer's object and the call fails at once with an
-// error matching ErrExists. So data must be unique to this writer (a
+// else (another writer's bytes, or an object gone by the time it is read)
+// is another writer's object and the call fails at once with an error
+// matching ErrExists. So data must be unique to this writer (a
 // manifest carries its writer's time), or two writers of the same bytes
 // would both succeed.
 func (h *Hedger) PutIfAbsent(ctx context.Context, s Store, name string, data []byte, attempts int) error {
@@ -176,6 +177,10 @@ func (h *Hedger) PutIfAbsent(ctx context.Context, s Store, name string, data []b
 		}
 		got, gerr := s.Get(ctx, name)
 		switch {
+		case errors.Is(gerr, ErrNotFound):
+			// It existed and is gone: deleted by whoever owns it (a
+			// newer claimant deletes older claims). Not this call's.
+			return struct{}{}, &otherWriterError{err}
 		case gerr != nil:
 			// Unknown whose it is: another attempt reads again.
 			return struct{}{}, fmt.Errorf("blob: %q exists; reading it back to compare failed: %w", name, gerr)

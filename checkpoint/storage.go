@@ -591,7 +591,7 @@ func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, 
 		if complete[id] || void[id] {
 			continue
 		}
-		if err := s.deleter.Put(ctx, s.store, fmt.Sprintf("%s%020d", voidDir, id), []byte("in flight when its writer stopped"), PruneAttempts); err != nil {
+		if err := s.hedger.Put(ctx, s.store, fmt.Sprintf("%s%020d", voidDir, id), []byte("in flight when its writer stopped"), PruneAttempts); err != nil {
 			return made, fmt.Errorf("checkpoint: make checkpoint %d void: %w", id, err)
 		}
 		made = append(made, id)

@@ -23,11 +23,10 @@ type Metrics struct {
 	subtasks [][]SubtaskMetrics // [stage][subtask]
 	total    int                // subtasks of the graph
 
-	attempt   atomic.Int64 // attempts started
-	running   atomic.Bool  // an attempt is running
-	started   atomic.Int64 // subtasks of the current attempt that restored and run
-	completed atomic.Int64 // checkpoints completed
-	failed    atomic.Int64 // checkpoints failed (timed out, an upload or the manifest failed)
+	attempt atomic.Int64 // attempts started
+	running atomic.Bool  // an attempt is running
+	started atomic.Int64 // subtasks of the current attempt that restored and run
+	failed  atomic.Int64 // checkpoints failed (timed out, an upload or the manifest failed)
 
 	mu       sync.Mutex
 	history  []CheckpointStats // the newest last, at most historyLen
@@ -136,7 +135,9 @@ func (m *Metrics) Readiness() Readiness {
 }
 
 // Checkpoints returns how many checkpoints completed and failed.
-func (m *Metrics) Checkpoints() (completed, failed int64) { return m.completed.Load(), m.failed.Load() }
+func (m *Metrics) Checkpoints() (completed, failed int64) {
+	return m.stats.checkpoints.Load(), m.failed.Load()
+}
 
 // History returns the last completed checkpoints, oldest first.
 func (m *Metrics) History() []CheckpointStats {
@@ -146,7 +147,6 @@ func (m *Metrics) History() []CheckpointStats {
 }
 
 func (m *Metrics) checkpointCompleted(s CheckpointStats) {
-	m.completed.Add(1)
 	m.mu.Lock()
 	if len(m.history) == historyLen {
 		copy(m.history, m.history[1:])
