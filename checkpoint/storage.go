@@ -563,6 +563,8 @@ const voidDir = "void/"
 // pending output is about to be aborted by the restore of restored, so it
 // must never be restored. Latest and Before pass over void ids, and
 // pruning deletes their objects like those of any unretained checkpoint.
+// Where the marker cannot be written, the checkpoint's objects are deleted
+// instead, which a restore passes over as missing files.
 // It returns the ids it made void. Call it after choosing the checkpoint
 // to restore and before the sinks abort what it did not pre-commit.
 func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, error) {
@@ -575,16 +577,19 @@ func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, 
 		return nil, err
 	}
 	complete := map[uint64]bool{}
+	objects := map[uint64][]string{}
 	var ids []uint64
 	for _, n := range names {
 		id, manifest, ok := parseName(n)
 		switch {
 		case !ok || id <= restored:
+			continue
 		case manifest:
 			complete[id] = true
 		case len(ids) == 0 || ids[len(ids)-1] != id:
 			ids = append(ids, id)
 		}
+		objects[id] = append(objects[id], n)
 	}
 	var made []uint64
 	for _, id := range ids {
@@ -592,7 +597,12 @@ func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, 
 			continue
 		}
 		if err := s.hedger.Put(ctx, s.store, fmt.Sprintf("%s%020d", voidDir, id), []byte("in flight when its writer stopped"), PruneAttempts); err != nil {
-			return made, fmt.Errorf("checkpoint: make checkpoint %d void: %w", id, err)
+			// No marker (a full disk, say): delete what the checkpoint
+			// wrote instead. A manifest landing later then lists missing
+			// files, and Latest and Before pass over it all the same.
+			if derr := s.deleteAll(ctx, objects[id]); derr != nil {
+				return made, fmt.Errorf("checkpoint: make checkpoint %d void: %w", id, errors.Join(err, derr))
+			}
 		}
 		made = append(made, id)
 	}

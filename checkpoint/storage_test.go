@@ -735,3 +735,42 @@ func TestVoidInFlight(t *testing.T) {
 		}
 	}
 }
+
+// noVoidMarkers fails every Put of a void marker, as a full disk would.
+type noVoidMarkers struct{ blob.Store }
+
+func (s noVoidMarkers) Put(ctx context.Context, name string, data []byte) error {
+	if strings.HasPrefix(name, "void/") {
+		return errors.New("no space left on device")
+	}
+	return s.Store.Put(ctx, name, data)
+}
+
+// TestVoidInFlightWithoutRoom: where no marker can be written, the
+// in-flight checkpoint's objects are deleted instead, so its manifest
+// landing late is passed over as one whose files are missing.
+func TestVoidInFlightWithoutRoom(t *testing.T) {
+	fs := newFileStore(t)
+	bs := noVoidMarkers{fs}
+	st := checkpoint.NewStorage(bs, 3)
+	writeCheckpoint(t, st, bs, 1, 1)
+	part := st.StateBlobName(2, "agg", 0)
+	if err := bs.Put(ctx, part, []byte("state 2/0")); err != nil {
+		t.Fatal(err)
+	}
+	if void, err := st.VoidInFlight(ctx, 1); err != nil || !slices.Equal(void, []uint64{2}) {
+		t.Fatalf("VoidInFlight(1) = %v, %v; want [2]", void, err)
+	}
+	if _, err := fs.Get(ctx, part); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("the in-flight part after voiding without room: %v, want it deleted", err)
+	}
+	m2 := &checkpoint.Manifest{ID: 2, Job: "job", CreatedAt: 2e9, Files: []string{part},
+		Operators: []checkpoint.OperatorState{{Name: "agg", MaxParallelism: 128, Parallelism: 1,
+			Parts: []checkpoint.StatePart{{KeyGroupEnd: 128, Blob: part, Size: 9}}}}}
+	if err := checkpoint.NewStorage(bs, 3).Write(ctx, m2); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := st.Latest(ctx); err != nil || got == nil || got.ID != 1 {
+		t.Fatalf("Latest = %v, %v; want checkpoint 1", got, err)
+	}
+}
