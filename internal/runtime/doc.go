@@ -1,17 +1,30 @@
 // Package runtime runs a job graph: it owns the stages and the subtasks
-// (goroutines) that run them, the hash shuffles between them (batches
-// handed to one inbox per receiving subtask, with watermarks inside the
-// batches), the source loop, barrier checkpoints (alignment decided by
-// internal/align, snapshots and sink pre-commits at the barrier,
-// acknowledgements), the coordinator's I/O (Job implements coord.Task:
-// triggering the sources, writing manifests assembled by internal/manifest,
-// committing sinks; internal/coord decides when), where keyed state is
-// restored from (internal/restore reads it), the job's side of the
-// changelog state backend (the log and what internal/changelog's
-// Operator needs of the job), the restart and fallback policy, and the
-// job's counters and Metrics (per subtask records, busy / back-pressured /
-// idle time and watermarks, which each subtask counts locally and flushes
-// once per batch or wait; readiness; the checkpoint history), which
+// (goroutines) that run them and wires the packages that own each concern
+// together for one run attempt:
+//
+//   - internal/graph: the job's identities and fingerprint;
+//   - internal/shuffle and internal/inbox: records handed between stages,
+//     with watermarks inside the batches, into one inbox per receiving
+//     subtask;
+//   - internal/source: the source loop (splits, watermarks, barriers);
+//   - internal/align: barrier and watermark alignment at a receiver;
+//   - internal/snapshot: state parts written and acknowledgements sent, in
+//     barrier order, after a subtask's barrier;
+//   - internal/coord and internal/manifest: when a checkpoint is triggered
+//     and complete, and what its manifest holds (Job implements coord.Task:
+//     triggering the sources, writing the manifest, committing the sinks);
+//   - internal/restore: where keyed state comes back from;
+//   - internal/changelog: the changelog state backend per keyed operator,
+//     and the attempt's log (OpenLog);
+//   - internal/timers: keyed timers.
+//
+// What stays here is what binds them: the attempt (restore choice, void
+// in-flight checkpoints, sink recovery, the restart and fallback policy),
+// a subtask's synchronous step at a barrier (snapshot keyed state,
+// pre-commit sinks, forward the barrier), its receive loop, and the job's
+// counters and Metrics (per subtask records, busy / back-pressured / idle
+// time and watermarks, which each subtask counts locally and flushes once
+// per batch or wait; readiness; the checkpoint history), which
 // internal/metrics and internal/admin read.
 //
 // The root package builds a Graph through this package's small API

@@ -3,11 +3,11 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"math"
 	"reflect"
 	"unsafe"
 
 	"github.com/eddyflow/eddy/connector"
+	"github.com/eddyflow/eddy/internal/shuffle"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/eddyflow/eddy/state"
 )
@@ -44,29 +44,7 @@ func (st *Stage) Parallelism() int { return st.parallelism }
 // Edge is a hash shuffle between two stages.
 type Edge struct {
 	from, to *Stage
-	// free recycles the batches of the edge's record type. It is a
-	// bounded channel, not a sync.Pool, whose contents each GC drops:
-	// every batch would then grow its slices anew.
-	free     chan any
-	newBatch func() any
-}
-
-// getBatch returns a recycled batch, or a new one.
-func (e *Edge) getBatch() any {
-	select {
-	case b := <-e.free:
-		return b
-	default:
-		return e.newBatch()
-	}
-}
-
-// putBatch recycles a batch that has been reset.
-func (e *Edge) putBatch(b any) {
-	select {
-	case e.free <- b:
-	default:
-	}
+	pool     *shuffle.Pool // the edge's batches, recycled
 }
 
 // SourceEntry is a source of the job, type-erased.
@@ -120,13 +98,8 @@ func (g *Graph) newStage(parallelism int) *Stage {
 // flight. Set what its subtasks do with SetReceive(ReceiveKeyed(...)).
 func KeyedStage[K comparable, T any](g *Graph, from *Stage, par, batchSize, channelBatches int) (*Stage, *Edge) {
 	st := g.newStage(par)
-	e := &Edge{from: from, to: st}
 	// At most every input's credits and open batch are out at once.
-	e.free = make(chan any, from.parallelism*par*(channelBatches+1))
-	e.newBatch = func() any {
-		return &keyedBatch[K, T]{keys: make([]K, 0, batchSize), kgs: make([]int32, 0, batchSize), keyBuf: make([]byte, 0, 16*batchSize),
-			keyEnd: make([]int32, 0, batchSize), ts: make([]int64, 0, batchSize), recs: make([]T, 0, batchSize), marks: make([]mark, 0, 4)}
-	}
+	e := &Edge{from: from, to: st, pool: shuffle.NewPool[K, T](from.parallelism*par*(channelBatches+1), batchSize)}
 	from.outs = append(from.outs, e)
 	st.input = e
 	return st, e
@@ -142,27 +115,9 @@ func SetReceive[K comparable, T any](st *Stage, build func(sc *Subtask) (KeyedPu
 			return nil, err
 		}
 		return func(b any, mark func(int64) error) error {
-			kb := b.(*keyedBatch[K, T])
-			sc.received += int64(len(kb.recs))
-			m := 0
-			for i := range kb.recs {
-				for ; m < len(kb.marks) && int(kb.marks[m].at) == i; m++ {
-					if err := mark(kb.marks[m].wm); err != nil {
-						return err
-					}
-				}
-				if err := push(&kb.keys[i], kb.key(i), int(kb.kgs[i]), kb.ts[i], &kb.recs[i]); err != nil {
-					return err
-				}
-			}
-			for ; m < len(kb.marks); m++ {
-				if err := mark(kb.marks[m].wm); err != nil {
-					return err
-				}
-			}
-			kb.reset()
-			e.putBatch(kb)
-			return nil
+			n, err := shuffle.Deliver(e.pool, b, push, mark)
+			sc.received += int64(n)
+			return err
 		}, nil
 	}
 }
@@ -170,21 +125,22 @@ func SetReceive[K comparable, T any](st *Stage, build func(sc *Subtask) (KeyedPu
 // Shuffle returns, for subtask sc of the stage that feeds e, the push that
 // partitions records by key over e's receivers.
 func Shuffle[K comparable, T any](sc *Subtask, e *Edge, key func(*T) K, enc func([]byte, *K) []byte) Push[T] {
-	w := newShuffleWriter[K, T](sc, e, key, enc)
+	cfg := sc.job.env.cfg
+	w := shuffle.NewWriter(sc, sc.job.inboxes[e.to], e.pool, key, enc, cfg.MaxParallelism, cfg.BatchSize, &sc.shuffled)
 	sc.outs = append(sc.outs, w)
-	return w.push
+	return w.Push
 }
 
 // Push hands one record, with its event time in nanoseconds (NoTimestamp
 // when it has none), to the next operator.
-type Push[T any] func(ts int64, rec *T) error
+type Push[T any] = shuffle.Push[T]
 
 // KeyedPush hands one record of a keyed stream to the next operator, with
 // its key, serialized key and key group.
-type KeyedPush[K comparable, T any] func(key *K, kb []byte, kg int, ts int64, rec *T) error
+type KeyedPush[K comparable, T any] = shuffle.KeyedPush[K, T]
 
 // NoTimestamp marks a record without event time.
-const NoTimestamp = math.MinInt64
+const NoTimestamp = shuffle.NoTimestamp
 
 // KeyEncoder returns how keys of type K are serialized to choose their key
 // group: strings as their bytes, other types with serde.

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -12,11 +14,15 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/dstl"
+	"github.com/eddyflow/eddy/internal/changelog"
 	"github.com/eddyflow/eddy/internal/coord"
 	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/graph"
 	"github.com/eddyflow/eddy/internal/inbox"
 	"github.com/eddyflow/eddy/internal/manifest"
+	"github.com/eddyflow/eddy/internal/shuffle"
+	"github.com/eddyflow/eddy/internal/snapshot"
+	"github.com/eddyflow/eddy/internal/source"
 )
 
 // Job is one attempt of running the job: its channels, the restored
@@ -28,16 +34,16 @@ type Job struct {
 	blobs      blob.Store
 	restored   *checkpoint.Manifest
 	nextID     uint64
-	inboxes    map[*Stage][]*inbox.Inbox[msg] // of each subtask of each Stage fed by a shuffle
-	triggers   [][]chan trigger               // [source][subtask]
-	wmSlots    [][]atomic.Int64               // [source][subtask] watermarks, for alignment
-	dlog       *dstl.Log                      // the changelog's durable short-term log, if on
-	partHedger *blob.Hedger                   // when to hedge a materialization part's upload, learned from the parts before
-	readHedger *blob.Hedger                   // when to hedge a restore's read of a log object, learned from the reads before
-	partReader *blob.Hedger                   // the same for materialized parts: megabytes, not the log's kilobytes, so learned apart
-	logShared  *dstl.Shared                   // the restored log's objects, fetched once for all subtasks
-	runID      string                         // names this attempt's state parts, log writers and objects
-	building   atomic.Uint64                  // id of the checkpoint now being built
+	inboxes    map[*Stage][]*inbox.Inbox[shuffle.Msg] // of each subtask of each Stage fed by a shuffle
+	triggers   [][]chan source.Trigger                // [source][subtask]
+	wmSlots    [][]atomic.Int64                       // [source][subtask] watermarks, for alignment
+	dlog       *dstl.Log                              // the changelog's durable short-term log, if on
+	partHedger *blob.Hedger                           // when to hedge a materialization part's upload, learned from the parts before
+	readHedger *blob.Hedger                           // when to hedge a restore's read of a log object, learned from the reads before
+	partReader *blob.Hedger                           // the same for materialized parts: megabytes, not the log's kilobytes, so learned apart
+	logShared  *dstl.Shared                           // the restored log's objects, fetched once for all subtasks
+	runID      string                                 // names this attempt's state parts, log writers and objects
+	building   atomic.Uint64                          // id of the checkpoint now being built
 	acks       chan ack
 	finished   chan struct{}
 	wg         sync.WaitGroup
@@ -45,6 +51,14 @@ type Job struct {
 	stopPrune  context.CancelFunc // cancels pruneCtx
 	prunes     sync.WaitGroup     // retention goroutines
 	pruneID    atomic.Uint64      // the checkpoint whose retention runs now, 0 if none: one runs at a time
+}
+
+// newRunID returns a token that names one attempt's state parts, log
+// writers and objects apart from every other attempt's.
+func newRunID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // PruneGrace is how long a job that has finished waits for the retention of
@@ -87,7 +101,7 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 	defer e.metrics.running.Store(false)
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	defer stopPrune()
-	j := &Job{runID: newRunID(), lease: lease, pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, inboxes: map[*Stage][]*inbox.Inbox[msg]{},
+	j := &Job{runID: newRunID(), lease: lease, pruneCtx: pruneCtx, stopPrune: stopPrune, env: e, storage: storage, blobs: blobs, nextID: 1, inboxes: map[*Stage][]*inbox.Inbox[shuffle.Msg]{},
 		acks: make(chan ack, 64), finished: make(chan struct{}, 64),
 		readHedger: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout),
 		partReader: blob.NewHedger(dstl.DefaultHedgeAfterP90, dstl.DefaultUploadTimeout)}
@@ -152,8 +166,11 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		j.nextID = id
 	}
 	j.building.Store(j.nextID)
-	if err := j.openChangelog(); err != nil {
-		return err
+	if cfg := e.cfg.Changelog; cfg != nil && j.blobs != nil {
+		var err error
+		if j.dlog, j.partHedger, err = changelog.OpenLog(j.blobs, cfg, j.building.Load, j.runID); err != nil {
+			return err
+		}
 	}
 	if j.dlog != nil {
 		e.metrics.attachLog(j.dlog)
@@ -185,22 +202,19 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		if st.input == nil {
 			continue
 		}
-		ibs := make([]*inbox.Inbox[msg], st.parallelism)
+		ibs := make([]*inbox.Inbox[shuffle.Msg], st.parallelism)
 		for b := range ibs {
-			ibs[b] = inbox.New[msg](st.input.from.parallelism, j.env.cfg.ChannelBatches)
+			ibs[b] = inbox.New[shuffle.Msg](st.input.from.parallelism, j.env.cfg.ChannelBatches)
 		}
 		j.inboxes[st] = ibs
 	}
-	j.triggers = make([][]chan trigger, len(e.sources))
+	j.triggers = make([][]chan source.Trigger, len(e.sources))
 	j.wmSlots = make([][]atomic.Int64, len(e.sources))
 	for i, s := range e.sources {
-		j.wmSlots[i] = make([]atomic.Int64, s.st.parallelism)
-		for k := range j.wmSlots[i] {
-			j.wmSlots[i][k].Store(noWatermark)
-		}
-		j.triggers[i] = make([]chan trigger, s.st.parallelism)
+		j.wmSlots[i] = source.NewSlots(s.st.parallelism)
+		j.triggers[i] = make([]chan source.Trigger, s.st.parallelism)
 		for k := range j.triggers[i] {
-			j.triggers[i][k] = make(chan trigger, 1)
+			j.triggers[i][k] = make(chan source.Trigger, 1)
 		}
 	}
 	var tasks sync.WaitGroup
@@ -208,7 +222,7 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 	for _, st := range e.stages {
 		for i := 0; i < st.parallelism; i++ {
 			total++
-			sc := &Subtask{ctx: ctx, job: j, st: st, subtask: i, par: st.parallelism}
+			sc := &Subtask{ctx: ctx, job: j, st: st, subtask: i, par: st.parallelism, acker: snapshot.NewAcker(j.sendAck, &j.wg)}
 			tasks.Add(1)
 			go func() {
 				defer tasks.Done()
@@ -317,7 +331,7 @@ func (j *Job) Trigger(id uint64, final bool) {
 			case <-ch:
 			default:
 			}
-			ch <- trigger{id: id, final: final}
+			ch <- source.Trigger{ID: id, Final: final}
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/internal/changelog"
 	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/restore"
@@ -114,4 +116,79 @@ func KeySchema[K comparable](uid string) (serde.Schema, error) {
 // permanent is set.
 func UserError(uid string, subtask int, what string, err error, permanent bool) error {
 	return errs.Kind(errs.UserFunction, fmt.Errorf("eddy: %s subtask %d %s: %w", uid, subtask, what, err), permanent)
+}
+
+// attachChangelog makes k's backend write every change to the attempt's
+// log too, on top of the base it was restored from.
+func (sc *Subtask) attachChangelog(k *Keyed, restoredParts []checkpoint.StatePart, restoredLogs []checkpoint.LogPart) {
+	j := sc.job
+	stats := j.env.stats
+	env := changelog.Env{
+		Config:   j.env.cfg.Changelog,
+		Store:    j.blobs,
+		Hedger:   j.partHedger,
+		Attempts: j.dlog.Options().MaxAttempts,
+		PartName: func(suffix string) string {
+			return j.storage.PartBlobName(j.building.Load(), k.uid, sc.subtask, suffix)
+		},
+		RunID:   j.runID,
+		Uploads: &j.wg,
+		Logger:  j.env.cfg.Logger,
+		Stall:   stats.noteStall,
+		Materialized: func(d time.Duration) {
+			stats.materializations.Add(1)
+			stats.lastMaterialization.Store(int64(d))
+		},
+	}
+	w := j.dlog.Writer(fmt.Sprintf("%s/%d/%s", k.uid, sc.subtask, j.runID))
+	k.cl = changelog.Attach(env, w, k.uid, sc.subtask, k.backend, restoredParts, restoredLogs)
+}
+
+// materialize advances the materialization of every changelog operator of
+// the subtask by one step.
+func (sc *Subtask) materialize() error {
+	for _, k := range sc.keyed {
+		if k.cl != nil {
+			if err := k.cl.Step(sc.ctx, k.watermark); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// materializeDue returns how soon a subtask waiting for records steps its
+// materializations, 0 if none has key groups left to serialize.
+func (sc *Subtask) materializeDue() time.Duration {
+	due := time.Duration(0)
+	for _, k := range sc.keyed {
+		if k.cl == nil {
+			continue
+		}
+		if d := k.cl.Due(); d > 0 && (due == 0 || d < due) {
+			due = d
+		}
+	}
+	return due
+}
+
+// closeMaterializations releases the snapshots of materializations still
+// serializing when the subtask ends.
+func (sc *Subtask) closeMaterializations() {
+	for _, k := range sc.keyed {
+		if k.cl != nil {
+			k.cl.Close()
+		}
+	}
+}
+
+// restoreFrom is where and how this subtask restores keyed state: the
+// attempt's restored checkpoint, with the changelog's objects fetched once
+// for all subtasks of the process.
+func (sc *Subtask) restoreFrom() restore.From {
+	ro := dstl.ReadOptions{Shared: sc.job.logShared, Hedger: sc.job.readHedger}
+	if cfg := sc.job.env.cfg.Changelog; cfg != nil {
+		ro.LocalDir = cfg.Log.LocalDir
+	}
+	return restore.From{Manifest: sc.job.restored, Store: sc.job.blobs, PartReader: sc.job.partReader, Log: ro}
 }

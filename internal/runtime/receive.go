@@ -7,6 +7,7 @@ import (
 
 	"github.com/eddyflow/eddy/internal/align"
 	"github.com/eddyflow/eddy/internal/inbox"
+	"github.com/eddyflow/eddy/internal/shuffle"
 )
 
 // flushEvery is how many messages a busy receiver takes between flushes
@@ -63,7 +64,7 @@ func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error
 		}
 	}
 	al := align.New(n, sc.watermark)
-	held := make([][]msg, n) // what blocked inputs sent, in order
+	held := make([][]shuffle.Msg, n) // what blocked inputs sent, in order
 	heldHead := make([]int, n)
 	heldCount := 0
 	timer := time.NewTimer(time.Hour)
@@ -86,10 +87,10 @@ func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error
 	}
 	event := func(ev align.Event) error {
 		if ev.Idle {
-			return sc.controlOut(msg{kind: msgIdle, batch: true})
+			return sc.controlOut(shuffle.Msg{Kind: shuffle.Idle, Batch: true})
 		}
 		if ev.Active {
-			if err := sc.controlOut(msg{kind: msgIdle, batch: false}); err != nil {
+			if err := sc.controlOut(shuffle.Msg{Kind: shuffle.Idle, Batch: false}); err != nil {
 				return err
 			}
 		}
@@ -112,26 +113,26 @@ func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error
 	onMark := func(wm int64) error { return event(al.Watermark(cur, wm)) }
 	// handle acts on one message of input from that is not held, then
 	// gives the input its credit back.
-	handle := func(from int, m msg) error {
+	handle := func(from int, m shuffle.Msg) error {
 		defer ib.Release(from)
-		switch m.kind {
-		case msgData:
+		switch m.Kind {
+		case shuffle.Data:
 			cur = from
-			if err := process(m.batch, onMark); err != nil {
+			if err := process(m.Batch, onMark); err != nil {
 				return err
 			}
 			dirty = true
-		case msgIdle:
-			return event(al.Idle(from, m.batch.(bool)))
-		case msgBarrier:
-			complete, err := al.Barrier(from, m.id, m.batch.(bool))
+		case shuffle.Idle:
+			return event(al.Idle(from, m.Batch.(bool)))
+		case shuffle.Barrier:
+			complete, err := al.Barrier(from, m.ID, m.Batch.(bool))
 			if err != nil {
 				return fmt.Errorf("eddy: subtask %d of stage %d: %w", sc.subtask, sc.st.id, err)
 			}
 			if complete {
 				return takeCheckpoint()
 			}
-		case msgEndOfData:
+		case shuffle.EndOfData:
 			ev, all := al.EndOfData(from)
 			if all {
 				if err := sc.endOfInput(); err != nil {
@@ -141,7 +142,7 @@ func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error
 				return nil
 			}
 			return event(ev)
-		case msgTerminate:
+		case shuffle.Terminate:
 			ev, complete, err := al.Terminate(from)
 			if err != nil {
 				return fmt.Errorf("eddy: subtask %d of stage %d: %w", sc.subtask, sc.st.id, err)
@@ -163,7 +164,7 @@ func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error
 			for i := range held {
 				for heldHead[i] < len(held[i]) && !al.Blocked(i) {
 					m := held[i][heldHead[i]]
-					held[i][heldHead[i]] = msg{}
+					held[i][heldHead[i]] = shuffle.Msg{}
 					heldHead[i]++
 					heldCount--
 					if heldHead[i] == len(held[i]) {
@@ -214,7 +215,7 @@ func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error
 		}
 		// A message is taken without waiting if one is there; otherwise
 		// the counters are flushed and the wait is idle time.
-		var e inbox.Envelope[msg]
+		var e inbox.Envelope[shuffle.Msg]
 		got := false
 		select {
 		case e = <-ib.C():
@@ -269,7 +270,7 @@ func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error
 			}
 		}
 	}
-	if err := sc.controlOut(msg{kind: msgTerminate}); err != nil {
+	if err := sc.controlOut(shuffle.Msg{Kind: shuffle.Terminate}); err != nil {
 		return err
 	}
 	sc.flushCounters()

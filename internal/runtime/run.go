@@ -12,6 +12,7 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	_ "github.com/eddyflow/eddy/blob/file" // registers file:// storage
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/internal/changelog"
 	"github.com/eddyflow/eddy/internal/coord"
 	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/restore"
@@ -52,6 +53,15 @@ type Config struct {
 	// Savepoints are requests for a retained checkpoint, served by the
 	// coordinator of whichever attempt runs.
 	Savepoints <-chan SavepointRequest
+}
+
+// ChangelogConfig turns on the changelog state backend (internal/changelog).
+type ChangelogConfig = changelog.Config
+
+// NewChangelogConfig returns the defaults, materializing every
+// materialize (10 minutes if not positive).
+func NewChangelogConfig(materialize time.Duration) *ChangelogConfig {
+	return changelog.NewConfig(materialize)
 }
 
 // SavepointRequest asks a running job for a savepoint: a checkpoint taken

@@ -6,19 +6,19 @@ import (
 	"time"
 
 	"github.com/eddyflow/eddy/internal/inbox"
+	"github.com/eddyflow/eddy/internal/shuffle"
+	"github.com/eddyflow/eddy/internal/snapshot"
 )
 
 // Subtask is one subtask of a stage in one run attempt.
 type Subtask struct {
-	// acked is closed once the subtask's last ack has been sent, nil if
-	// it was sent at its barrier: the next ack waits for it.
-	acked     chan struct{}
+	acker     *snapshot.Acker // sends its acks in barrier order
 	ctx       context.Context
 	job       *Job
 	st        *Stage
 	subtask   int
 	par       int
-	outs      []outWriter
+	outs      []shuffle.Output
 	keyed     []*Keyed
 	sinks     []sinkHandle
 	watermark int64 // the stage's event-time watermark
@@ -39,7 +39,7 @@ type Subtask struct {
 // flushOut sends every partly filled output batch.
 func (sc *Subtask) flushOut() error {
 	for _, o := range sc.outs {
-		if err := o.flush(); err != nil {
+		if err := o.Flush(); err != nil {
 			return err
 		}
 	}
@@ -47,14 +47,14 @@ func (sc *Subtask) flushOut() error {
 }
 
 // controlOut sends a control message to every output, after its records;
-// a watermark waits to ride on the next batch (shuffleWriter.watermark).
-func (sc *Subtask) controlOut(m msg) error {
+// a watermark waits to ride on the next batch (shuffle.Writer.Watermark).
+func (sc *Subtask) controlOut(m shuffle.Msg) error {
 	for _, o := range sc.outs {
 		var err error
-		if m.kind == msgWatermark {
-			err = o.watermark(int64(m.id))
+		if m.Kind == shuffle.Watermark {
+			err = o.Watermark(int64(m.ID))
 		} else {
-			err = o.control(m)
+			err = o.Control(m)
 		}
 		if err != nil {
 			return err
@@ -84,7 +84,7 @@ func (sc *Subtask) advanceWatermark(wm int64) error {
 			return err
 		}
 	}
-	return sc.controlOut(msg{kind: msgWatermark, id: uint64(wm)})
+	return sc.controlOut(shuffle.Msg{Kind: shuffle.Watermark, ID: uint64(wm)})
 }
 
 // endOfInput runs when every input has ended: event time jumps to the end,
@@ -100,7 +100,7 @@ func (sc *Subtask) endOfInput() error {
 			}
 		}
 	}
-	return sc.controlOut(msg{kind: msgEndOfData})
+	return sc.controlOut(shuffle.Msg{Kind: shuffle.EndOfData})
 }
 
 type sinkHandle struct {
@@ -111,10 +111,10 @@ type sinkHandle struct {
 	}
 }
 
-// sendTo hands m to a downstream subtask's inbox, as this subtask's input
+// SendTo implements shuffle.Sender: it hands m to a downstream subtask's inbox, as this subtask's input
 // there, waiting while that input has its credits out (backpressure).
 // The time it waits is back-pressured time.
-func (sc *Subtask) sendTo(ib *inbox.Inbox[msg], m msg) error {
+func (sc *Subtask) SendTo(ib *inbox.Inbox[shuffle.Msg], m shuffle.Msg) error {
 	if ib.TrySend(sc.subtask, m) {
 		return nil
 	}

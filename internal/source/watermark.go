@@ -1,4 +1,4 @@
-package runtime
+package source
 
 import (
 	"math"
@@ -34,12 +34,23 @@ func (c *splitClock) watermark(delay int64) int64 {
 	return c.maxTs - delay
 }
 
-// Watermark slots of source subtasks shared for alignment: noWatermark until
-// a subtask has one, excluded when it is finished or idle.
+// Values of the watermark slots the subtasks of a source share for
+// alignment besides watermarks: NoWatermark until a subtask has one,
+// Excluded when it is finished or idle.
 const (
-	noWatermark = math.MinInt64
-	excluded    = math.MaxInt64
+	NoWatermark = math.MinInt64
+	Excluded    = math.MaxInt64
 )
+
+// NewSlots returns the watermark slots of a source of par subtasks, each
+// at NoWatermark.
+func NewSlots(par int) []atomic.Int64 {
+	s := make([]atomic.Int64, par)
+	for i := range s {
+		s[i].Store(NoWatermark)
+	}
+	return s
+}
 
 // aligned reports whether a subtask with watermark own may read on: its
 // watermark is at most maxDrift ahead of every other subtask's.
@@ -49,11 +60,11 @@ func aligned(slots []atomic.Int64, self int, own, maxDrift int64) bool {
 			continue
 		}
 		w := slots[i].Load()
-		if w == excluded {
+		if w == Excluded {
 			continue
 		}
-		if w == noWatermark || (own != noWatermark && own-w > maxDrift) {
-			return own == noWatermark // nothing read yet: read the first batch
+		if w == NoWatermark || (own != NoWatermark && own-w > maxDrift) {
+			return own == NoWatermark // nothing read yet: read the first batch
 		}
 	}
 	return true
