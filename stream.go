@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/eddyflow/eddy/connector"
@@ -13,11 +14,14 @@ import (
 
 // Stream is a stream of records of type T.
 type Stream[T any] struct {
-	env  *Env
-	st   *runtime.Stage
-	desc string
-	info *streamInfo
-	next []func(sc *runtime.Subtask) (runtime.Push[T], error)
+	env *Env
+	// sts are the stages whose subtasks produce the stream's records: one,
+	// or several for a Union. Operators on the stream run chained in each.
+	sts  []*runtime.Stage
+	desc  string
+	info  *streamInfo
+	next  []func(sc *runtime.Subtask) (runtime.Push[T], error)
+	union bool // built once per subtask, however many inputs lead to it
 }
 
 // streamInfo tracks whether a stream has a consumer, for validation.
@@ -26,16 +30,18 @@ type streamInfo struct {
 	consumed bool
 }
 
-func newStream[T any](env *Env, st *runtime.Stage, desc string) *Stream[T] {
+func newStream[T any](env *Env, sts []*runtime.Stage, desc string) *Stream[T] {
 	info := &streamInfo{desc: desc}
 	env.streams = append(env.streams, info)
-	return &Stream[T]{env: env, st: st, desc: desc, info: info}
+	return &Stream[T]{env: env, sts: sts, desc: desc, info: info}
 }
 
 // consume adds an operator that reads s. Every consumer sees every record
 // (fan-out); consumers must not modify the records they are given.
 func (s *Stream[T]) consume(op string, build func(sc *runtime.Subtask) (runtime.Push[T], error)) {
-	s.st.AddOperator(op, false)
+	for _, st := range s.sts {
+		st.AddOperator(op, false)
+	}
 	s.next = append(s.next, build)
 	s.info.consumed = true
 }
@@ -77,7 +83,7 @@ func FromSource[T any](env *Env, src Source[T], opts ...SourceOption) *Stream[T]
 	id, how := c.id(src.Name(), "the connector's Name")
 	env.node("source", id, how, typeName[T]())
 	st, entry := env.graph.AddSource(par, id, src.Splits())
-	s := newStream[T](env, st, "source "+id)
+	s := newStream[T](env, []*runtime.Stage{st}, "source "+id)
 	var wm *runtime.WatermarkSpec[T]
 	if c.watermarks != nil {
 		w, ok := c.watermarks.(*runtime.WatermarkSpec[T])
@@ -98,7 +104,7 @@ func FromSource[T any](env *Env, src Source[T], opts ...SourceOption) *Stream[T]
 
 // Map applies fn to every record.
 func Map[A, B any](s *Stream[A], fn func(*A) B) *Stream[B] {
-	out := newStream[B](s.env, s.st, "map")
+	out := newStream[B](s.env, s.sts, "map")
 	s.consume("map", func(sc *runtime.Subtask) (runtime.Push[A], error) {
 		next, err := out.build(sc)
 		if err != nil {
@@ -117,7 +123,7 @@ func Map[A, B any](s *Stream[A], fn func(*A) B) *Stream[B] {
 
 // Filter keeps the records for which keep returns true.
 func Filter[T any](s *Stream[T], keep func(*T) bool) *Stream[T] {
-	out := newStream[T](s.env, s.st, "filter")
+	out := newStream[T](s.env, s.sts, "filter")
 	s.consume("filter", func(sc *runtime.Subtask) (runtime.Push[T], error) {
 		next, err := out.build(sc)
 		if err != nil {
@@ -135,7 +141,7 @@ func Filter[T any](s *Stream[T], keep func(*T) bool) *Stream[T] {
 
 // FlatMap calls fn for every record; fn emits any number of outputs.
 func FlatMap[A, B any](s *Stream[A], fn func(in *A, emit func(B)) error) *Stream[B] {
-	out := newStream[B](s.env, s.st, "flatMap")
+	out := newStream[B](s.env, s.sts, "flatMap")
 	s.consume("flatMap", func(sc *runtime.Subtask) (runtime.Push[A], error) {
 		next, err := out.build(sc)
 		if err != nil {
@@ -165,6 +171,14 @@ func FlatMap[A, B any](s *Stream[A], fn func(in *A, emit func(B)) error) *Stream
 
 // build makes, for one subtask, the function that feeds s's consumers.
 func (s *Stream[T]) build(sc *runtime.Subtask) (runtime.Push[T], error) {
+	if s.union {
+		// Several chains of one subtask may lead here: build it once.
+		return runtime.Memo(sc, s, func() (runtime.Push[T], error) { return s.buildAll(sc) })
+	}
+	return s.buildAll(sc)
+}
+
+func (s *Stream[T]) buildAll(sc *runtime.Subtask) (runtime.Push[T], error) {
 	pushes, err := buildAll(sc, s.desc, s.next)
 	if err != nil || len(pushes) == 1 {
 		return first(pushes), err
@@ -214,7 +228,15 @@ func ToSink[T any](s *Stream[T], sink Sink[T], opts ...SinkOption) {
 	rollback, _ := any(sink).(connector.RollbackSink)
 	entry := s.env.graph.AddSink(id, sink.Recover, sink.Commit, rollback)
 	s.consume("sink "+id, func(sc *runtime.Subtask) (runtime.Push[T], error) {
-		w, err := runtime.OpenSink(sc, entry, sink)
+		// The writers of a union's stages are numbered one after another.
+		index, total := sc.Index(), 0
+		for _, st := range s.sts {
+			if st == sc.Stage() {
+				index += total
+			}
+			total += st.Parallelism()
+		}
+		w, err := runtime.OpenSink(sc, entry, sink, index, total)
 		if err != nil {
 			return nil, err
 		}
@@ -225,12 +247,42 @@ func ToSink[T any](s *Stream[T], sink Sink[T], opts ...SinkOption) {
 	})
 }
 
+// Union merges streams of one type into one: what is applied to the union
+// sees every record of every input (a stream given twice, twice). The
+// inputs' records stay in the subtasks that produced them until a KeyBy
+// shuffles them, so a union costs no hand-off of its own; event time after
+// a KeyBy of a union is the least of its inputs'.
+func Union[T any](first *Stream[T], more ...*Stream[T]) *Stream[T] {
+	streams := append([]*Stream[T]{first}, more...)
+	env := first.env
+	var sts []*runtime.Stage
+	for _, s := range streams {
+		if s.env != env {
+			env.fail(fmt.Errorf("eddy: Union of streams of different environments"))
+			continue
+		}
+		for _, st := range s.sts {
+			if !slices.Contains(sts, st) {
+				sts = append(sts, st)
+			}
+		}
+	}
+	out := newStream[T](env, sts, "union")
+	out.union = true
+	for _, s := range streams {
+		s.consume("union", func(sc *runtime.Subtask) (runtime.Push[T], error) { return out.build(sc) })
+	}
+	return out
+}
+
 // KeyedStream is a stream partitioned by key: records with equal keys go to
 // the same subtask, in order, and keyed operators see state scoped to the
 // record's key.
 type KeyedStream[K comparable, T any] struct {
-	env  *Env
-	st   *runtime.Stage
+	env         *Env
+	st          *runtime.Stage
+	par         int
+	explicitPar bool // the parallelism was set with WithParallelism
 	desc string
 	info *streamInfo
 	next []func(sc *runtime.Subtask) (runtime.KeyedPush[K, T], error)
@@ -251,17 +303,22 @@ func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...KeyByOptio
 	if par > env.cfg.MaxParallelism {
 		env.fail(fmt.Errorf("eddy: keyed parallelism %d exceeds the max parallelism %d", par, env.cfg.MaxParallelism))
 	}
-	st, e := runtime.KeyedStage[K, T](&env.graph, s.st, par, env.cfg.BatchSize, env.cfg.ChannelBatches)
-	ks := &KeyedStream[K, T]{env: env, st: st, desc: "keyBy", info: &streamInfo{desc: "keyBy"}}
+	st, edges := runtime.KeyedStage[K, T](&env.graph, s.sts, par, env.cfg.BatchSize, env.cfg.ChannelBatches)
+	ks := &KeyedStream[K, T]{env: env, st: st, par: par, explicitPar: c.parallelism > 0, desc: "keyBy", info: &streamInfo{desc: "keyBy"}}
 	env.streams = append(env.streams, ks.info)
 	enc, err := runtime.KeyEncoder[K]()
 	if err != nil {
 		env.fail(err)
 	}
 	s.consume("keyBy", func(sc *runtime.Subtask) (runtime.Push[T], error) {
-		return runtime.Shuffle[K, T](sc, e, key, enc), nil
+		for i, f := range s.sts {
+			if f == sc.Stage() {
+				return runtime.Shuffle[K, T](sc, edges[i], key, enc), nil
+			}
+		}
+		return nil, fmt.Errorf("eddy: keyBy: subtask of a stage that does not feed it")
 	})
-	runtime.SetReceive[K, T](st, ks.build)
+	runtime.SetReceive[K, T](edges, ks.build)
 	return ks
 }
 
@@ -389,7 +446,7 @@ func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, 
 	}
 	env := ks.env
 	uid := env.opID("process", c.identity, fmt.Sprintf("%s, %s -> %s", typeName[K](), typeName[IN](), typeName[OUT]()))
-	out := newStream[OUT](env, ks.st, "process "+uid)
+	out := newStream[OUT](env, []*runtime.Stage{ks.st}, "process "+uid)
 	ks.consume("process "+uid, func(sc *runtime.Subtask) (runtime.KeyedPush[K, IN], error) {
 		next, err := out.build(sc)
 		if err != nil {
@@ -403,13 +460,33 @@ func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, 
 // buildKeyed sets up one subtask of a keyed operator: its state, the
 // function's Open, and the runtime's restore, timers and changelog.
 func buildKeyed[K comparable, IN, OUT any](sc *runtime.Subtask, uid string, fn KeyedFunc[K, IN, OUT], next runtime.Push[OUT]) (runtime.KeyedPush[K, IN], error) {
+	fn = cloneFunc(fn)
+	op, err := openKeyed[K, OUT](sc, uid, fn, next)
+	if err != nil {
+		return nil, err
+	}
+	return keyedPush(op, "Process", fn.Process), nil
+}
+
+// keyedOp is one subtask of a keyed operator, whatever its inputs.
+type keyedOp[K comparable, OUT any] struct {
+	uid     string
+	subtask int
+	backend *state.Backend
+	ctx     *Context[K, OUT]
+}
+
+// openKeyed sets up one subtask of keyed operator uid whose function is
+// fn (already this subtask's copy): its state, fn's Open, timers (when fn
+// is a TimerFunc), EndOfInput (an EndFunc), and the runtime's restore and
+// changelog.
+func openKeyed[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interface{ Open(*OpenContext) error }, next runtime.Push[OUT]) (*keyedOp[K, OUT], error) {
 	ksch, err := runtime.KeySchema[K](uid)
 	if err != nil {
 		return nil, err
 	}
 	rt := runtime.OpenKeyed(sc, uid, ksch)
 	backend := rt.State()
-	fn = cloneFunc(fn)
 	if err := fn.Open(&OpenContext{State: state.NewScope(backend), Subtask: sc.Index(), Parallelism: sc.Parallelism()}); err != nil {
 		var de *state.DeclareError
 		return nil, runtime.UserError(uid, sc.Index(), "Open", err, errors.As(err, &de))
@@ -447,16 +524,24 @@ func buildKeyed[K comparable, IN, OUT any](sc *runtime.Subtask, uid string, fn K
 	if err := rt.Start(sc); err != nil {
 		return nil, err
 	}
+	return &keyedOp[K, OUT]{uid: uid, subtask: sc.Index(), backend: backend, ctx: ctx}, nil
+}
+
+// keyedPush is the push of one input of keyed operator op: process (its
+// function's method what) runs on each record with the record's key
+// current.
+func keyedPush[K comparable, IN, OUT any](op *keyedOp[K, OUT], what string, process func(*Context[K, OUT], *IN) error) runtime.KeyedPush[K, IN] {
+	backend, ctx := op.backend, op.ctx
 	return func(k *K, kb []byte, kg int, ts int64, in *IN) error {
 		backend.SetCurrentKey(kb, kg)
 		ctx.Key, ctx.kb, ctx.kg, ctx.ts, ctx.domain = *k, kb, kg, ts, EventTime
-		if err := fn.Process(ctx, in); err != nil {
-			return runtime.UserError(uid, sc.Index(), "Process", err, false)
+		if err := process(ctx, in); err != nil {
+			return runtime.UserError(op.uid, op.subtask, what, err, false)
 		}
 		err := ctx.err
 		ctx.err = nil
 		return err
-	}, nil
+	}
 }
 
 // cloneFunc gives each subtask its own copy of a keyed function: a shallow

@@ -323,8 +323,8 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 		env.fail(errors.New("eddy: allowed lateness must not be negative"))
 	}
 	uid := env.opID("window", cfg.identity, fmt.Sprintf("%s, %s -> %s", typeName[K](), typeName[IN](), typeName[OUT]()))
-	results := newStream[OUT](env, ks.st, "window "+uid)
-	late := newStream[IN](env, ks.st, "late records of window "+uid)
+	results := newStream[OUT](env, []*runtime.Stage{ks.st}, "window "+uid)
+	late := newStream[IN](env, []*runtime.Stage{ks.st}, "late records of window "+uid)
 	late.info.consumed = true // optional
 	ks.consume("window "+uid, func(sc *runtime.Subtask) (runtime.KeyedPush[K, IN], error) {
 		next, err := results.build(sc)

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
 	"reflect"
 	"unsafe"
 
@@ -30,12 +31,8 @@ type Stage struct {
 	name        string   // see Name
 	ops         []string // the chained operators, for the job graph's description
 	source      *SourceEntry
-	input       *Edge   // the shuffle feeding this stage
+	inputs      []*Edge // the shuffles feeding this stage, in the order of their inbox inputs
 	outs        []*Edge // the shuffles this stage feeds
-	// receive builds, per subtask, the handler of a batch from input; the
-	// handler calls mark for each watermark in the batch, at its place
-	// among the records.
-	receive func(sc *Subtask) (func(batch any, mark func(wm int64) error) error, error)
 }
 
 // Parallelism is the stage's number of subtasks.
@@ -45,6 +42,48 @@ func (st *Stage) Parallelism() int { return st.parallelism }
 type Edge struct {
 	from, to *Stage
 	pool     *shuffle.Pool // the edge's batches, recycled
+	// offset is the first of to's inbox inputs: subtask i of from sends as
+	// input offset+i (layoutInputs).
+	offset int
+	// receive builds, per subtask of to, the handler of a batch from this
+	// edge; the handler calls mark for each watermark in the batch, at its
+	// place among the records.
+	receive func(sc *Subtask) (func(batch any, mark func(wm int64) error) error, error)
+}
+
+// layoutInputs numbers the inbox inputs of the stage's edges and returns
+// how many there are.
+func (st *Stage) layoutInputs() int {
+	n := 0
+	for _, e := range st.inputs {
+		e.offset = n
+		n += e.from.parallelism
+	}
+	return n
+}
+
+// MoveInputs makes the shuffles that feed stage from feed stage to
+// instead, after to's own, and removes from, which must have no operator
+// and no output yet, from the graph. It is how two keyed streams become
+// the two inputs of one operator.
+func (g *Graph) MoveInputs(from, to *Stage) error {
+	if from.source != nil || len(from.outs) > 0 || len(from.ops) > 0 {
+		return fmt.Errorf("stage %s is in use", from.Name())
+	}
+	for _, e := range from.inputs {
+		e.to = to
+		to.inputs = append(to.inputs, e)
+	}
+	from.inputs = nil
+	i := slices.Index(g.stages, from)
+	if i < 0 {
+		return fmt.Errorf("stage %s is not in the graph", from.Name())
+	}
+	g.stages = slices.Delete(g.stages, i, i+1)
+	for k, st := range g.stages {
+		st.id = k
+	}
+	return nil
 }
 
 // SourceEntry is a source of the job, type-erased.
@@ -92,41 +131,70 @@ func (g *Graph) newStage(parallelism int) *Stage {
 	return st
 }
 
-// KeyedStage adds a stage of parallelism par fed by a hash shuffle of
-// records of type T with keys of type K from stage from, batching
-// batchSize records and allowing each input channelBatches batches in
-// flight. Set what its subtasks do with SetReceive(ReceiveKeyed(...)).
-func KeyedStage[K comparable, T any](g *Graph, from *Stage, par, batchSize, channelBatches int) (*Stage, *Edge) {
+// KeyedStage adds a stage of parallelism par fed by hash shuffles of
+// records of type T with keys of type K from the stages from (one edge
+// each, a union when there are several), batching batchSize records and
+// allowing each input channelBatches batches in flight. Set what its
+// subtasks do with the records with SetReceive.
+func KeyedStage[K comparable, T any](g *Graph, from []*Stage, par, batchSize, channelBatches int) (*Stage, []*Edge) {
 	st := g.newStage(par)
-	// At most every input's credits and open batch are out at once.
-	e := &Edge{from: from, to: st, pool: shuffle.NewPool[K, T](from.parallelism*par*(channelBatches+1), batchSize)}
-	from.outs = append(from.outs, e)
-	st.input = e
-	return st, e
+	edges := make([]*Edge, len(from))
+	for i, f := range from {
+		// At most every input's credits and open batch are out at once.
+		e := &Edge{from: f, to: st, pool: shuffle.NewPool[K, T](f.parallelism*par*(channelBatches+1), batchSize)}
+		f.outs = append(f.outs, e)
+		st.inputs = append(st.inputs, e)
+		edges[i] = e
+	}
+	return st, edges
 }
 
-// SetReceive sets how the subtasks of a keyed stage handle their input:
-// build returns, per subtask, the push of the stage's keyed operators.
-func SetReceive[K comparable, T any](st *Stage, build func(sc *Subtask) (KeyedPush[K, T], error)) {
-	e := st.input
-	st.receive = func(sc *Subtask) (func(any, func(int64) error) error, error) {
-		push, err := build(sc)
-		if err != nil {
-			return nil, err
+// SetReceive sets how the receiving subtasks of edges (of one keyed
+// stream) handle their records: build returns, per subtask, the push of
+// the stream's keyed operators, built once per subtask whatever the
+// number of edges.
+func SetReceive[K comparable, T any](edges []*Edge, build func(sc *Subtask) (KeyedPush[K, T], error)) {
+	key := new(byte)
+	for _, e := range edges {
+		e.receive = func(sc *Subtask) (func(any, func(int64) error) error, error) {
+			push, err := Memo(sc, key, func() (KeyedPush[K, T], error) { return build(sc) })
+			if err != nil {
+				return nil, err
+			}
+			return func(b any, mark func(int64) error) error {
+				n, err := shuffle.Deliver(e.pool, b, push, mark)
+				sc.received += int64(n)
+				return err
+			}, nil
 		}
-		return func(b any, mark func(int64) error) error {
-			n, err := shuffle.Deliver(e.pool, b, push, mark)
-			sc.received += int64(n)
-			return err
-		}, nil
 	}
+}
+
+// Memo returns what build returns, calling it only the first time key is
+// asked for in subtask sc: a part of the graph that several inputs or
+// chains of one subtask lead to (a union, an operator with two inputs) is
+// built once per subtask. Subtasks build on their own goroutines, so it
+// takes no lock.
+func Memo[V any](sc *Subtask, key any, build func() (V, error)) (V, error) {
+	if v, ok := sc.memo[key]; ok {
+		return v.(V), nil
+	}
+	v, err := build()
+	if err != nil {
+		return v, err
+	}
+	if sc.memo == nil {
+		sc.memo = map[any]any{}
+	}
+	sc.memo[key] = v
+	return v, nil
 }
 
 // Shuffle returns, for subtask sc of the stage that feeds e, the push that
 // partitions records by key over e's receivers.
 func Shuffle[K comparable, T any](sc *Subtask, e *Edge, key func(*T) K, enc func([]byte, *K) []byte) Push[T] {
 	cfg := sc.job.env.cfg
-	w := shuffle.NewWriter(sc, sc.job.inboxes[e.to], e.pool, key, enc, cfg.MaxParallelism, cfg.BatchSize, &sc.shuffled)
+	w := shuffle.NewWriter(sc, e.offset+sc.subtask, sc.job.inboxes[e.to], e.pool, key, enc, cfg.MaxParallelism, cfg.BatchSize, &sc.shuffled)
 	sc.outs = append(sc.outs, w)
 	return w.Push
 }
@@ -180,12 +248,14 @@ func KeyDecoder[K comparable]() (func(b []byte, k *K) error, error) {
 	return codec.Decode, nil
 }
 
-// OpenSink opens the writer of sink entry for subtask sc, which the
-// subtask pre-commits at each barrier and closes at its end.
-func OpenSink[T any](sc *Subtask, entry *SinkEntry, sink connector.Sink[T]) (connector.SinkWriter[T], error) {
-	w, err := sink.OpenWriter(sc.ctx, sc.subtask, sc.par)
+// OpenSink opens writer index of total of sink entry in subtask sc (the
+// subtask's index and its stage's parallelism, unless a union of stages
+// feeds the sink), which the subtask pre-commits at each barrier and
+// closes at its end.
+func OpenSink[T any](sc *Subtask, entry *SinkEntry, sink connector.Sink[T], index, total int) (connector.SinkWriter[T], error) {
+	w, err := sink.OpenWriter(sc.ctx, index, total)
 	if err != nil {
-		return nil, fmt.Errorf("eddy: sink %s subtask %d: %w", entry.name, sc.subtask, err)
+		return nil, fmt.Errorf("eddy: sink %s writer %d of %d: %w", entry.name, index, total, err)
 	}
 	sc.sinks = append(sc.sinks, sinkHandle{entry: entry, w: w})
 	return w, nil
@@ -218,3 +288,6 @@ func (sc *Subtask) DroppedRecords() *int64 { return &sc.dropped }
 
 // NumSources is the number of sources of the graph.
 func (g *Graph) NumSources() int { return len(g.sources) }
+
+// Stage is the stage the subtask belongs to.
+func (sc *Subtask) Stage() *Stage { return sc.st }

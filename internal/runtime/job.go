@@ -199,12 +199,13 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		}
 	}
 	for _, st := range e.stages {
-		if st.input == nil {
+		inputs := st.layoutInputs()
+		if inputs == 0 {
 			continue
 		}
 		ibs := make([]*inbox.Inbox[shuffle.Msg], st.parallelism)
 		for b := range ibs {
-			ibs[b] = inbox.New[shuffle.Msg](st.input.from.parallelism, j.env.cfg.ChannelBatches)
+			ibs[b] = inbox.New[shuffle.Msg](inputs, j.env.cfg.ChannelBatches)
 		}
 		j.inboxes[st] = ibs
 	}
@@ -308,12 +309,23 @@ func runSubtask(sc *Subtask) (err error) {
 	if sc.st.source != nil {
 		return sc.st.source.run(sc)
 	}
-	process, err := sc.st.receive(sc)
-	if err != nil {
-		return err
+	// One handler per input edge; inputs is, per inbox input, its edge's.
+	var handlers []func(batch any, mark func(wm int64) error) error
+	var inputs []int
+	for i, e := range sc.st.inputs {
+		h, err := e.receive(sc)
+		if err != nil {
+			return err
+		}
+		handlers = append(handlers, h)
+		for range e.from.parallelism {
+			inputs = append(inputs, i)
+		}
 	}
 	sc.running() // its keyed state is restored
-	return sc.runReceiver(process)
+	return sc.runReceiver(func(from int, batch any, mark func(wm int64) error) error {
+		return handlers[inputs[from]](batch, mark)
+	})
 }
 
 // pendingCheckpoint collects acks for one checkpoint.

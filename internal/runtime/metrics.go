@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"slices"
 	"github.com/eddyflow/eddy/blob"
 	"math"
 	"strconv"
@@ -96,8 +97,10 @@ func NewMetrics(g *Graph, stats *Counters) *Metrics {
 		}
 		m.total += st.parallelism
 		info := StageInfo{ID: st.id, Name: st.Name(), Operators: append([]string(nil), st.ops...), Parallelism: st.parallelism, Source: st.source != nil}
-		if st.input != nil {
-			info.Inputs = []int{st.input.from.id}
+		for _, e := range st.inputs {
+			if !slices.Contains(info.Inputs, e.from.id) {
+				info.Inputs = append(info.Inputs, e.from.id)
+			}
 		}
 		m.stages = append(m.stages, info)
 	}

@@ -52,7 +52,7 @@ func (sc *Subtask) closeSinks() {
 // barrier is held until every live input has delivered the barrier and the
 // checkpoint is taken; the inbox's credits bound what is held. Output
 // batches are flushed when the inbox is empty, not after every input batch.
-func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error) error) error {
+func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm int64) error) error) error {
 	defer sc.closeSinks()
 	ib := sc.job.inboxes[sc.st][sc.subtask]
 	n := ib.Inputs()
@@ -118,7 +118,7 @@ func (sc *Subtask) runReceiver(process func(batch any, mark func(wm int64) error
 		switch m.Kind {
 		case shuffle.Data:
 			cur = from
-			if err := process(m.Batch, onMark); err != nil {
+			if err := process(from, m.Batch, onMark); err != nil {
 				return err
 			}
 			dirty = true

@@ -13,6 +13,7 @@ import (
 // Subtask is one subtask of a stage in one run attempt.
 type Subtask struct {
 	acker     *snapshot.Acker // sends its acks in barrier order
+	memo      map[any]any     // what Memo built for the subtask
 	ctx       context.Context
 	job       *Job
 	st        *Stage
@@ -111,15 +112,15 @@ type sinkHandle struct {
 	}
 }
 
-// SendTo implements shuffle.Sender: it hands m to a downstream subtask's inbox, as this subtask's input
-// there, waiting while that input has its credits out (backpressure).
+// SendTo implements shuffle.Sender: it hands m to a downstream subtask's
+// inbox, as input there, waiting while that input has its credits out (backpressure).
 // The time it waits is back-pressured time.
-func (sc *Subtask) SendTo(ib *inbox.Inbox[shuffle.Msg], m shuffle.Msg) error {
-	if ib.TrySend(sc.subtask, m) {
+func (sc *Subtask) SendTo(ib *inbox.Inbox[shuffle.Msg], input int, m shuffle.Msg) error {
+	if ib.TrySend(input, m) {
 		return nil
 	}
 	waited := time.Now()
-	ok := ib.Send(sc.ctx.Done(), sc.subtask, m)
+	ok := ib.Send(sc.ctx.Done(), input, m)
 	sc.clk.pressed += int64(time.Since(waited))
 	if ok {
 		return nil

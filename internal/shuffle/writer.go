@@ -16,11 +16,10 @@ type Output interface {
 	Watermark(wm int64) error
 }
 
-// Sender hands a message to one receiver's inbox, as the sending subtask's
-// input there, waiting while that input has its credits out
-// (backpressure).
+// Sender hands a message to one receiver's inbox, as the given input
+// there, waiting while that input has its credits out (backpressure).
 type Sender interface {
-	SendTo(ib *inbox.Inbox[Msg], m Msg) error
+	SendTo(ib *inbox.Inbox[Msg], input int, m Msg) error
 }
 
 // Writer partitions records by key group over the next stage's subtasks.
@@ -34,6 +33,7 @@ type Sender interface {
 // event time advance).
 type Writer[K comparable, T any] struct {
 	send       Sender
+	input      int // the receivers' inbox input this writer sends as
 	pool       *Pool
 	outs       []*inbox.Inbox[Msg]
 	batches    []*KeyedBatch[K, T]
@@ -51,12 +51,12 @@ type Writer[K comparable, T any] struct {
 	batchSize  int
 }
 
-// NewWriter returns the writer of one sending subtask over outs, the
-// inboxes of the receiving stage's subtasks: key extracts a record's key,
+// NewWriter returns the writer of one sending subtask, which is input
+// input of outs, the inboxes of the receiving stage's subtasks: key extracts a record's key,
 // enc serializes it to choose its key group of maxPar, batches of
 // batchSize come from pool, and every record sent is added to *shuffled.
-func NewWriter[K comparable, T any](send Sender, outs []*inbox.Inbox[Msg], pool *Pool, key func(*T) K, enc func([]byte, *K) []byte, maxPar, batchSize int, shuffled *int64) *Writer[K, T] {
-	w := &Writer[K, T]{send: send, pool: pool, outs: outs, batches: make([]*KeyedBatch[K, T], len(outs)),
+func NewWriter[K comparable, T any](send Sender, input int, outs []*inbox.Inbox[Msg], pool *Pool, key func(*T) K, enc func([]byte, *K) []byte, maxPar, batchSize int, shuffled *int64) *Writer[K, T] {
+	w := &Writer[K, T]{send: send, input: input, pool: pool, outs: outs, batches: make([]*KeyedBatch[K, T], len(outs)),
 		sent: make([]int64, len(outs)), waiting: -1, shuffled: shuffled,
 		key: key, enc: enc, maxPar: maxPar, par: len(outs), batchSize: batchSize}
 	for j := range outs {
@@ -113,7 +113,7 @@ func (w *Writer[K, T]) sendBatch(j int) error {
 			w.waiting = -1
 		}
 	}
-	return w.send.SendTo(w.outs[j], Msg{Kind: Data, Batch: b})
+	return w.send.SendTo(w.outs[j], w.input, Msg{Kind: Data, Batch: b})
 }
 
 // Flush sends every batch that holds records or marks.
@@ -172,7 +172,7 @@ func (w *Writer[K, T]) Control(m Msg) error {
 		return err
 	}
 	for _, ib := range w.outs {
-		if err := w.send.SendTo(ib, m); err != nil {
+		if err := w.send.SendTo(ib, w.input, m); err != nil {
 			return err
 		}
 	}

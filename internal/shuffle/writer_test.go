@@ -26,7 +26,7 @@ type recorder struct {
 	batches int
 }
 
-func (r *recorder) SendTo(ib *inbox.Inbox[Msg], m Msg) error {
+func (r *recorder) SendTo(ib *inbox.Inbox[Msg], _ int, m Msg) error {
 	j := slices.Index(r.outs, ib)
 	if m.Kind != Data {
 		r.got[j] = append(r.got[j], fmt.Sprintf("c%d", m.Kind))
@@ -65,7 +65,7 @@ func TestWriterRoutesRecordsAndWatermarks(t *testing.T) {
 		pool := NewPool[string, rec](8, batchSize)
 		r := &recorder{outs: outs, pool: pool, got: make([][]string, par)}
 		var shuffled int64
-		w := NewWriter(r, outs, pool, func(x *rec) string { return x.Key },
+		w := NewWriter(r, 0, outs, pool, func(x *rec) string { return x.Key },
 			func(dst []byte, k *string) []byte { return append(dst, *k...) }, 128, batchSize, &shuffled)
 		// What each output should see, as the writer promises it.
 		want := make([][]string, par)
@@ -181,7 +181,7 @@ func sameEventTime(got, want []string) error {
 // discard delivers every batch to a push that does nothing.
 type discard struct{ pool *Pool }
 
-func (d discard) SendTo(_ *inbox.Inbox[Msg], m Msg) error {
+func (d discard) SendTo(_ *inbox.Inbox[Msg], _ int, m Msg) error {
 	if m.Kind != Data {
 		return nil
 	}
@@ -199,7 +199,7 @@ func TestPushAllocatesNothing(t *testing.T) {
 	outs := []*inbox.Inbox[Msg]{inbox.New[Msg](1, 4), inbox.New[Msg](1, 4)}
 	pool := NewPool[string, rec](8, 16)
 	var shuffled int64
-	w := NewWriter(discard{pool}, outs, pool, func(x *rec) string { return x.Key },
+	w := NewWriter(discard{pool}, 0, outs, pool, func(x *rec) string { return x.Key },
 		func(dst []byte, k *string) []byte { return append(dst, *k...) }, 128, 16, &shuffled)
 	keys := []rec{{Key: "a"}, {Key: "b"}, {Key: "c"}, {Key: "d"}}
 	n := 0
