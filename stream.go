@@ -17,7 +17,7 @@ type Stream[T any] struct {
 	env *Env
 	// sts are the stages whose subtasks produce the stream's records: one,
 	// or several for a Union. Operators on the stream run chained in each.
-	sts  []*runtime.Stage
+	sts   []*runtime.Stage
 	desc  string
 	info  *streamInfo
 	next  []func(sc *runtime.Subtask) (runtime.Push[T], error)
@@ -283,9 +283,9 @@ type KeyedStream[K comparable, T any] struct {
 	st          *runtime.Stage
 	par         int
 	explicitPar bool // the parallelism was set with WithParallelism
-	desc string
-	info *streamInfo
-	next []func(sc *runtime.Subtask) (runtime.KeyedPush[K, T], error)
+	desc        string
+	info        *streamInfo
+	next        []func(sc *runtime.Subtask) (runtime.KeyedPush[K, T], error)
 }
 
 // KeyBy partitions s by key. Keys are serialized to choose their key group:

@@ -17,7 +17,7 @@ func testMetrics() *runtime.Metrics {
 	g := &runtime.Graph{}
 	src, _ := g.AddSource(2, "src", 4)
 	src.AddOperator("keyBy", false)
-	keyed, _ := runtime.KeyedStage[string, int](g, src, 3, 16, 4)
+	keyed, _ := runtime.KeyedStage[string, int](g, []*runtime.Stage{src}, 3, 16, 4)
 	keyed.AddOperator("process count", true)
 	keyed.AddOperator("sink out", false)
 	return runtime.NewMetrics(g, &runtime.Counters{})

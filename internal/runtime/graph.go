@@ -3,8 +3,8 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"slices"
 	"reflect"
+	"slices"
 	"unsafe"
 
 	"github.com/eddyflow/eddy/connector"

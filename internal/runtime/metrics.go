@@ -1,9 +1,9 @@
 package runtime
 
 import (
-	"slices"
 	"github.com/eddyflow/eddy/blob"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
