@@ -348,6 +348,7 @@ type OpenContext struct {
 	State       *state.Scope // declare state here: state.NewValue(ctx.State, "name")
 	Subtask     int
 	Parallelism int
+	late        *int64 // the subtask's count of late records, for Eddy's own operators
 }
 
 // TimeDomain says which clock a timer follows.
@@ -380,6 +381,14 @@ func (c *Context[K, OUT]) Emit(out OUT) {
 	if c.err == nil {
 		c.out = out
 		c.err = c.emit(c.ts, &c.out)
+	}
+}
+
+// emitAt sends out downstream with event time ts.
+func (c *Context[K, OUT]) emitAt(ts int64, out OUT) {
+	if c.err == nil {
+		c.out = out
+		c.err = c.emit(ts, &c.out)
 	}
 }
 
@@ -487,7 +496,7 @@ func openKeyed[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interf
 	}
 	rt := runtime.OpenKeyed(sc, uid, ksch)
 	backend := rt.State()
-	if err := fn.Open(&OpenContext{State: state.NewScope(backend), Subtask: sc.Index(), Parallelism: sc.Parallelism()}); err != nil {
+	if err := fn.Open(&OpenContext{State: state.NewScope(backend), Subtask: sc.Index(), Parallelism: sc.Parallelism(), late: sc.LateRecords()}); err != nil {
 		var de *state.DeclareError
 		return nil, runtime.UserError(uid, sc.Index(), "Open", err, errors.As(err, &de))
 	}
