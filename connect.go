@@ -66,17 +66,14 @@ func CoProcess[K comparable, A, B, OUT any](cs *ConnectedStreams[K, A, B], fn Co
 	env := cs.a.env
 	uid := env.opID("process", c.identity, fmt.Sprintf("%s, %s + %s -> %s", typeName[K](), typeName[A](), typeName[B](), typeName[OUT]()))
 	out := newStream[OUT](env, []*runtime.Stage{cs.a.st}, "process "+uid)
+	out.sides = map[string]*sideOutput{}
 	key := new(byte)
 	// Both inputs of a subtask share one operator, built by whichever
 	// input is built first.
 	open := func(sc *runtime.Subtask) (*coOp[K, A, B, OUT], error) {
 		return runtime.Memo(sc, key, func() (*coOp[K, A, B, OUT], error) {
-			next, err := out.build(sc)
-			if err != nil {
-				return nil, err
-			}
 			f := cloneFunc(fn)
-			op, err := openKeyed[K, OUT](sc, uid, f, next)
+			op, err := openKeyed[K, OUT](sc, uid, f, out)
 			if err != nil {
 				return nil, err
 			}

@@ -22,6 +22,9 @@ type Stream[T any] struct {
 	info  *streamInfo
 	next  []func(sc *runtime.Subtask) (runtime.Push[T], error)
 	union bool // built once per subtask, however many inputs lead to it
+	// sides are the consumed side outputs of the operator whose results
+	// this is, by name; nil if the operator has none.
+	sides map[string]*sideOutput
 }
 
 // streamInfo tracks whether a stream has a consumer, for validation.
@@ -373,6 +376,7 @@ type Context[K comparable, OUT any] struct {
 	op     *runtime.Keyed
 	kb     []byte
 	kg     int
+	sides  map[string]any // side output pushes by name
 }
 
 // Emit sends out downstream, with the current record's event time (or the
@@ -446,6 +450,16 @@ type EndFunc interface {
 	EndOfInput() error
 }
 
+// FinalFunc is implemented by keyed functions that emit once their
+// bounded input has ended: Final runs once per subtask, after every
+// event-time timer has fired (and after EndOfInput, if the function has
+// both), with no key current; what it emits carries no event time. Use it
+// for results over everything a subtask saw (for a result per key, register
+// an event-time timer instead: they all fire at the end of the input).
+type FinalFunc[OUT any] interface {
+	Final(emit func(OUT)) error
+}
+
 // Process runs fn on a keyed stream. Each subtask works on its own shallow
 // copy of the struct fn points to.
 func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, IN, OUT], opts ...OperatorOption) *Stream[OUT] {
@@ -456,12 +470,14 @@ func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, 
 	env := ks.env
 	uid := env.opID("process", c.identity, fmt.Sprintf("%s, %s -> %s", typeName[K](), typeName[IN](), typeName[OUT]()))
 	out := newStream[OUT](env, []*runtime.Stage{ks.st}, "process "+uid)
+	out.sides = map[string]*sideOutput{}
 	ks.consume("process "+uid, func(sc *runtime.Subtask) (runtime.KeyedPush[K, IN], error) {
-		next, err := out.build(sc)
+		f := cloneFunc(fn)
+		op, err := openKeyed[K, OUT](sc, uid, f, out)
 		if err != nil {
 			return nil, err
 		}
-		return buildKeyed(sc, uid, fn, next)
+		return keyedPush(op, "Process", f.Process), nil
 	})
 	return out
 }
@@ -470,7 +486,7 @@ func Process[K comparable, IN, OUT any](ks *KeyedStream[K, IN], fn KeyedFunc[K, 
 // function's Open, and the runtime's restore, timers and changelog.
 func buildKeyed[K comparable, IN, OUT any](sc *runtime.Subtask, uid string, fn KeyedFunc[K, IN, OUT], next runtime.Push[OUT]) (runtime.KeyedPush[K, IN], error) {
 	fn = cloneFunc(fn)
-	op, err := openKeyed[K, OUT](sc, uid, fn, next)
+	op, err := openKeyedTo[K, OUT](sc, uid, fn, next, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -486,10 +502,24 @@ type keyedOp[K comparable, OUT any] struct {
 }
 
 // openKeyed sets up one subtask of keyed operator uid whose function is
-// fn (already this subtask's copy): its state, fn's Open, timers (when fn
-// is a TimerFunc), EndOfInput (an EndFunc), and the runtime's restore and
+// fn (already this subtask's copy) and whose results are out: its state,
+// fn's Open, timers (when fn is a TimerFunc), the end of its input (an
+// EndFunc or FinalFunc), its side outputs, and the runtime's restore and
 // changelog.
-func openKeyed[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interface{ Open(*OpenContext) error }, next runtime.Push[OUT]) (*keyedOp[K, OUT], error) {
+func openKeyed[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interface{ Open(*OpenContext) error }, out *Stream[OUT]) (*keyedOp[K, OUT], error) {
+	next, err := out.build(sc)
+	if err != nil {
+		return nil, err
+	}
+	sides, err := out.buildSides(sc)
+	if err != nil {
+		return nil, err
+	}
+	return openKeyedTo[K, OUT](sc, uid, fn, next, sides)
+}
+
+// openKeyedTo is openKeyed with the results' push and side outputs built.
+func openKeyedTo[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interface{ Open(*OpenContext) error }, next runtime.Push[OUT], sides map[string]any) (*keyedOp[K, OUT], error) {
 	ksch, err := runtime.KeySchema[K](uid)
 	if err != nil {
 		return nil, err
@@ -500,7 +530,7 @@ func openKeyed[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interf
 		var de *state.DeclareError
 		return nil, runtime.UserError(uid, sc.Index(), "Open", err, errors.As(err, &de))
 	}
-	ctx := &Context[K, OUT]{emit: next, op: rt}
+	ctx := &Context[K, OUT]{emit: next, op: rt, sides: sides}
 	if tf, ok := fn.(TimerFunc[K, OUT]); ok {
 		keyDec, err := runtime.KeyDecoder[K]()
 		if err != nil {
@@ -527,8 +557,28 @@ func openKeyed[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interf
 		}
 		rt.OnTimer(fire(EventTime), fire(ProcessingTime))
 	}
-	if ef, ok := fn.(EndFunc); ok {
-		rt.OnEnd(ef.EndOfInput)
+	ef, endFn := fn.(EndFunc)
+	ff, finalFn := fn.(FinalFunc[OUT])
+	if endFn || finalFn {
+		rt.OnEnd(func() error {
+			if endFn {
+				if err := ef.EndOfInput(); err != nil {
+					return err
+				}
+			}
+			if finalFn {
+				// No key is current and no event time applies: what it
+				// emits has none.
+				ctx.ts, ctx.kb = runtime.NoTimestamp, nil
+				if err := ff.Final(func(v OUT) { ctx.emitAt(runtime.NoTimestamp, v) }); err != nil {
+					return err
+				}
+				err := ctx.err
+				ctx.err = nil
+				return err
+			}
+			return nil
+		})
 	}
 	if err := rt.Start(sc); err != nil {
 		return nil, err
