@@ -38,6 +38,34 @@ func JSONLines[T any](dir string) connector.Sink[T] {
 	return &jsonSink[T]{dir: canonical(dir)}
 }
 
+// PartitionedJSONLines is JSONLines with each record in the subdirectory
+// of dir that partition names for it, Hive-style: for example
+// "dt=2015-07-15/hour=00". A partition is a relative path of one or more
+// non-empty segments without "." or ".."; a record whose partition is not
+// fails the job, naming it. Each transaction writes one file per
+// partition it touches, committed together by the checkpoint, so every
+// partition holds exactly the committed output. Its Name is
+// "file-jsonlines-partitioned:" and dir's connector.CanonicalPath.
+func PartitionedJSONLines[T any](dir string, partition func(*T) string) connector.Sink[T] {
+	return &jsonSink[T]{dir: canonical(dir), partition: partition}
+}
+
+// validPartition checks a partition path.
+func validPartition(p string) error {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, `\`) || strings.ContainsRune(p, 0) {
+		return fmt.Errorf("partition %q is not a relative path", p)
+	}
+	for _, seg := range strings.Split(p, "/") {
+		switch {
+		case seg == "" || seg == "." || seg == "..":
+			return fmt.Errorf("partition %q has an empty, \".\" or \"..\" segment", p)
+		case strings.HasPrefix(seg, pendingPrefix):
+			return fmt.Errorf("partition %q has a segment starting %q, which names pending files", p, pendingPrefix)
+		}
+	}
+	return nil
+}
+
 // canonical is p's connector.CanonicalPath, or p cleaned if the working
 // directory is unknown (then opening p fails with the reason).
 func canonical(p string) string {
@@ -54,13 +82,22 @@ const (
 )
 
 type jsonSink[T any] struct {
-	dir string
+	dir       string
+	partition func(*T) string // nil: one directory
 }
 
-func (s *jsonSink[T]) Name() string { return "file-jsonlines:" + s.dir }
+func (s *jsonSink[T]) Name() string {
+	if s.partition != nil {
+		return "file-jsonlines-partitioned:" + s.dir
+	}
+	return "file-jsonlines:" + s.dir
+}
 
-// handle is a pre-committed transaction: base names in the sink's dir.
+// handle is a pre-committed file: base names in the sink's dir, or in its
+// partition Dir. A transaction is one handle (a JSON object) or, from a
+// partitioned sink, a JSON array of them.
 type handle struct {
+	Dir     string `json:"dir,omitempty"`
 	Pending string `json:"pending"`
 	Final   string `json:"final"`
 }
@@ -72,70 +109,121 @@ func (s *jsonSink[T]) Recover(ctx context.Context, committed [][]byte) error {
 	if err := s.Commit(ctx, committed); err != nil {
 		return err
 	}
-	entries, err := os.ReadDir(s.dir)
-	if err != nil {
-		return fmt.Errorf("file sink: recover: %w", err)
-	}
-	removed := false
-	for _, e := range entries {
+	// Every pending file not committed above is aborted: in dir, and in
+	// its partitions when partitioned.
+	removed := map[string]bool{}
+	err := s.walk(func(dir string, e fs.DirEntry) error {
 		name := e.Name()
 		if e.Type().IsRegular() && strings.HasPrefix(name, pendingPrefix) && strings.HasSuffix(name, pendingSuffix) {
-			if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("file sink: recover: abort %w", err)
 			}
-			removed = true
+			removed[dir] = true
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	if removed {
-		return syncDir(s.dir)
+	for dir := range removed {
+		if err := syncDir(dir); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
+// walk calls fn for every entry of the sink's directory and, when
+// partitioned, of every directory below it.
+func (s *jsonSink[T]) walk(fn func(dir string, e fs.DirEntry) error) error {
+	if s.partition == nil {
+		entries, err := os.ReadDir(s.dir)
+		if err != nil {
+			return fmt.Errorf("file sink: %w", err)
+		}
+		for _, e := range entries {
+			if err := fn(s.dir, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return filepath.WalkDir(s.dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("file sink: %w", err)
+		}
+		if path == s.dir {
+			return nil
+		}
+		return fn(filepath.Dir(path), e)
+	})
+}
+
 func (s *jsonSink[T]) Commit(_ context.Context, txns [][]byte) error {
-	renamed := false
+	renamed := map[string]bool{}
 	for _, txn := range txns {
 		if len(txn) == 0 {
 			continue
 		}
-		h, err := parseHandle(txn)
+		hs, err := parseHandles(txn)
 		if err != nil {
 			return fmt.Errorf("file sink %s: commit: %w", s.dir, err)
 		}
-		pending, final := filepath.Join(s.dir, h.Pending), filepath.Join(s.dir, h.Final)
-		err = os.Rename(pending, final)
-		switch {
-		case err == nil:
-			renamed = true
-		case errors.Is(err, fs.ErrNotExist):
-			// Committed before (a retried Commit, or Recover after a commit
-			// that completed): the final file must be there.
-			if _, serr := os.Stat(final); serr != nil {
-				return fmt.Errorf("file sink: commit: neither pending %s nor final %s exists: committed output is lost", pending, final)
+		for _, h := range hs {
+			dir := filepath.Join(s.dir, filepath.FromSlash(h.Dir))
+			pending, final := filepath.Join(dir, h.Pending), filepath.Join(dir, h.Final)
+			err = os.Rename(pending, final)
+			switch {
+			case err == nil:
+				renamed[dir] = true
+			case errors.Is(err, fs.ErrNotExist):
+				// Committed before (a retried Commit, or Recover after a
+				// commit that completed): the final file must be there.
+				if _, serr := os.Stat(final); serr != nil {
+					return fmt.Errorf("file sink: commit: neither pending %s nor final %s exists: committed output is lost", pending, final)
+				}
+			default:
+				return fmt.Errorf("file sink: commit: %w", err)
 			}
-		default:
-			return fmt.Errorf("file sink: commit: %w", err)
 		}
 	}
-	if renamed {
-		return syncDir(s.dir)
+	for dir := range renamed {
+		if err := syncDir(dir); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-func parseHandle(txn []byte) (handle, error) {
-	var h handle
-	if err := json.Unmarshal(txn, &h); err != nil {
-		return h, fmt.Errorf("bad transaction handle %q: %w", txn, err)
+// parseHandles reads a transaction: one handle, or an array of them.
+func parseHandles(txn []byte) ([]handle, error) {
+	var hs []handle
+	if len(txn) > 0 && txn[0] == '[' {
+		if err := json.Unmarshal(txn, &hs); err != nil {
+			return nil, fmt.Errorf("bad transaction handle %q: %w", txn, err)
+		}
+	} else {
+		var h handle
+		if err := json.Unmarshal(txn, &h); err != nil {
+			return nil, fmt.Errorf("bad transaction handle %q: %w", txn, err)
+		}
+		hs = []handle{h}
 	}
 	ok := func(name, prefix, suffix string) bool {
 		return strings.HasPrefix(name, prefix) && strings.HasSuffix(name, suffix) &&
 			filepath.Base(name) == name && !strings.ContainsAny(name, `/\`)
 	}
-	if !ok(h.Pending, pendingPrefix, pendingSuffix) || !ok(h.Final, "part-", ".jsonl") {
-		return h, fmt.Errorf("bad transaction handle %q: unexpected file names", txn)
+	for _, h := range hs {
+		if !ok(h.Pending, pendingPrefix, pendingSuffix) || !ok(h.Final, "part-", ".jsonl") {
+			return nil, fmt.Errorf("bad transaction handle %q: unexpected file names", txn)
+		}
+		if h.Dir != "" {
+			if err := validPartition(h.Dir); err != nil {
+				return nil, fmt.Errorf("bad transaction handle %q: %w", txn, err)
+			}
+		}
 	}
-	return h, nil
+	return hs, nil
 }
 
 func (s *jsonSink[T]) OpenWriter(_ context.Context, subtask, parallelism int) (connector.SinkWriter[T], error) {
@@ -149,96 +237,181 @@ func (s *jsonSink[T]) OpenWriter(_ context.Context, subtask, parallelism int) (c
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, fmt.Errorf("file sink: attempt id: %w", err)
 	}
-	return &jsonWriter[T]{dir: s.dir, subtask: subtask, attempt: hex.EncodeToString(id[:]), epoch: 1}, nil
+	return &jsonWriter[T]{dir: s.dir, partition: s.partition, subtask: subtask, attempt: hex.EncodeToString(id[:]), epoch: 1,
+		open: map[string]*pendingFile{}}, nil
 }
 
-// jsonWriter writes one subtask's transactions. At most one pending file is
-// open at a time: from the first Write after a PreCommit to the next
-// PreCommit.
+// jsonWriter writes one subtask's transactions. A transaction has at most
+// one pending file per partition (one in all without partitions), open
+// from its first Write after a PreCommit to the next PreCommit.
 type jsonWriter[T any] struct {
-	dir     string
-	subtask int
-	attempt string
-	epoch   uint64 // last pre-committed checkpoint + 1: names the next pending file
+	dir       string
+	partition func(*T) string
+	subtask   int
+	attempt   string
+	epoch     uint64 // last pre-committed checkpoint + 1: names the next pending files
 
-	f    *os.File // the open pending file, nil between transactions
-	name string   // its base name
+	open  map[string]*pendingFile // by partition ("" without)
+	order []string                // partitions in the order their files opened
+	last  *pendingFile            // the file of the last record's partition
+	lastP string
+	spare *bufio.Writer // a buffer of a closed file, for the next
+	made  map[string]bool
+}
+
+// pendingFile is an open pending file of the current transaction.
+type pendingFile struct {
+	dir  string // its directory
+	part string // its partition, "" without
+	name string // its base name
+	f    *os.File
 	bw   *bufio.Writer
 	enc  *json.Encoder
 }
 
+func (p *pendingFile) path() string { return filepath.Join(p.dir, p.name) }
+
 func (w *jsonWriter[T]) Write(rec *T) error {
-	if w.f == nil {
-		if err := w.open(); err != nil {
+	part := ""
+	if w.partition != nil {
+		part = w.partition(rec)
+	}
+	pf := w.last
+	if pf == nil || part != w.lastP {
+		var err error
+		if pf, err = w.file(part); err != nil {
 			return err
 		}
+		w.last, w.lastP = pf, part
 	}
-	if err := w.enc.Encode(rec); err != nil {
-		return fmt.Errorf("file sink: write %s: %w", w.path(), err)
+	if err := pf.enc.Encode(rec); err != nil {
+		return fmt.Errorf("file sink: write %s: %w", pf.path(), err)
 	}
 	return nil
 }
 
-func (w *jsonWriter[T]) path() string { return filepath.Join(w.dir, w.name) }
-
-func (w *jsonWriter[T]) open() error {
-	w.name = fmt.Sprintf("%s%05d-%010d-%s%s", pendingPrefix, w.subtask, w.epoch, w.attempt, pendingSuffix)
-	f, err := os.OpenFile(w.path(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+// file returns the transaction's pending file of partition part, opening
+// it (and creating the partition's directory) if need be.
+func (w *jsonWriter[T]) file(part string) (*pendingFile, error) {
+	if pf, ok := w.open[part]; ok {
+		return pf, nil
+	}
+	dir := w.dir
+	if w.partition != nil {
+		if err := validPartition(part); err != nil {
+			return nil, connector.Permanent(fmt.Errorf("file sink %s: %w", w.dir, err))
+		}
+		dir = filepath.Join(w.dir, filepath.FromSlash(part))
+		if !w.made[dir] {
+			if err := w.mkdir(dir); err != nil {
+				return nil, err
+			}
+		}
+	}
+	pf := &pendingFile{dir: dir, part: part,
+		name: fmt.Sprintf("%s%05d-%010d-%s%s", pendingPrefix, w.subtask, w.epoch, w.attempt, pendingSuffix)}
+	f, err := os.OpenFile(pf.path(), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return fmt.Errorf("file sink: %w", err)
+		return nil, fmt.Errorf("file sink: %w", err)
 	}
-	w.f = f
-	if w.bw == nil {
-		w.bw = bufio.NewWriterSize(f, 64<<10)
+	pf.f = f
+	if w.spare != nil {
+		pf.bw, w.spare = w.spare, nil
+		pf.bw.Reset(f)
 	} else {
-		w.bw.Reset(f)
+		pf.bw = bufio.NewWriterSize(f, 64<<10)
 	}
-	w.enc = json.NewEncoder(w.bw)
-	w.enc.SetEscapeHTML(false)
+	pf.enc = json.NewEncoder(pf.bw)
+	pf.enc.SetEscapeHTML(false)
+	w.open[part] = pf
+	w.order = append(w.order, part)
+	return pf, nil
+}
+
+// mkdir creates a partition directory and makes its entry, and those of
+// the directories above it that it created, durable.
+func (w *jsonWriter[T]) mkdir(dir string) error {
+	var created []string
+	for d := dir; d != w.dir && len(d) > len(w.dir); d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return dirError(err)
+	}
+	for _, d := range created {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	if w.made == nil {
+		w.made = map[string]bool{}
+	}
+	w.made[dir] = true
 	return nil
 }
 
 func (w *jsonWriter[T]) PreCommit(checkpointID uint64) ([]byte, error) {
 	w.epoch = checkpointID + 1
-	if w.f == nil {
+	if len(w.order) == 0 {
 		return nil, nil
 	}
-	f, path := w.f, w.path()
-	w.f = nil
-	err := w.bw.Flush()
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		// The pending file must survive a machine crash until Commit.
-		err = syncDir(w.dir)
+	files := w.order
+	w.order, w.last = nil, nil
+	var err error
+	synced := map[string]bool{}
+	hs := make([]handle, len(files))
+	for i, part := range files {
+		pf := w.open[part]
+		delete(w.open, part)
+		hs[i] = handle{Dir: part, Pending: pf.name, Final: fmt.Sprintf("part-%05d-%010d-%s.jsonl", w.subtask, checkpointID, w.attempt)}
+		if err == nil {
+			err = pf.bw.Flush()
+		}
+		if err == nil {
+			err = pf.f.Sync()
+		}
+		if cerr := pf.f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && !synced[pf.dir] {
+			// The pending file must survive a machine crash until Commit.
+			err = syncDir(pf.dir)
+			synced[pf.dir] = true
+		}
+		pf.bw.Reset(nil)
+		w.spare = pf.bw
+		if err != nil {
+			err = fmt.Errorf("file sink: pre-commit %s: %w", pf.path(), err)
+		}
 	}
 	if err != nil {
-		os.Remove(path)
-		return nil, fmt.Errorf("file sink: pre-commit %s: %w", path, err)
+		for _, h := range hs {
+			os.Remove(filepath.Join(w.dir, filepath.FromSlash(h.Dir), h.Pending))
+		}
+		return nil, err
 	}
-	h := handle{
-		Pending: w.name,
-		Final:   fmt.Sprintf("part-%05d-%010d-%s.jsonl", w.subtask, checkpointID, w.attempt),
+	if w.partition == nil {
+		return json.Marshal(hs[0])
 	}
-	return json.Marshal(h)
+	return json.Marshal(hs)
 }
 
 func (w *jsonWriter[T]) Close() error {
-	if w.f == nil {
-		return nil
+	var err error
+	for _, part := range w.order {
+		pf := w.open[part]
+		delete(w.open, part)
+		pf.bw.Reset(nil)
+		pf.f.Close()
+		if rerr := os.Remove(pf.path()); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+			err = fmt.Errorf("file sink: abort: %w", rerr)
+		}
 	}
-	f, path := w.f, w.path()
-	w.f = nil
-	w.bw.Reset(nil)
-	f.Close()
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("file sink: abort: %w", err)
-	}
-	return nil
+	w.order, w.last = nil, nil
+	return err
 }
 
 // syncDir makes renames and new files in dir durable.
@@ -261,23 +434,29 @@ var _ connector.RollbackSink = (*jsonSink[int])(nil)
 
 // committedAfter lists the committed files of checkpoints after id: their
 // names are part-<subtask>-<checkpoint>-<attempt>.jsonl.
+// names are part-<subtask>-<checkpoint>-<attempt>.jsonl, paths relative
+// to the sink's directory.
 func (s *jsonSink[T]) committedAfter(id uint64) ([]string, error) {
-	entries, err := os.ReadDir(s.dir)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, dirError(err)
-	}
 	var after []string
-	for _, e := range entries {
+	err := s.walk(func(dir string, e fs.DirEntry) error {
 		parts := strings.Split(strings.TrimSuffix(e.Name(), ".jsonl"), "-")
 		if e.IsDir() || !strings.HasPrefix(e.Name(), "part-") || !strings.HasSuffix(e.Name(), ".jsonl") || len(parts) != 4 {
-			continue
+			return nil
 		}
 		if c, err := strconv.ParseUint(parts[2], 10, 64); err == nil && c > id {
-			after = append(after, e.Name())
+			rel, err := filepath.Rel(s.dir, filepath.Join(dir, e.Name()))
+			if err != nil {
+				return err
+			}
+			after = append(after, rel)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, dirError(err)
 	}
 	return after, nil
 }
@@ -297,13 +476,18 @@ func (s *jsonSink[T]) RollBack(_ context.Context, id uint64) error {
 	if err != nil {
 		return err
 	}
+	dirs := map[string]bool{}
 	for _, name := range after {
-		if err := os.Remove(filepath.Join(s.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		path := filepath.Join(s.dir, name)
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("file sink: rolling back: %w", err)
 		}
+		dirs[filepath.Dir(path)] = true
 	}
-	if len(after) > 0 {
-		return syncDir(s.dir)
+	for dir := range dirs {
+		if err := syncDir(dir); err != nil {
+			return err
+		}
 	}
 	return nil
 }
