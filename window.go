@@ -39,8 +39,9 @@ func Sliding(size, slide time.Duration) Windows {
 	return Windows{kind: sliding, size: int64(size), slide: int64(slide)}
 }
 
-// Session windows group a key's records separated by less than gap; they
-// grow and merge as records arrive.
+// Session windows group a key's records separated by at most gap: a
+// record's session is [t, t+gap), and sessions that overlap or touch merge
+// (as Flink's), growing as records arrive.
 func Session(gap time.Duration) Windows { return Windows{kind: session, size: int64(gap)} }
 
 func (w Windows) validate() error {
@@ -218,15 +219,16 @@ func (f *windowFn[K, IN, ACC, OUT]) gone(end, wm int64) bool {
 }
 
 // addSession adds a record's session [start, end) and merges it with every
-// stored session it overlaps.
+// stored session it overlaps or touches (Flink's TimeWindow.intersects: a
+// session ending where another starts is one session).
 func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end int64, in *IN) error {
 	var acc ACC
 	acc = f.add(acc, in)
 	for {
 		found := false
 		for s, ws := range f.st.All() {
-			if s < end && start < ws.End {
-				// Overlap: absorb the stored session.
+			if s <= end && start <= ws.End {
+				// Overlap or touch: absorb the stored session.
 				f.st.Delete(s)
 				ctx.DeleteEventTimer(time.Unix(0, ws.End-1))
 				if f.lateness > 0 {

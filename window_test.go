@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -177,7 +178,7 @@ func (m *model) add(e ev) {
 			changed = false
 			keep = keep[:0]
 			for _, w := range m.wins[e.Key] {
-				if w.start < merged.end && merged.start < w.end {
+				if w.start <= merged.end && merged.start <= w.end { // touching sessions merge, as in Flink
 					merged.start, merged.end = min(merged.start, w.start), max(merged.end, w.end)
 					merged.sum += w.sum
 					merged.count += w.count
@@ -397,4 +398,33 @@ func (r slowReader) Next(rec *ev) (eddy.ReadStatus, error) {
 		time.Sleep(time.Millisecond)
 	}
 	return st, err
+}
+
+// TestSessionWindowsMergeWhenTouching: records exactly one gap apart are
+// one session, as in Flink (windows that touch intersect).
+func TestSessionWindowsMergeWhenTouching(t *testing.T) {
+	evs := []ev{{Key: "k", TS: 0, V: 1}, {Key: "k", TS: 400, V: 2}, {Key: "k", TS: 801, V: 4}}
+	dir := t.TempDir()
+	env := eddy.New(eddy.Parallelism(1), eddy.LogOutput(&logBuf{}))
+	src := eddy.FromSource[ev](env, sliceSource{evs}, eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, 0))
+	out := eddy.AggregateWindows(eddy.KeyBy(src, func(e *ev) string { return e.Key }), eddy.Session(400*time.Millisecond), eddy.Aggregator[string, ev, sumAcc, winOut]{
+		Add:   func(a sumAcc, e *ev) sumAcc { return sumAcc{a.Sum + e.V, a.Count + 1} },
+		Merge: func(a, b sumAcc) sumAcc { return sumAcc{a.Sum + b.Sum, a.Count + b.Count} },
+		Result: func(k string, w eddy.Window, a sumAcc) winOut {
+			return winOut{Key: k, Start: w.Start.UnixMilli(), End: w.End.UnixMilli(), Sum: a.Sum, Count: a.Count}
+		},
+	})
+	eddy.ToSink(out.Results, file.JSONLines[winOut](dir))
+	if err := env.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := readLines(t, dir)
+	sort.Strings(got)
+	want := []string{
+		`{"key":"k","start":0,"end":800,"sum":3,"count":2}`,
+		`{"key":"k","start":801,"end":1201,"sum":4,"count":1}`,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sessions %v, want %v", got, want)
+	}
 }
