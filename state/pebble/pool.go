@@ -16,7 +16,7 @@ type Pool struct {
 	maxDBs   int
 	memtable uint64 // MemTableSize of each DB
 
-	mu   sync.Mutex
+	mu    sync.Mutex
 	nopen int
 }
 
