@@ -24,9 +24,10 @@ type DB struct {
 	iter                 *pebble.Iterator // for Load, reopened after each Commit
 	key, lo, hi, scanKey []byte           // scratch for record keys and bounds
 
-	mu     sync.Mutex // guards bgErr and closed
-	bgErr  error      // the first background (flush, compaction) failure
-	closed bool
+	mu       sync.Mutex  // guards bgErr and closed
+	bgErr    error       // the first background (flush, compaction) failure
+	restored *Checkpoint // the part Restore opened, if any
+	closed   bool
 }
 
 // DirError reports a failure of the DB in a local directory: the disk is
