@@ -28,6 +28,7 @@ type DB struct {
 	bgErr    error       // the first background (flush, compaction) failure
 	restored *Checkpoint // the part Restore opened, if any
 	closed   bool
+	failed   chan struct{} // closed with the first background failure
 }
 
 // DirError reports a failure of the DB in a local directory: the disk is
@@ -60,7 +61,7 @@ func (p *Pool) open(dir string, maxParallelism, start, end int, mustExist bool) 
 	if err := p.acquire(); err != nil {
 		return nil, err
 	}
-	d := &DB{pool: p, dir: dir, maxPar: maxParallelism, start: start, end: end}
+	d := &DB{pool: p, dir: dir, maxPar: maxParallelism, start: start, end: end, failed: make(chan struct{})}
 	if !mustExist {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			p.release()
@@ -84,6 +85,7 @@ func (d *DB) background(err error) {
 	d.mu.Lock()
 	if d.bgErr == nil {
 		d.bgErr = err
+		close(d.failed)
 	}
 	d.mu.Unlock()
 }
@@ -253,15 +255,34 @@ func (d *DB) Scan(kg int, st uint32, fn func(key, sub, val []byte) error) error 
 	return err
 }
 
-// Flush writes the memtables to files.
+// Flush writes the memtables to files. It fails with a *DirError if the
+// directory is gone (Pebble would retry the flush for ever) or a
+// background flush fails meanwhile.
 func (d *DB) Flush() error {
 	if err := d.Commit(); err != nil {
 		return err
 	}
-	if err := d.db.Flush(); err != nil {
+	if err := d.checkDir(); err != nil {
+		return err
+	}
+	done, err := d.db.AsyncFlush()
+	if err != nil {
 		return d.wrap("flush", err)
 	}
+	select {
+	case <-done:
+	case <-d.failed:
+	}
 	return d.Err()
+}
+
+// checkDir fails if the DB's directory is no longer there.
+func (d *DB) checkDir() error {
+	fi, err := os.Stat(d.dir)
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a directory")
+	}
+	return d.wrap("check directory", err)
 }
 
 var _ state.Store = (*DB)(nil)

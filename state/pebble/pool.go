@@ -112,7 +112,14 @@ func (p *Pool) options(bgErr func(error)) *pebble.Options {
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      quietLogger{},
 	}
-	o.EventListener = &pebble.EventListener{BackgroundError: bgErr}
+	o.EventListener = &pebble.EventListener{
+		BackgroundError: bgErr,
+		// Pebble's default is to log a fatal error: a damaged file fails
+		// the DB instead (the read that found it returns the error too).
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
+			bgErr(fmt.Errorf("file %s is corrupt: %w", info.Path, info.Details))
+		},
+	}
 	return o
 }
 
