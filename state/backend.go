@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -34,6 +35,11 @@ type Backend struct {
 	scratch        []byte    // encoded values for the change log
 	subScratch     []byte    // encoded element keys for the change log
 	err            error     // the first change-log failure
+
+	store     Store      // where the state lives, if not in the heap (store.go)
+	cacheKeys int        // keys per state kept decoded across Flush calls
+	stale     bool       // the store has writes a Load would not see yet
+	applyMu   sync.Mutex // serializes ApplyChange into the store
 }
 
 // ChangeLog receives every state write of a backend: the key group, the
@@ -105,7 +111,15 @@ func (b *Backend) ApplyChange(kg, state uint32, op ChangeOp, key, sub, value []b
 	}
 	// No b.gen++ here: replay runs concurrently per key group before any
 	// record, when no entry is cached (Restore already invalidated them).
-	if err := s.apply(int(kg), op, key, sub, value); err != nil {
+	var err error
+	if b.store != nil {
+		b.applyMu.Lock()
+		err = s.storeApply(int(kg), op, key, sub, value)
+		b.applyMu.Unlock()
+	} else {
+		err = s.apply(int(kg), op, key, sub, value)
+	}
+	if err != nil {
 		return &RestoreError{State: s.stateName(), Reason: fmt.Sprintf("replaying a logged change of key group %d: %v", kg, err)}
 	}
 	return nil
@@ -136,6 +150,14 @@ type keyedState interface {
 	// apply replays one logged change of key group kg.
 	apply(kg int, op ChangeOp, key, sub, val []byte) error
 	entries() int
+
+	// Of a store-backed backend (store.go):
+	flush() error
+	cachedKeys() int
+	evict()
+	evictGroup(g int)
+	loadGroup(kg int) error
+	storeApply(kg int, op ChangeOp, key, sub, val []byte) error
 }
 
 // NewBackend returns an empty backend for the key groups [kgStart, kgEnd) of
@@ -269,6 +291,11 @@ func (b *Backend) SnapshotGroups(from, to int) ([]byte, error) {
 // appendSnapshotGroups appends SnapshotGroups(from, to) to dst.
 func (b *Backend) appendSnapshotGroups(dst []byte, from, to int) ([]byte, error) {
 	from, to = max(from, b.kgStart), min(to, b.kgEnd)
+	if b.store != nil {
+		if err := b.flushAndEvict(); err != nil {
+			return nil, err
+		}
+	}
 	h, err := b.snapshotHeader()
 	if err != nil {
 		return nil, err
@@ -369,7 +396,9 @@ func (b *Backend) RestoreRanged(parts [][]byte, ranges [][2]int) error {
 			return err
 		}
 	}
-	b.gen++
+	if err := b.restoreStart(); err != nil {
+		return &RestoreError{Reason: err.Error()}
+	}
 	for i := range headers {
 		from, to := b.kgStart, b.kgEnd
 		if ranges != nil {
@@ -379,6 +408,27 @@ func (b *Backend) RestoreRanged(parts [][]byte, ranges [][2]int) error {
 			err.Reason = fmt.Sprintf("part %d: %s", i, err.Reason)
 			return err
 		}
+	}
+	return b.restoreEnd()
+}
+
+// restoreStart prepares a restore: cached entries are stale from now on,
+// and a store-backed backend drops them (the restore writes to its store).
+func (b *Backend) restoreStart() error {
+	b.gen++
+	if b.store != nil {
+		return b.flushAndEvict()
+	}
+	return nil
+}
+
+// restoreEnd commits what a restore wrote to the store.
+func (b *Backend) restoreEnd() error {
+	if b.store == nil {
+		return nil
+	}
+	if err := b.Flush(); err != nil {
+		return &RestoreError{Reason: err.Error()}
 	}
 	return nil
 }
@@ -394,11 +444,13 @@ func (b *Backend) RestorePart(part []byte, start, end int) error {
 	if err := b.checkPart(part, &h); err != nil {
 		return err
 	}
-	b.gen++
+	if err := b.restoreStart(); err != nil {
+		return &RestoreError{Reason: err.Error()}
+	}
 	if err := b.loadPart(&h, start, end); err != nil {
 		return err
 	}
-	return nil
+	return b.restoreEnd()
 }
 
 // checkPart decodes the snapshot part p into h and checks its key

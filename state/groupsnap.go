@@ -102,6 +102,9 @@ func (s *GroupSnapshot) Close() {
 // It returns nil, nil when the step ended inside a part. After an error
 // the snapshot is unusable.
 func (s *GroupSnapshot) Step(budget int) (*SnapshotPart, error) {
+	if s.b.store != nil {
+		s.err = errStoreGroupSnapshot
+	}
 	if s.err != nil {
 		return nil, s.err
 	}

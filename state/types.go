@@ -27,6 +27,15 @@ type table[E any] struct {
 	// lastSize is the length of the value appendEntry wrote last: the
 	// guess of the next one's.
 	lastSize int
+
+	// Of a backend with a Store (see store.go), whose maps then cache
+	// decoded entries:
+	self   keyedState                           // the state type embedding the table, for its apply
+	elems  bool                                 // the state stores elements (List, Map)
+	absent *E                                   // the cached entry of a key the store does not hold
+	dirty  map[*E]dirtyKey                      // entries written in this batch, stored at Flush
+	cached int                                  // keys in the maps
+	split  func(kg int, key []byte, e *E) error // stores a whole value as element records (Map)
 }
 
 func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
@@ -34,6 +43,9 @@ func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
 		mem: make([]groupMem[E], b.kgEnd-b.kgStart)}
 	for i := range t.groups {
 		t.groups[i] = map[string]*E{}
+	}
+	if b.store != nil {
+		t.absent = new(E)
 	}
 	return t
 }
@@ -45,6 +57,9 @@ func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
 func (t *table[E]) get() *E {
 	if t.cgen == t.b.gen {
 		return t.cp
+	}
+	if t.b.store != nil {
+		return t.storeGet()
 	}
 	p := t.groups[t.b.group()][string(t.b.key)]
 	t.cgen, t.cp = t.b.gen, p
@@ -65,6 +80,9 @@ func (t *table[E]) getOrCreate() *E {
 // without a second lookup: Get then Update of a new key costs one lookup and
 // one insert, like m[k]++.
 func (t *table[E]) lookupOrCreate() *E {
+	if t.b.store != nil {
+		return t.storeCreate()
+	}
 	m := t.groups[t.b.group()]
 	var p *E
 	if t.cgen != t.b.gen {
@@ -95,6 +113,10 @@ func (t *table[E]) remove(g int, key []byte) {
 }
 
 func (t *table[E]) clear() {
+	if t.b.store != nil {
+		t.storeClear()
+		return
+	}
 	t.remove(t.b.group(), t.b.key)
 	t.cgen, t.cp = t.b.gen, nil
 	if t.b.changes != nil {
@@ -106,7 +128,13 @@ func (t *table[E]) clear() {
 // the backend has one.
 func (t *table[E]) logged(p *E) {
 	if t.b.changes == nil {
+		if t.b.store != nil {
+			t.markDirty(p)
+		}
 		return
+	}
+	if t.b.store != nil {
+		t.markDirty(p)
 	}
 	var err error
 	if t.b.scratch, err = t.codec.Append(t.b.scratch[:0], p); err != nil {
@@ -145,9 +173,21 @@ func (t *table[E]) entryAt(kg int, key []byte) *E {
 
 func (t *table[E]) stateName() string { return t.name }
 
-func (t *table[E]) groupEntries(kg int) int { return len(t.groups[kg-t.b.kgStart]) }
+func (t *table[E]) groupEntries(kg int) int {
+	if t.b.store != nil {
+		return t.storeEntries(kg)
+	}
+	return len(t.groups[kg-t.b.kgStart])
+}
 
 func (t *table[E]) entries() int {
+	if t.b.store != nil {
+		n := 0
+		for kg := t.b.kgStart; kg < t.b.kgEnd; kg++ {
+			n += t.storeEntries(kg)
+		}
+		return n
+	}
 	n := 0
 	for _, m := range t.groups {
 		n += len(m)
@@ -159,6 +199,14 @@ func (t *table[E]) entries() int {
 // place behind its size. In map order by default; in key order with
 // SetDeterministic, so snapshots of equal state are equal bytes.
 func (t *table[E]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
+	if t.b.store != nil {
+		// The snapshot flushed and emptied the cache: load the group,
+		// write it as the heap does, and drop it.
+		if err := t.loadGroup(kg); err != nil {
+			return dst, 0, err
+		}
+		defer t.evictGroup(kg - t.b.kgStart)
+	}
 	m := t.groups[kg-t.b.kgStart]
 	if len(m) == 0 {
 		return dst, 0, nil
@@ -220,6 +268,14 @@ func (t *table[E]) appendEntry(dst []byte, k string, e *E) ([]byte, error) {
 	return dst, nil
 }
 
+// loadValue loads one restored entry: into the map, or into the store.
+func (t *table[E]) loadValue(kg int, key, val []byte) error {
+	if t.b.store != nil {
+		return t.storeLoadValue(kg, key, val, false)
+	}
+	return t.loadWith(kg, key, val, t.codec.Decode)
+}
+
 // loadWith sets key's entry in key group kg to val decoded by dec. It decodes
 // into a fresh entry, so a value that fails to decode leaves the old one, and
 // decoding never merges into what was there.
@@ -257,6 +313,7 @@ func NewValue[T any](d Declarer, name string) (*Value[T], error) {
 		return nil, err
 	}
 	v := &Value[T]{table: newTable(b, name, codec), schema: schema}
+	v.self = v
 	return v, b.register(v)
 }
 
@@ -279,11 +336,9 @@ func (v *Value[T]) Update(x T) {
 // Clear removes the current key's value.
 func (v *Value[T]) Clear() { v.clear() }
 
-func (v *Value[T]) kind() string              { return "value" }
-func (v *Value[T]) valueSchema() serde.Schema { return v.schema }
-func (v *Value[T]) load(kg int, key, val []byte) error {
-	return v.loadWith(kg, key, val, v.codec.Decode)
-}
+func (v *Value[T]) kind() string                       { return "value" }
+func (v *Value[T]) valueSchema() serde.Schema          { return v.schema }
+func (v *Value[T]) load(kg int, key, val []byte) error { return v.loadValue(kg, key, val) }
 
 // Reducing folds every added value into one per key with a reduce function.
 type Reducing[T any] struct {
@@ -299,6 +354,7 @@ func NewReducing[T any](d Declarer, name string, reduce func(acc, x T) T) (*Redu
 		return nil, err
 	}
 	r := &Reducing[T]{Value: Value[T]{table: newTable(b, name, codec), schema: schema}, reduce: reduce}
+	r.self = r
 	return r, b.register(r)
 }
 
@@ -336,6 +392,7 @@ func NewList[T any](d Declarer, name string) (*List[T], error) {
 		return nil, &DeclareError{State: name, Err: err}
 	}
 	l := &List[T]{table: newTable(b, name, codec), elem: elem, schema: schema}
+	l.self, l.elems = l, true
 	return l, b.register(l)
 }
 
@@ -349,7 +406,7 @@ func (l *List[T]) Add(x T) {
 		*p = make([]T, 0, max(1, 64/max(1, int(unsafe.Sizeof(x)))))
 	}
 	*p = append(*p, x)
-	if l.b.changes != nil {
+	if l.b.changes != nil || l.b.store != nil {
 		b := l.b
 		b.subScratch = binary.AppendUvarint(b.subScratch[:0], uint64(len(*p)-1))
 		var err error
@@ -357,7 +414,7 @@ func (l *List[T]) Add(x T) {
 			b.fail(fmt.Errorf("state %q: %w", l.name, err))
 			return
 		}
-		b.logChange(l.id, ChangePutElem, b.subScratch, b.scratch)
+		b.record(l.id, true, ChangePutElem, b.subScratch, b.scratch)
 	}
 }
 
@@ -414,6 +471,10 @@ func (l *List[T]) Clear() { l.clear() }
 // Range calls fn for every key of the owned key groups, in no order, until
 // fn returns false. The runtime uses it to rebuild timer queues.
 func (l *List[T]) Range(fn func(key []byte, kg int, xs []T) bool) {
+	if l.b.store != nil {
+		l.storeRange(fn)
+		return
+	}
 	for i, m := range l.groups {
 		for k, p := range m {
 			if !fn([]byte(k), l.b.kgStart+i, *p) {
@@ -423,10 +484,32 @@ func (l *List[T]) Range(fn func(key []byte, kg int, xs []T) bool) {
 	}
 }
 
-func (l *List[T]) kind() string              { return "list" }
-func (l *List[T]) valueSchema() serde.Schema { return l.schema }
-func (l *List[T]) load(kg int, key, val []byte) error {
-	return l.loadWith(kg, key, val, l.codec.Decode)
+func (l *List[T]) kind() string                       { return "list" }
+func (l *List[T]) valueSchema() serde.Schema          { return l.schema }
+func (l *List[T]) load(kg int, key, val []byte) error { return l.loadValue(kg, key, val) }
+
+// storeRange is Range of a store-backed list: a key group at a time loaded
+// from the store. A failure fails the backend (Err) and ends the walk.
+func (l *List[T]) storeRange(fn func(key []byte, kg int, xs []T) bool) {
+	if l.b.flushAndEvict() != nil {
+		return
+	}
+	for kg := l.b.kgStart; kg < l.b.kgEnd; kg++ {
+		if err := l.loadGroup(kg); err != nil {
+			l.b.fail(err)
+			return
+		}
+		more := true
+		for k, p := range l.groups[kg-l.b.kgStart] {
+			if more = fn([]byte(k), kg, *p); !more {
+				break
+			}
+		}
+		l.evictGroup(kg - l.b.kgStart)
+		if !more {
+			return
+		}
+	}
 }
 
 // Map is a map of user keys to values per key. With a change log, Put and
@@ -472,6 +555,7 @@ func NewMap[K comparable, V any](d Declarer, name string) (*Map[K, V], error) {
 	}
 	m := &Map[K, V]{table: newTable(b, name, codec), kc: kc, vc: vc, schema: schema,
 		replay: make([]mapScratch[K, V], b.kgEnd-b.kgStart)}
+	m.self, m.elems, m.split = m, true, m.storeSplit
 	return m, b.register(m)
 }
 
@@ -486,14 +570,33 @@ func (m *Map[K, V]) logElem(k K, v *V) {
 		return
 	}
 	if v == nil {
-		b.logChange(m.id, ChangeDeleteElem, b.subScratch, nil)
+		b.record(m.id, true, ChangeDeleteElem, b.subScratch, nil)
 		return
 	}
 	if b.scratch, err = m.vc.Append(b.scratch[:0], v); err != nil {
 		b.fail(fmt.Errorf("state %q: %w", m.name, err))
 		return
 	}
-	b.logChange(m.id, ChangePutElem, b.subScratch, b.scratch)
+	b.record(m.id, true, ChangePutElem, b.subScratch, b.scratch)
+}
+
+// storeSplit stores the map e of key as one record per entry.
+func (m *Map[K, V]) storeSplit(kg int, key []byte, e *map[K]V) error {
+	b := m.b
+	var err error
+	for k, v := range *e {
+		m.logK, m.logV = k, v
+		if b.subScratch, err = m.kc.Append(b.subScratch[:0], &m.logK); err != nil {
+			return err
+		}
+		if b.scratch, err = m.vc.Append(b.scratch[:0], &m.logV); err != nil {
+			return err
+		}
+		if err = b.store.Set(kg, m.id, key, b.subScratch, b.scratch); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // apply replays a change, whole or of one entry.
@@ -549,7 +652,7 @@ func (m *Map[K, V]) Put(k K, v V) {
 		*p = map[K]V{}
 	}
 	(*p)[k] = v
-	if m.b.changes != nil {
+	if m.b.changes != nil || m.b.store != nil {
 		m.logV = v
 		m.logElem(k, &m.logV)
 	}
@@ -564,7 +667,7 @@ func (m *Map[K, V]) Delete(k K) {
 		delete(*p, k)
 		if len(*p) == 0 {
 			m.clear()
-		} else if m.b.changes != nil {
+		} else if m.b.changes != nil || m.b.store != nil {
 			m.logElem(k, nil)
 		}
 	}
@@ -594,11 +697,9 @@ func (m *Map[K, V]) All() iter.Seq2[K, V] {
 // Clear removes the current key's map.
 func (m *Map[K, V]) Clear() { m.clear() }
 
-func (m *Map[K, V]) kind() string              { return "map" }
-func (m *Map[K, V]) valueSchema() serde.Schema { return m.schema }
-func (m *Map[K, V]) load(kg int, key, val []byte) error {
-	return m.loadWith(kg, key, val, m.codec.Decode)
-}
+func (m *Map[K, V]) kind() string                       { return "map" }
+func (m *Map[K, V]) valueSchema() serde.Schema          { return m.schema }
+func (m *Map[K, V]) load(kg int, key, val []byte) error { return m.loadValue(kg, key, val) }
 
 // DeclareError reports a state that cannot be declared, such as one whose
 // type serde cannot encode. Restarting does not help.

@@ -1,0 +1,195 @@
+package pebble
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/eddyflow/eddy/blob"
+)
+
+// Checkpoint is a checkpoint of one DB in blob storage, as the job's
+// manifest lists it: the key groups it holds and its files. Restore reads
+// it back; Unreferenced computes what retention may delete from the
+// checkpoints it keeps.
+type Checkpoint struct {
+	MaxParallelism uint32 `proto:"1,name=max_parallelism"`
+	Start          uint32 `proto:"2"` // key groups [Start, End)
+	End            uint32 `proto:"3"`
+	Files          []File `proto:"4"`
+}
+
+// File is one file of a checkpoint: the name it has in a DB directory, the
+// object holding its bytes, and their size and CRC-32C (Castagnoli), which
+// a restore verifies. An SST's object is shared by every checkpoint that
+// holds the file; the other files (MANIFEST, OPTIONS, markers) are small and
+// uploaded with each checkpoint.
+type File struct {
+	Name   string `proto:"1"`
+	Object string `proto:"2"`
+	Size   int64  `proto:"3"`
+	CRC32C uint32 `proto:"4,fixed,name=crc32c"`
+}
+
+// CheckpointOptions says where a checkpoint goes.
+type CheckpointOptions struct {
+	// Prefix is the object name prefix of the DB's files, the same for
+	// every checkpoint of one DB (say "state/<operator>/<subtask>").
+	Prefix string
+	// Run is a token unique to this run of the job (an attempt). SSTs are
+	// named <Prefix>/sst/<Run>-<file>, so a run restored from an older
+	// checkpoint, whose DB re-creates a file number, never overwrites an
+	// object an older checkpoint still lists.
+	Run string
+	// ID is the checkpoint's id; the small files go under <Prefix>/<ID>/.
+	ID uint64
+	// Prev is the last completed checkpoint of this DB, or the one it was
+	// restored from (DB.Restored): SSTs it lists are not uploaded again.
+	// Nil uploads every file.
+	Prev *Checkpoint
+}
+
+// CheckpointStats says what a checkpoint uploaded and what it reused.
+type CheckpointStats struct {
+	UploadedFiles, ReusedFiles int
+	UploadedBytes, ReusedBytes int64
+}
+
+// LocalCheckpoint is a checkpoint of a DB on local disk (hard links to its
+// files), taken between two batches of records and uploaded in the
+// background.
+type LocalCheckpoint struct {
+	db    *DB
+	dir   string
+	names []string
+}
+
+// immutable reports whether a checkpoint file never changes once written:
+// an SST or a blob (value) file. Its object is shared between checkpoints.
+func immutable(name string) bool {
+	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
+}
+
+// TakeCheckpoint commits pending writes, flushes the memtables and takes a
+// Pebble checkpoint of the DB into a directory next to it. It is the part
+// of a checkpoint that must happen between two batches of records; Upload
+// may then run on another goroutine while the DB takes writes.
+func (d *DB) TakeCheckpoint(id uint64) (*LocalCheckpoint, error) {
+	if err := d.Flush(); err != nil {
+		return nil, err
+	}
+	dir := fmt.Sprintf("%s.checkpoint-%d", d.dir, id)
+	if err := os.RemoveAll(dir); err != nil { // left by a crash
+		return nil, &DirError{Dir: dir, Op: "remove an old checkpoint", Err: err}
+	}
+	if err := d.db.Checkpoint(dir); err != nil {
+		return nil, d.wrap("checkpoint", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, &DirError{Dir: dir, Op: "list checkpoint", Err: err}
+	}
+	lc := &LocalCheckpoint{db: d, dir: dir}
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			lc.names = append(lc.names, e.Name())
+		}
+	}
+	return lc, nil
+}
+
+// Upload uploads the files of the checkpoint that opts.Prev does not
+// already hold and returns the checkpoint for the manifest.
+func (lc *LocalCheckpoint) Upload(ctx context.Context, store blob.Store, opts CheckpointOptions) (Checkpoint, CheckpointStats, error) {
+	d := lc.db
+	c := Checkpoint{MaxParallelism: uint32(d.maxPar), Start: uint32(d.start), End: uint32(d.end)}
+	var st CheckpointStats
+	prev := map[string]File{}
+	if opts.Prev != nil {
+		for _, f := range opts.Prev.Files {
+			if immutable(f.Name) {
+				prev[f.Name] = f
+			}
+		}
+	}
+	for _, name := range lc.names {
+		path := filepath.Join(lc.dir, name)
+		fi, err := os.Stat(path)
+		if err != nil {
+			return Checkpoint{}, st, &DirError{Dir: lc.dir, Op: "stat " + name, Err: err}
+		}
+		if f, ok := prev[name]; ok && f.Size == fi.Size() {
+			c.Files = append(c.Files, f)
+			st.ReusedFiles++
+			st.ReusedBytes += f.Size
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return Checkpoint{}, st, &DirError{Dir: lc.dir, Op: "read " + name, Err: err}
+		}
+		f := File{Name: name, Size: int64(len(data)), CRC32C: crc32.Checksum(data, castagnoli)}
+		if immutable(name) {
+			f.Object = fmt.Sprintf("%s/sst/%s-%s", opts.Prefix, opts.Run, name)
+		} else {
+			f.Object = fmt.Sprintf("%s/%d/%s", opts.Prefix, opts.ID, name)
+		}
+		if err := store.Put(ctx, f.Object, data); err != nil {
+			return Checkpoint{}, st, fmt.Errorf("pebble: upload of %s as %s: %w", path, f.Object, err)
+		}
+		c.Files = append(c.Files, f)
+		st.UploadedFiles++
+		st.UploadedBytes += f.Size
+	}
+	return c, st, nil
+}
+
+// Remove deletes the local checkpoint (its hard links).
+func (lc *LocalCheckpoint) Remove() error {
+	if err := os.RemoveAll(lc.dir); err != nil {
+		return &DirError{Dir: lc.dir, Op: "remove checkpoint", Err: err}
+	}
+	return nil
+}
+
+// Checkpoint is TakeCheckpoint, Upload and Remove in one.
+func (d *DB) Checkpoint(ctx context.Context, store blob.Store, opts CheckpointOptions) (Checkpoint, CheckpointStats, error) {
+	lc, err := d.TakeCheckpoint(opts.ID)
+	if err != nil {
+		return Checkpoint{}, CheckpointStats{}, err
+	}
+	c, st, err := lc.Upload(ctx, store, opts)
+	if rerr := lc.Remove(); err == nil && rerr != nil {
+		err = rerr
+	}
+	return c, st, err
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Unreferenced returns the objects that the dropped checkpoints list and
+// no retained checkpoint does, sorted and each once: what retention may
+// delete once the dropped checkpoints' manifests are gone.
+func Unreferenced(dropped, retained []Checkpoint) []string {
+	keep := map[string]bool{}
+	for _, c := range retained {
+		for _, f := range c.Files {
+			keep[f.Object] = true
+		}
+	}
+	var out []string
+	for _, c := range dropped {
+		for _, f := range c.Files {
+			if !keep[f.Object] {
+				keep[f.Object] = true // once
+				out = append(out, f.Object)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}

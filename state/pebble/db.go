@@ -1,0 +1,288 @@
+package pebble
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/eddyflow/eddy/state"
+)
+
+// DB is the Pebble database of one keyed subtask: the key groups
+// [start, end) of maxParallelism. It is a state.Store; the subtask's
+// goroutine uses it through a state.Backend (NewStoreBackend), and the
+// checkpoint and health methods may be called from another goroutine.
+type DB struct {
+	pool                 *Pool
+	dir                  string
+	db                   *pebble.DB
+	maxPar, start, end   int
+	batch                *pebble.Batch
+	iter                 *pebble.Iterator // for Load, reopened after each Commit
+	key, lo, hi, scanKey []byte           // scratch for record keys and bounds
+
+	mu       sync.Mutex  // guards bgErr and closed
+	bgErr    error       // the first background (flush, compaction) failure
+	restored *Checkpoint // the part Restore opened, if any
+	closed   bool
+	failed   chan struct{} // closed with the first background failure
+}
+
+// DirError reports a failure of the DB in a local directory: the disk is
+// full, the directory was deleted, or a file of it is damaged. The job
+// fails and restores from its last checkpoint; it does not read state from
+// the directory again.
+type DirError struct {
+	Dir string // the DB's directory
+	Op  string // what failed
+	Err error
+}
+
+func (e *DirError) Error() string {
+	return fmt.Sprintf("pebble: state directory %s: %s: %v", e.Dir, e.Op, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *DirError) Unwrap() error { return e.Err }
+
+// Open opens (creating it if needed) the DB in dir for the key groups
+// [start, end) of maxParallelism.
+func (p *Pool) Open(dir string, maxParallelism, start, end int) (*DB, error) {
+	return p.open(dir, maxParallelism, start, end, false)
+}
+
+func (p *Pool) open(dir string, maxParallelism, start, end int, mustExist bool) (*DB, error) {
+	if maxParallelism < 1 || maxParallelism > MaxKeyGroups || start < 0 || start >= end || end > maxParallelism {
+		return nil, fmt.Errorf("pebble: key groups [%d, %d) of %d do not fit the key layout (at most %d key groups)", start, end, maxParallelism, MaxKeyGroups)
+	}
+	if err := p.acquire(); err != nil {
+		return nil, err
+	}
+	d := &DB{pool: p, dir: dir, maxPar: maxParallelism, start: start, end: end, failed: make(chan struct{})}
+	if !mustExist {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			p.release()
+			return nil, &DirError{Dir: dir, Op: "create", Err: err}
+		}
+	}
+	o := p.options(d.background)
+	o.ErrorIfNotExists = mustExist
+	db, err := pebble.Open(dir, o)
+	if err != nil {
+		p.release()
+		return nil, &DirError{Dir: dir, Op: "open", Err: err}
+	}
+	d.db, d.batch = db, db.NewBatch()
+	return d, nil
+}
+
+// background records a failure of a background flush or compaction; the
+// next Commit or Checkpoint returns it.
+func (d *DB) background(err error) {
+	d.mu.Lock()
+	if d.bgErr == nil {
+		d.bgErr = err
+		close(d.failed)
+	}
+	d.mu.Unlock()
+}
+
+// Err returns the first failure of a background flush or compaction, as a
+// *DirError.
+func (d *DB) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.bgErr != nil {
+		return &DirError{Dir: d.dir, Op: "background flush or compaction", Err: d.bgErr}
+	}
+	if d.closed {
+		return errClosed
+	}
+	return nil
+}
+
+// Dir returns the DB's directory.
+func (d *DB) Dir() string { return d.dir }
+
+// KeyGroups returns the key groups [start, end) the DB holds.
+func (d *DB) KeyGroups() (start, end int) { return d.start, d.end }
+
+// Close closes the DB, dropping uncommitted writes.
+func (d *DB) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.mu.Unlock()
+	if d.iter != nil {
+		d.iter.Close()
+		d.iter = nil
+	}
+	d.batch.Close()
+	err := d.db.Close()
+	d.pool.release()
+	if err != nil {
+		return &DirError{Dir: d.dir, Op: "close", Err: err}
+	}
+	return nil
+}
+
+func (d *DB) wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var de *DirError
+	if errors.As(err, &de) {
+		return err
+	}
+	return &DirError{Dir: d.dir, Op: op, Err: err}
+}
+
+// Load implements state.Store.
+func (d *DB) Load(kg int, st uint32, key []byte, elems bool, fn func(sub, val []byte) error) error {
+	d.key = appendKeyPrefix(d.key[:0], kg, st, key)
+	if !elems {
+		v, closer, err := d.db.Get(d.key)
+		if errors.Is(err, pebble.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return d.wrap("read", err)
+		}
+		err = fn(nil, v)
+		closer.Close()
+		return err
+	}
+	if d.iter == nil {
+		it, err := d.db.NewIter(nil)
+		if err != nil {
+			return d.wrap("read", err)
+		}
+		d.iter = it
+	}
+	d.lo = append(d.lo[:0], d.key...)
+	d.hi = appendPrefixEnd(d.hi[:0], d.key)
+	return d.each(d.iter, d.lo, d.hi, func(k, v []byte) error { return fn(k[len(d.lo):], v) })
+}
+
+// each calls fn for every record of it in [lo, hi) (hi empty: no bound).
+func (d *DB) each(it *pebble.Iterator, lo, hi []byte, fn func(k, v []byte) error) error {
+	if len(hi) == 0 {
+		hi = nil
+	}
+	it.SetBounds(lo, hi)
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return d.wrap("read", err)
+		}
+		if err := fn(it.Key(), v); err != nil {
+			return err
+		}
+	}
+	return d.wrap("read", it.Error())
+}
+
+// Set implements state.Store.
+func (d *DB) Set(kg int, st uint32, key, sub, val []byte) error {
+	d.key = appendKey(d.key[:0], kg, st, key, sub)
+	return d.batch.Set(d.key, val, nil)
+}
+
+// Delete implements state.Store.
+func (d *DB) Delete(kg int, st uint32, key, sub []byte) error {
+	d.key = appendKey(d.key[:0], kg, st, key, sub)
+	return d.batch.Delete(d.key, nil)
+}
+
+// DeleteKey implements state.Store.
+func (d *DB) DeleteKey(kg int, st uint32, key []byte, elems bool) error {
+	d.key = appendKeyPrefix(d.key[:0], kg, st, key)
+	if !elems {
+		return d.batch.Delete(d.key, nil)
+	}
+	d.hi = appendPrefixEnd(d.hi[:0], d.key)
+	return d.batch.DeleteRange(d.key, d.hi, nil)
+}
+
+// Commit implements state.Store: it applies the pending writes to the
+// memtable (there is no write-ahead log: durability comes from checkpoints
+// and the change log). It fails with a *DirError once a background flush
+// or compaction has failed.
+func (d *DB) Commit() error {
+	if err := d.Err(); err != nil {
+		return err
+	}
+	if d.iter != nil {
+		// An iterator reads the DB as of its creation.
+		if err := d.iter.Close(); err != nil {
+			d.iter = nil
+			return d.wrap("read", err)
+		}
+		d.iter = nil
+	}
+	if d.batch.Empty() {
+		return nil
+	}
+	err := d.db.Apply(d.batch, pebble.NoSync)
+	d.batch.Reset()
+	return d.wrap("write", err)
+}
+
+// Scan implements state.Store.
+func (d *DB) Scan(kg int, st uint32, fn func(key, sub, val []byte) error) error {
+	it, err := d.db.NewIter(nil)
+	if err != nil {
+		return d.wrap("read", err)
+	}
+	lo := appendStatePrefix(nil, kg, st)
+	hi := appendPrefixEnd(nil, lo)
+	err = d.each(it, lo, hi, func(k, v []byte) error {
+		_, _, key, sub, err := parseKey(k)
+		if err != nil {
+			return d.wrap("read", err)
+		}
+		return fn(key, sub, v)
+	})
+	if cerr := it.Close(); err == nil {
+		err = d.wrap("read", cerr)
+	}
+	return err
+}
+
+// Flush writes the memtables to files. It fails with a *DirError if the
+// directory is gone (Pebble would retry the flush for ever) or a
+// background flush fails meanwhile.
+func (d *DB) Flush() error {
+	if err := d.Commit(); err != nil {
+		return err
+	}
+	if err := d.checkDir(); err != nil {
+		return err
+	}
+	done, err := d.db.AsyncFlush()
+	if err != nil {
+		return d.wrap("flush", err)
+	}
+	select {
+	case <-done:
+	case <-d.failed:
+	}
+	return d.Err()
+}
+
+// checkDir fails if the DB's directory is no longer there.
+func (d *DB) checkDir() error {
+	fi, err := os.Stat(d.dir)
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a directory")
+	}
+	return d.wrap("check directory", err)
+}
+
+var _ state.Store = (*DB)(nil)

@@ -1,0 +1,54 @@
+// Package pebble is the Pebble state backend: keyed state larger than
+// memory, on one github.com/cockroachdb/pebble/v2 database per keyed
+// subtask, with incremental checkpoints to a blob.Store.
+//
+// It owns the local databases (DB), the memory they share (Pool: one block
+// cache for the process and the memtable budget, set with the one knob
+// Memory), the key layout, the checkpoint file lists (Checkpoint, File),
+// and restores from them at any parallelism. It does not own the state
+// types: a state.Backend built with state.NewStoreBackend on a DB keeps the
+// Value, Reducing, List and Map API and caches the decoded values of the
+// keys of recent batches in its heap tables.
+//
+// How data enters: the runtime sets the current key and the operator's
+// state calls read the backend's cache, which loads a missing key from the
+// DB (a point read for Value and Reducing, a prefix scan for List and Map),
+// and writes into it; element writes (Map.Put, Map.Delete, List.Add) and
+// clears go to the DB's pending batch as they happen, whole values at
+// Backend.Flush, which the runtime calls after every batch of records and
+// which commits the batch (there is no write-ahead log: durability comes
+// from checkpoints and, with the changelog backend, from the DSTL). Timers
+// are a List state of the runtime and live in the same DB.
+//
+// How data leaves: at a checkpoint, between two batches, DB.TakeCheckpoint
+// flushes the memtables and hard-links the DB's files into a directory next
+// to it; LocalCheckpoint.Upload (which may run concurrently with further
+// writes) uploads the SSTs that the previous checkpoint does not list, under
+// names carrying the run's token, and the small files of every checkpoint,
+// and returns the Checkpoint to record in the manifest. Unreferenced tells
+// retention which objects the dropped checkpoints free. Pool.Restore
+// downloads a checkpoint's files, verifying each one's size and CRC-32C,
+// and opens them; at another parallelism it opens the part that overlaps
+// most, deletes its foreign key groups with range deletions and copies the
+// other parts' key groups in. Health reports L0 sublevels, compaction debt,
+// cache hits and disk usage.
+//
+// Failures: a local directory that is deleted, full or damaged fails the
+// DB with a *DirError naming the directory (a damaged block is found by
+// Pebble's block checksums); the backend then returns it from Flush and the
+// job restores from its last checkpoint. A checkpoint file that downloads
+// with another size or checksum than recorded fails the restore with a
+// *CorruptFileError naming the file.
+//
+// The formats are described in docs/pebble.md.
+//
+// Integration into the runtime (next step; the runtime is not changed
+// here): a keyed subtask opens its DB from a process-wide Pool (or
+// Pool.Restore), builds its backend with state.NewStoreBackend, calls
+// Backend.Flush after each batch (failing the task on an error), and at a
+// barrier calls DB.TakeCheckpoint, then Upload in the background with Prev
+// = the last completed checkpoint of the subtask (DB.Restored after a
+// restore), putting the returned Checkpoint into its manifest entry
+// together with the backend's key and value schemas; retention deletes
+// Unreferenced(dropped, retained).
+package pebble

@@ -1,0 +1,132 @@
+package pebble
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Pool is the memory of the Pebble state of one process: one block cache
+// shared by all its DBs, and the budget of their memtables. Open DBs with
+// Pool.Open or Pool.Restore.
+type Pool struct {
+	cache    *pebble.Cache
+	memory   int64
+	maxDBs   int
+	memtable uint64 // MemTableSize of each DB
+
+	mu    sync.Mutex
+	nopen int
+}
+
+// PoolOption configures a Pool.
+type PoolOption func(*poolConfig)
+
+type poolConfig struct {
+	memory int64
+	maxDBs int
+}
+
+// DefaultMemory is the memory of a Pool without a Memory option.
+const DefaultMemory = 256 << 20
+
+// DefaultMaxDBs is how many DBs a Pool without a MaxDBs option holds open.
+const DefaultMaxDBs = 16
+
+// minMemTable is the smallest memtable a DB gets: smaller ones flush so
+// often that L0 fills with tiny files.
+const minMemTable = 1 << 20
+
+// memtablesPerDB is Pebble's MemTableStopWritesThreshold: a DB holds at
+// most this many memtables (one filling, the others flushing).
+const memtablesPerDB = 2
+
+// Memory bounds the memory of the block cache and the memtables of all DBs
+// of the pool, in bytes: a quarter goes to memtables (split evenly among
+// MaxDBs DBs), the rest to the shared block cache. It is the one knob of the
+// state's memory; the decoded keys each Backend caches (a few thousand per
+// state) and Pebble's index and filter blocks of open files (which live in
+// the block cache too) are what comes on top.
+//
+// Relation to GOMEMLIMIT: built with cgo (the default where a C compiler
+// is found), Pebble allocates the cache and memtables with C malloc, outside
+// the Go heap, so GOMEMLIMIT does not count them: set GOMEMLIMIT to the
+// process's memory target minus Memory. Built without cgo (CGO_ENABLED=0),
+// they are Go heap allocations that GOMEMLIMIT counts: set GOMEMLIMIT to the
+// target, at least Memory plus the job's own working set, or the garbage
+// collector will run continuously trying to shrink memory it cannot free.
+func Memory(bytes int64) PoolOption { return func(c *poolConfig) { c.memory = bytes } }
+
+// MaxDBs sets how many DBs (keyed subtasks) the pool holds open at once,
+// which sizes each DB's share of the memtable budget; Open fails past it.
+func MaxDBs(n int) PoolOption { return func(c *poolConfig) { c.maxDBs = n } }
+
+// NewPool returns a pool. It fails if the memory is too small to give each
+// of MaxDBs DBs its memtables of at least 1 MiB.
+func NewPool(opts ...PoolOption) (*Pool, error) {
+	c := poolConfig{memory: DefaultMemory, maxDBs: DefaultMaxDBs}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.maxDBs < 1 {
+		return nil, fmt.Errorf("pebble: MaxDBs(%d): need at least 1", c.maxDBs)
+	}
+	mem := uint64(c.memory/4) / uint64(c.maxDBs*memtablesPerDB)
+	if c.memory <= 0 || mem < minMemTable {
+		return nil, fmt.Errorf("pebble: Memory(%d) is too small for MaxDBs(%d): each DB needs %d bytes of memtables; give Memory at least %d bytes or lower MaxDBs",
+			c.memory, c.maxDBs, memtablesPerDB*minMemTable, 4*memtablesPerDB*minMemTable*c.maxDBs)
+	}
+	return &Pool{cache: pebble.NewCache(c.memory - c.memory/4), memory: c.memory, maxDBs: c.maxDBs, memtable: mem}, nil
+}
+
+// Close releases the pool's cache once every DB of it is closed.
+func (p *Pool) Close() {
+	p.cache.Unref()
+}
+
+// acquire counts one more open DB, or fails if the pool is full.
+func (p *Pool) acquire() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.nopen >= p.maxDBs {
+		return fmt.Errorf("pebble: the pool already holds %d DBs (MaxDBs); raise MaxDBs, and Memory with it", p.maxDBs)
+	}
+	p.nopen++
+	return nil
+}
+
+func (p *Pool) release() {
+	p.mu.Lock()
+	p.nopen--
+	p.mu.Unlock()
+}
+
+// options returns the Pebble options of a DB of the pool.
+func (p *Pool) options(bgErr func(error)) *pebble.Options {
+	o := &pebble.Options{
+		Cache:                       p.cache,
+		DisableWAL:                  true,
+		MemTableSize:                p.memtable,
+		MemTableStopWritesThreshold: memtablesPerDB,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      quietLogger{},
+	}
+	o.EventListener = &pebble.EventListener{
+		BackgroundError: bgErr,
+		// Pebble's default is to log a fatal error: a damaged file fails
+		// the DB instead (the read that found it returns the error too).
+		DataCorruption: func(info pebble.DataCorruptionInfo) {
+			bgErr(fmt.Errorf("file %s is corrupt: %w", info.Path, info.Details))
+		},
+	}
+	return o
+}
+
+// quietLogger drops Pebble's informational logs; errors reach the DB's
+// caller as errors, and a fatal one panics as Pebble's logger would.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)           {}
+func (quietLogger) Errorf(string, ...any)          {}
+func (quietLogger) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }

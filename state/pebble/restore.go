@@ -1,0 +1,220 @@
+package pebble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/eddyflow/eddy/blob"
+)
+
+// CorruptFileError reports a downloaded checkpoint file whose size or
+// checksum is not what the checkpoint recorded: the checkpoint cannot be
+// restored from (choose an older one).
+type CorruptFileError struct {
+	File   string // the file's name in the DB directory
+	Object string // the object it was read from
+	Reason string
+}
+
+func (e *CorruptFileError) Error() string {
+	return fmt.Sprintf("pebble: checkpoint file %s (object %q) is corrupt: %s", e.File, e.Object, e.Reason)
+}
+
+// restorePlan is how a restore builds the key groups [start, end) from the
+// parts of a checkpoint: it opens part base and cuts away its other key
+// groups, then copies the key groups of the copies from their parts.
+type restorePlan struct {
+	base   int
+	copies []rangeCopy
+}
+
+type rangeCopy struct {
+	part     int
+	from, to int // key groups [from, to)
+}
+
+// planRestore chooses the part overlapping [start, end) most as the base
+// and the ranges to copy from the others. It fails if the parts overlap
+// or leave a key group of [start, end) out.
+func planRestore(maxParallelism, start, end int, parts []Checkpoint) (restorePlan, error) {
+	plan := restorePlan{base: -1}
+	best := 0
+	covered := 0
+	for i, p := range parts {
+		if int(p.MaxParallelism) != maxParallelism {
+			return plan, fmt.Errorf("pebble: checkpoint part %d has %d key groups (max parallelism) but the job has %d", i, p.MaxParallelism, maxParallelism)
+		}
+		if p.Start >= p.End {
+			return plan, fmt.Errorf("pebble: checkpoint part %d holds no key groups ([%d, %d))", i, p.Start, p.End)
+		}
+		for j := range i {
+			if q := parts[j]; p.Start < q.End && q.Start < p.End {
+				return plan, fmt.Errorf("pebble: checkpoint parts %d [%d, %d) and %d [%d, %d) overlap", j, q.Start, q.End, i, p.Start, p.End)
+			}
+		}
+		n := min(int(p.End), end) - max(int(p.Start), start)
+		if n <= 0 {
+			continue
+		}
+		covered += n
+		if n > best {
+			best, plan.base = n, i
+		}
+	}
+	if covered != end-start {
+		return plan, fmt.Errorf("pebble: the checkpoint's parts cover %d of the key groups [%d, %d)", covered, start, end)
+	}
+	for i, p := range parts {
+		if i == plan.base {
+			continue
+		}
+		if from, to := max(int(p.Start), start), min(int(p.End), end); from < to {
+			plan.copies = append(plan.copies, rangeCopy{part: i, from: from, to: to})
+		}
+	}
+	return plan, nil
+}
+
+// Restore builds the DB of the key groups [start, end) in dir from the
+// parts of a checkpoint (one per subtask of the parallelism it was taken
+// at) and opens it. With the same key groups it downloads the one part and
+// opens it. Otherwise it downloads the part overlapping most, cuts away its
+// foreign key groups with range deletions, and copies the key groups of the
+// other overlapping parts from them. Whatever dir held is replaced.
+//
+// Every downloaded file is checked against the size and CRC-32C the
+// checkpoint recorded; a mismatch fails with a *CorruptFileError.
+func (p *Pool) Restore(ctx context.Context, store blob.Store, dir string, maxParallelism, start, end int, parts []Checkpoint) (*DB, error) {
+	plan, err := planRestore(maxParallelism, start, end, parts)
+	if err != nil {
+		return nil, err
+	}
+	if err := download(ctx, store, dir, parts[plan.base].Files); err != nil {
+		return nil, err
+	}
+	d, err := p.open(dir, maxParallelism, start, end, true)
+	if err != nil {
+		return nil, err
+	}
+	base := parts[plan.base]
+	d.restored = &base
+	if err := d.cut(int(base.Start), int(base.End)); err != nil {
+		d.Close()
+		return nil, err
+	}
+	for _, c := range plan.copies {
+		if err := d.copyFrom(ctx, store, parts[c.part], c.from, c.to); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	if err := d.Flush(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Restored returns the checkpoint part the DB was restored from (its base),
+// to pass as CheckpointOptions.Prev of its first checkpoint, or nil.
+func (d *DB) Restored() *Checkpoint { return d.restored }
+
+// cut deletes the key groups of [have0, have1) outside the DB's own.
+func (d *DB) cut(have0, have1 int) error {
+	if have0 < d.start {
+		if err := d.db.DeleteRange(groupBound(have0), groupBound(d.start), pebble.NoSync); err != nil {
+			return d.wrap("delete foreign key groups", err)
+		}
+	}
+	if have1 > d.end {
+		if err := d.db.DeleteRange(groupBound(d.end), groupBound(have1), pebble.NoSync); err != nil {
+			return d.wrap("delete foreign key groups", err)
+		}
+	}
+	return nil
+}
+
+// copyBatch is how many bytes of records a copy commits at once.
+const copyBatch = 4 << 20
+
+// copyFrom copies the key groups [from, to) of part into the DB.
+func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, from, to int) error {
+	tmp := fmt.Sprintf("%s.part-%d-%d", d.dir, part.Start, part.End)
+	defer os.RemoveAll(tmp)
+	if err := download(ctx, store, tmp, part.Files); err != nil {
+		return err
+	}
+	o := d.pool.options(func(error) {})
+	o.ReadOnly, o.ErrorIfNotExists = true, true
+	src, err := pebble.Open(tmp, o)
+	if err != nil {
+		return &DirError{Dir: tmp, Op: "open checkpoint part", Err: err}
+	}
+	defer src.Close()
+	it, err := src.NewIter(&pebble.IterOptions{LowerBound: groupBound(from), UpperBound: groupBound(to)})
+	if err != nil {
+		return &DirError{Dir: tmp, Op: "read", Err: err}
+	}
+	defer it.Close()
+	b := d.db.NewBatch()
+	defer b.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return &DirError{Dir: tmp, Op: "read", Err: err}
+		}
+		if err := b.Set(it.Key(), v, nil); err != nil {
+			return d.wrap("write", err)
+		}
+		if b.Len() >= copyBatch {
+			if err := d.db.Apply(b, pebble.NoSync); err != nil {
+				return d.wrap("write", err)
+			}
+			b.Reset()
+		}
+	}
+	if err := it.Error(); err != nil {
+		return &DirError{Dir: tmp, Op: "read", Err: err}
+	}
+	return d.wrap("write", d.db.Apply(b, pebble.NoSync))
+}
+
+// download replaces dir with the files of a checkpoint, verifying each.
+func download(ctx context.Context, store blob.Store, dir string, files []File) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return &DirError{Dir: dir, Op: "clear", Err: err}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return &DirError{Dir: dir, Op: "create", Err: err}
+	}
+	var buf []byte
+	for _, f := range files {
+		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." {
+			return &CorruptFileError{File: f.Name, Object: f.Object, Reason: "not a file name"}
+		}
+		data, err := blob.GetInto(ctx, store, f.Object, &buf)
+		if err != nil {
+			var ce *blob.CorruptError
+			if errors.As(err, &ce) {
+				return &CorruptFileError{File: f.Name, Object: f.Object, Reason: err.Error()}
+			}
+			return fmt.Errorf("pebble: download of checkpoint file %s: %w", f.Name, err)
+		}
+		if int64(len(data)) != f.Size {
+			return &CorruptFileError{File: f.Name, Object: f.Object, Reason: fmt.Sprintf("%d bytes, the checkpoint recorded %d", len(data), f.Size)}
+		}
+		if c := crc32.Checksum(data, castagnoli); c != f.CRC32C {
+			return &CorruptFileError{File: f.Name, Object: f.Object, Reason: fmt.Sprintf("CRC-32C %08x, the checkpoint recorded %08x", c, f.CRC32C)}
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Name), data, 0o644); err != nil {
+			return &DirError{Dir: dir, Op: "write " + f.Name, Err: err}
+		}
+	}
+	return nil
+}

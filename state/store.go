@@ -1,0 +1,388 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/eddyflow/eddy/serde"
+)
+
+// Store is byte-level storage of a Backend's keyed state, for state larger
+// than memory: package state/pebble implements it on an LSM tree. A Backend
+// built with NewStoreBackend keeps the same user-facing state types (Value,
+// Reducing, List, Map); it holds the decoded values of recently used keys in
+// its heap tables, which then act as a cache, and writes through to the Store.
+//
+// A record is addressed by key group, state id (StateID), serialized key
+// and sub-key. The sub-key is empty for a key's whole value; a Map's
+// entries are stored one record each under their serialized map key, and a
+// List's elements added since its last whole-value write under their index
+// (an unsigned varint). Values are serde bytes.
+//
+// Writes go to a pending batch that Commit applies; Load and Scan read what
+// was committed. A Store belongs to the goroutine of its Backend.
+type Store interface {
+	// Load calls fn with the committed records of key in state of key
+	// group kg: for a state without elements (elems false) its one
+	// whole value (sub empty); otherwise the key's whole value, if it has
+	// one, first, then its element records. fn does not keep the slices.
+	// A key without records calls fn never.
+	Load(kg int, state uint32, key []byte, elems bool, fn func(sub, val []byte) error) error
+	// Set writes one record.
+	Set(kg int, state uint32, key, sub, val []byte) error
+	// Delete removes one record.
+	Delete(kg int, state uint32, key, sub []byte) error
+	// DeleteKey removes the key's whole value and, when elems is set,
+	// every element record of it.
+	DeleteKey(kg int, state uint32, key []byte, elems bool) error
+	// Commit applies the pending writes.
+	Commit() error
+	// Scan calls fn with every committed record of state in key group kg,
+	// the records of one key together, its whole value first.
+	Scan(kg int, state uint32, fn func(key, sub, val []byte) error) error
+}
+
+// DefaultCacheKeys is how many keys per state a store-backed Backend keeps
+// decoded across Flush calls before it drops them all.
+const DefaultCacheKeys = 4096
+
+// NewStoreBackend returns a Backend for the key groups [kgStart, kgEnd) of
+// maxParallelism whose state lives in store rather than in the heap. It has
+// the API of a heap backend, and in addition the runtime must call Flush
+// after each batch of records (and after a restore or a replay of logged
+// changes) so that the batch's writes reach the store.
+func NewStoreBackend(maxParallelism, kgStart, kgEnd int, keySchema serde.Schema, store Store) *Backend {
+	b := NewBackend(maxParallelism, kgStart, kgEnd, keySchema)
+	b.store = store
+	b.cacheKeys = DefaultCacheKeys
+	return b
+}
+
+// SetCacheKeys sets how many keys per state a store-backed backend keeps
+// decoded between Flush calls (at least the keys of one batch are always
+// kept until its Flush).
+func (b *Backend) SetCacheKeys(n int) { b.cacheKeys = max(n, 0) }
+
+// StoreBacked reports whether the backend's state lives in a Store.
+func (b *Backend) StoreBacked() bool { return b.store != nil }
+
+// Flush writes the changes of the current batch of records to the store
+// and commits them, and drops the decoded keys if the cache holds more than
+// its bound. It returns the backend's first failure, if any: a failed read
+// or write of the store, or of the change log. A heap backend has nothing
+// to flush and returns Err().
+func (b *Backend) Flush() error {
+	if b.store == nil {
+		return b.err
+	}
+	if b.err != nil {
+		return b.err
+	}
+	b.gen++
+	for _, s := range b.states {
+		if err := s.flush(); err != nil {
+			b.fail(err)
+			return b.err
+		}
+	}
+	if err := b.store.Commit(); err != nil {
+		b.fail(&StoreError{Op: "commit", Err: err})
+		return b.err
+	}
+	b.stale = false
+	for _, s := range b.states {
+		if s.cachedKeys() > b.cacheKeys {
+			s.evict()
+		}
+	}
+	return nil
+}
+
+// flushAndEvict is Flush dropping every decoded key, so that the store
+// holds all of the state and the tables are empty: the start of a walk
+// over the store, which loads key groups into the tables one at a time.
+func (b *Backend) flushAndEvict() error {
+	if err := b.Flush(); err != nil {
+		return err
+	}
+	for _, s := range b.states {
+		s.evict()
+	}
+	return nil
+}
+
+// StoreError reports a failed read or write of a Backend's Store. The job
+// fails: its state can no longer be trusted, and it restores from its last
+// checkpoint.
+type StoreError struct {
+	Op    string // what failed: "load", "write", "commit", "scan"
+	State string // the state's name, if one
+	Err   error
+}
+
+func (e *StoreError) Error() string {
+	if e.State == "" {
+		return fmt.Sprintf("state: store %s: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("state: store %s of state %q: %v", e.Op, e.State, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// errStoreGroupSnapshot is what a GroupSnapshot of a store-backed backend
+// returns: its store's own checkpoint is the materialization.
+var errStoreGroupSnapshot = errors.New("state: a store-backed backend is materialized by a checkpoint of its store, not by a GroupSnapshot")
+
+// record sends an element change of the current key to the change log and
+// the store, whichever the backend has.
+func (b *Backend) record(id uint32, elems bool, op ChangeOp, sub, value []byte) {
+	if b.changes != nil {
+		b.logChange(id, op, sub, value)
+	}
+	if b.store != nil {
+		b.storeChange(b.kg, id, elems, op, b.key, sub, value)
+	}
+}
+
+// storeChange writes an element change or a whole-key delete to the store.
+func (b *Backend) storeChange(kg int, id uint32, elems bool, op ChangeOp, key, sub, value []byte) {
+	var err error
+	switch op {
+	case ChangePutElem:
+		err = b.store.Set(kg, id, key, sub, value)
+	case ChangeDeleteElem:
+		err = b.store.Delete(kg, id, key, sub)
+	case ChangeDelete:
+		err = b.store.DeleteKey(kg, id, key, elems)
+	default:
+		err = fmt.Errorf("operation %d is not an element change", op)
+	}
+	if err != nil {
+		b.fail(&StoreError{Op: "write", Err: err})
+	}
+}
+
+// dirtyKey is where a decoded entry written in this batch is to be stored.
+type dirtyKey struct {
+	kg  int
+	key string
+}
+
+// storeGet is get for a store-backed table: the cached entry, or the
+// key's records loaded from the store into the cache. A key known to be
+// absent is cached as t.absent.
+func (t *table[E]) storeGet() *E {
+	p, ok := t.groups[t.b.group()][string(t.b.key)]
+	if !ok {
+		p = t.storeLoad(t.b.kg, t.b.key)
+	}
+	if p == t.absent {
+		p = nil
+	}
+	t.cgen, t.cp = t.b.gen, p
+	return p
+}
+
+// storeLoad loads key of key group kg from the store into the cache, which
+// does not hold it, and returns its entry or t.absent.
+func (t *table[E]) storeLoad(kg int, key []byte) *E {
+	b := t.b
+	if b.stale {
+		// A restore or a replay wrote to the store without a Flush:
+		// commit before reading.
+		if err := b.store.Commit(); err != nil {
+			b.fail(&StoreError{Op: "commit", Err: err})
+		}
+		b.stale = false
+	}
+	err := b.store.Load(kg, t.id, key, t.elems, func(sub, val []byte) error {
+		if len(sub) == 0 {
+			return t.self.apply(kg, ChangePut, key, nil, val)
+		}
+		return t.self.apply(kg, ChangePutElem, key, sub, val)
+	})
+	if err != nil {
+		b.fail(&StoreError{Op: "load", State: t.name, Err: err})
+	}
+	g := kg - b.kgStart
+	m := t.groups[g]
+	p := m[string(key)]
+	if p == nil {
+		p = t.absent
+		m[arenaString(&t.mem[g].keys, key)] = p
+	}
+	t.cached++
+	return p
+}
+
+// storeCreate is lookupOrCreate for a store-backed table.
+func (t *table[E]) storeCreate() *E {
+	if p := t.get(); p != nil {
+		return p
+	}
+	g := t.b.group()
+	mem := &t.mem[g]
+	p := mem.entries.alloc()
+	// The key is in the map (as absent): the arena copy only saves the
+	// allocation of a string for the assignment.
+	t.groups[g][arenaString(&mem.keys, t.b.key)] = p
+	t.cgen, t.cp = t.b.gen, p
+	return p
+}
+
+// storeClear is clear for a store-backed table.
+func (t *table[E]) storeClear() {
+	b := t.b
+	g := b.group()
+	m := t.groups[g]
+	if p, ok := m[string(b.key)]; ok {
+		if p != t.absent {
+			delete(t.dirty, p)
+			t.mem[g].entries.release(p)
+			m[string(b.key)] = t.absent
+		}
+	} else {
+		m[arenaString(&t.mem[g].keys, b.key)] = t.absent
+		t.cached++
+	}
+	t.cgen, t.cp = b.gen, nil
+	b.record(t.id, t.elems, ChangeDelete, nil, nil)
+}
+
+// markDirty notes that p, the current key's entry, is to be written to the
+// store at the next Flush.
+func (t *table[E]) markDirty(p *E) {
+	if t.dirty == nil {
+		t.dirty = map[*E]dirtyKey{}
+	}
+	if _, ok := t.dirty[p]; !ok {
+		t.dirty[p] = dirtyKey{kg: t.b.kg, key: string(t.b.key)}
+	}
+}
+
+// flush writes the entries written in this batch to the store. A whole
+// value replaces the key's element records, if the state has elements.
+func (t *table[E]) flush() error {
+	for p, d := range t.dirty {
+		if err := t.putWhole(d.kg, unsafeBytes(d.key), p, true); err != nil {
+			return &StoreError{Op: "write", State: t.name, Err: err}
+		}
+	}
+	clear(t.dirty)
+	return nil
+}
+
+// putWhole stores entry e as key's whole value; with replace, it first
+// removes the key's element records, if the state has elements (a restore
+// into an empty store need not).
+func (t *table[E]) putWhole(kg int, key []byte, e *E, replace bool) error {
+	b := t.b
+	if replace && t.elems {
+		if err := b.store.DeleteKey(kg, t.id, key, true); err != nil {
+			return err
+		}
+	}
+	if t.split != nil {
+		return t.split(kg, key, e)
+	}
+	var err error
+	if b.scratch, err = t.codec.Append(b.scratch[:0], e); err != nil {
+		return err
+	}
+	return b.store.Set(kg, t.id, key, nil, b.scratch)
+}
+
+// unsafeBytes returns the bytes of s without a copy; they must not be
+// modified.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+func (t *table[E]) cachedKeys() int { return t.cached }
+
+// evict drops every decoded entry of the table.
+func (t *table[E]) evict() {
+	for g := range t.groups {
+		t.evictGroup(g)
+	}
+	t.cached = 0
+	t.b.gen++
+}
+
+// evictGroup drops the decoded entries of key group index g.
+func (t *table[E]) evictGroup(g int) {
+	m := t.groups[g]
+	mem := &t.mem[g]
+	for _, p := range m {
+		if p != t.absent {
+			mem.entries.release(p)
+		}
+	}
+	clear(m)
+	mem.keys = keyArena{}
+}
+
+// loadGroup loads every key of key group kg from the store into the
+// table's map of it, which must be empty.
+func (t *table[E]) loadGroup(kg int) error {
+	err := t.b.store.Scan(kg, t.id, func(key, sub, val []byte) error {
+		if len(sub) == 0 {
+			return t.self.apply(kg, ChangePut, key, nil, val)
+		}
+		return t.self.apply(kg, ChangePutElem, key, sub, val)
+	})
+	if err != nil {
+		return &StoreError{Op: "scan", State: t.name, Err: fmt.Errorf("key group %d: %w", kg, err)}
+	}
+	return nil
+}
+
+// storeApply replays one logged change into the store. A whole value is
+// decoded first, so that a damaged one fails the replay as it does on the
+// heap, and is stored as putWhole stores it.
+func (t *table[E]) storeApply(kg int, op ChangeOp, key, sub, val []byte) error {
+	b := t.b
+	b.stale = true
+	if op != ChangePut {
+		b.storeChange(kg, t.id, t.elems, op, key, sub, val)
+		return b.err
+	}
+	return t.storeLoadValue(kg, key, val, true)
+}
+
+// storeLoadValue decodes the whole value val of key and stores it,
+// replacing the key's records if replace is set.
+func (t *table[E]) storeLoadValue(kg int, key, val []byte, replace bool) error {
+	b := t.b
+	b.stale = true
+	mem := &t.mem[kg-b.kgStart]
+	e := mem.entries.alloc()
+	defer mem.entries.release(e)
+	if err := t.codec.Decode(val, e); err != nil {
+		return err
+	}
+	if err := t.putWhole(kg, key, e, replace); err != nil {
+		return &StoreError{Op: "write", State: t.name, Err: err}
+	}
+	return nil
+}
+
+// storeEntries counts the keys of key group kg in the store.
+func (t *table[E]) storeEntries(kg int) int {
+	if t.b.flushAndEvict() != nil {
+		return 0
+	}
+	n := 0
+	var last []byte
+	err := t.b.store.Scan(kg, t.id, func(key, sub, val []byte) error {
+		if n == 0 || string(key) != string(last) {
+			n++
+			last = append(last[:0], key...)
+		}
+		return nil
+	})
+	if err != nil {
+		t.b.fail(&StoreError{Op: "scan", State: t.name, Err: err})
+	}
+	return n
+}
