@@ -414,7 +414,9 @@ func (c *Context[K, OUT]) TimeDomain() TimeDomain { return c.domain }
 
 // RegisterProcessingTimer asks for OnTimer to be called for the current key
 // once the wall clock passes t. Timers are deduplicated per key and time and
-// stored in keyed state, so they survive checkpoints and rescaling.
+// stored in keyed state, so they survive checkpoints and rescaling. When a
+// bounded input ends, the timers still pending fire then, after the
+// event-time ones (the input is drained).
 func (c *Context[K, OUT]) RegisterProcessingTimer(t time.Time) {
 	c.op.RegisterTimer(false, c.kb, c.kg, t.UnixNano())
 }

@@ -17,6 +17,19 @@ type Windows struct {
 	kind  windowKind
 	size  int64 // ns: window length (tumbling, sliding), gap (session)
 	slide int64
+	proc  bool // processing time: records are assigned by the wall clock
+}
+
+// InProcessingTime makes the windows follow the wall clock instead of
+// event time: a record belongs to the windows of the time it reaches the
+// operator, and a window fires when the clock passes its end (a
+// processing-time timer, checkpointed like the others). Records need no
+// event time, nothing is ever late, and results depend on when records
+// arrive: they are not reproducible the way event-time results are.
+// Results carry no event time.
+func (w Windows) InProcessingTime() Windows {
+	w.proc = true
+	return w
 }
 
 type windowKind uint8
@@ -152,15 +165,48 @@ func (f *windowFn[K, IN, ACC, OUT]) Open(ctx *OpenContext) error {
 	return err
 }
 
+// now is the window operator's clock: the watermark, or the wall clock
+// for processing-time windows.
+func (f *windowFn[K, IN, ACC, OUT]) now(ctx *Context[K, OUT]) int64 {
+	if f.w.proc {
+		return time.Now().UnixNano()
+	}
+	return ctx.op.Watermark()
+}
+
+// register sets a timer at t in the windows' time domain.
+func (f *windowFn[K, IN, ACC, OUT]) register(ctx *Context[K, OUT], t int64) {
+	if f.w.proc {
+		ctx.RegisterProcessingTimer(time.Unix(0, t))
+		return
+	}
+	ctx.RegisterEventTimer(time.Unix(0, t))
+}
+
+// unregister deletes an event-time timer at t; a processing-time one
+// stays and finds no window when it fires.
+func (f *windowFn[K, IN, ACC, OUT]) unregister(ctx *Context[K, OUT], t int64) {
+	if !f.w.proc {
+		ctx.DeleteEventTimer(time.Unix(0, t))
+	}
+}
+
 func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error {
 	ts := ctx.ts
-	if ts == runtime.NoTimestamp {
+	if f.w.proc {
+		// The record's time is when it arrives; the clock a moment
+		// before it, so that its windows are open.
+		ts = time.Now().UnixNano()
+	} else if ts == runtime.NoTimestamp {
 		return errors.New("eddy: a window operator got a record without event time; give its source eddy.Watermarks")
 	}
 	if f.emit == nil {
 		f.emit = ctx.Emit
 	}
 	wm := ctx.op.Watermark()
+	if f.w.proc {
+		wm = ts - 1
+	}
 	assigned := false
 	if f.w.kind == session {
 		if !f.gone(ts+f.w.size, wm) {
@@ -206,10 +252,10 @@ func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error 
 // has passed (the caller fires it at once), cleanup at end-1+lateness.
 func (f *windowFn[K, IN, ACC, OUT]) registerTimers(ctx *Context[K, OUT], end, wm int64) {
 	if end-1 > wm {
-		ctx.RegisterEventTimer(time.Unix(0, end-1))
+		f.register(ctx, end-1)
 	}
 	if f.lateness > 0 {
-		ctx.RegisterEventTimer(time.Unix(0, end-1+f.lateness))
+		f.register(ctx, end-1+f.lateness)
 	}
 }
 
@@ -230,9 +276,9 @@ func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end 
 			if s <= end && start <= ws.End {
 				// Overlap or touch: absorb the stored session.
 				f.st.Delete(s)
-				ctx.DeleteEventTimer(time.Unix(0, ws.End-1))
+				f.unregister(ctx, ws.End-1)
 				if f.lateness > 0 {
-					ctx.DeleteEventTimer(time.Unix(0, ws.End-1+f.lateness))
+					f.unregister(ctx, ws.End-1+f.lateness)
 				}
 				start, end = min(start, s), max(end, ws.End)
 				acc = f.merge(ws.Acc, acc)
@@ -246,8 +292,12 @@ func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end 
 	}
 	ws := winState[ACC]{End: end, Acc: acc}
 	f.st.Put(start, ws)
-	f.registerTimers(ctx, end, ctx.op.Watermark())
-	if end-1 <= ctx.op.Watermark() {
+	wm := f.now(ctx)
+	if f.w.proc {
+		wm = start - 1 // the record's time, the clock just before it
+	}
+	f.registerTimers(ctx, end, wm)
+	if end-1 <= wm {
 		return f.fire(ctx, start, ws)
 	}
 	return nil
@@ -258,6 +308,9 @@ func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end 
 func (f *windowFn[K, IN, ACC, OUT]) fire(ctx *Context[K, OUT], start int64, ws winState[ACC]) error {
 	saved := ctx.ts
 	ctx.ts = ws.End - 1
+	if f.w.proc {
+		ctx.ts = runtime.NoTimestamp
+	}
 	if f.emit == nil {
 		f.emit = ctx.Emit
 	}
@@ -267,7 +320,7 @@ func (f *windowFn[K, IN, ACC, OUT]) fire(ctx *Context[K, OUT], start int64, ws w
 }
 
 func (f *windowFn[K, IN, ACC, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) error {
-	if ctx.TimeDomain() != EventTime {
+	if (ctx.TimeDomain() == ProcessingTime) != f.w.proc {
 		return nil
 	}
 	t := at.UnixNano()

@@ -89,10 +89,22 @@ func (sc *Subtask) advanceWatermark(wm int64) error {
 }
 
 // endOfInput runs when every input has ended: event time jumps to the end,
-// firing every event-time timer, then keyed functions see EndOfInput.
+// firing every event-time timer, then every pending processing-time timer
+// fires (the input is drained: a processing-time window still open holds
+// records that would otherwise never be emitted), then keyed functions see
+// EndOfInput.
 func (sc *Subtask) endOfInput() error {
 	if err := sc.advanceWatermark(math.MaxInt64); err != nil {
 		return err
+	}
+	for _, rt := range sc.keyed {
+		fire := rt.fireProc
+		if fire == nil {
+			fire = func([]byte, int, int64) error { return nil }
+		}
+		if err := rt.procTimers.FireDue(math.MaxInt64, fire); err != nil {
+			return err
+		}
 	}
 	for _, rt := range sc.keyed {
 		if rt.end != nil {
