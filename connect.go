@@ -63,9 +63,15 @@ func CoProcess[K comparable, A, B, OUT any](cs *ConnectedStreams[K, A, B], fn Co
 	for _, o := range opts {
 		o.applyOperator(&c)
 	}
+	return coProcess(cs, "process", c.identity, fn)
+}
+
+// coProcess adds keyed operator fn of kind (its id's prefix when derived)
+// over connected streams.
+func coProcess[K comparable, A, B, OUT any](cs *ConnectedStreams[K, A, B], kind string, id identity, fn CoKeyedFunc[K, A, B, OUT]) *Stream[OUT] {
 	env := cs.a.env
-	uid := env.opID("process", c.identity, fmt.Sprintf("%s, %s + %s -> %s", typeName[K](), typeName[A](), typeName[B](), typeName[OUT]()))
-	out := newStream[OUT](env, []*runtime.Stage{cs.a.st}, "process "+uid)
+	uid := env.opID(kind, id, fmt.Sprintf("%s, %s + %s -> %s", typeName[K](), typeName[A](), typeName[B](), typeName[OUT]()))
+	out := newStream[OUT](env, []*runtime.Stage{cs.a.st}, kind+" "+uid)
 	out.sides = map[string]*sideOutput{}
 	key := new(byte)
 	// Both inputs of a subtask share one operator, built by whichever
@@ -80,7 +86,7 @@ func CoProcess[K comparable, A, B, OUT any](cs *ConnectedStreams[K, A, B], fn Co
 			return &coOp[K, A, B, OUT]{push1: keyedPush(op, "Process1", f.Process1), push2: keyedPush(op, "Process2", f.Process2)}, nil
 		})
 	}
-	cs.a.consume("process "+uid, func(sc *runtime.Subtask) (runtime.KeyedPush[K, A], error) {
+	cs.a.consume(kind+" "+uid, func(sc *runtime.Subtask) (runtime.KeyedPush[K, A], error) {
 		op, err := open(sc)
 		if err != nil {
 			return nil, err

@@ -279,3 +279,94 @@ func (j *tableJoin[K, A, T, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) er
 	}
 	return ctx.err
 }
+
+// either is one record of a two-input window operator: of the first input
+// (A) or of the second (B).
+type either[A, B any] struct {
+	A *A
+	B *B
+}
+
+// coAcc is a two-input window's contents.
+type coAcc[A, B any] struct {
+	As []A `proto:"1"`
+	Bs []B `proto:"2"`
+}
+
+// coWindow is the CoKeyedFunc behind WindowJoin and CoGroupWindows: the
+// one-input window operator over either input. It holds the window
+// function by value, so each subtask's copy is its own.
+type coWindow[K comparable, A, B, OUT any] struct {
+	windowFn[K, either[A, B], coAcc[A, B], OUT]
+	in either[A, B] // scratch: a record handed to the window function
+}
+
+func (c *coWindow[K, A, B, OUT]) Open(ctx *OpenContext) error {
+	c.lateCnt, c.dropCnt = ctx.late, ctx.dropped
+	return c.windowFn.Open(ctx)
+}
+
+func (c *coWindow[K, A, B, OUT]) Process1(ctx *Context[K, OUT], a *A) error {
+	c.in = either[A, B]{A: a}
+	return c.Process(ctx, &c.in)
+}
+
+func (c *coWindow[K, A, B, OUT]) Process2(ctx *Context[K, OUT], b *B) error {
+	c.in = either[A, B]{B: b}
+	return c.Process(ctx, &c.in)
+}
+
+// CoGroupWindows hands fn, for each window of each key, the records of
+// both inputs that fall in it (either list may be empty) when the window
+// fires: Flink's window coGroup. Windows are those of a one-input window
+// operator (Tumbling, Sliding, Session, in event or processing time, with
+// AllowedLateness); records too late for any window are dropped and
+// counted in Stats.LateRecords.
+func CoGroupWindows[K comparable, A, B, OUT any](cs *ConnectedStreams[K, A, B], w Windows,
+	fn func(key K, w Window, as []A, bs []B, emit func(OUT)) error, opts ...WindowOption) *Stream[OUT] {
+	var cfg windowConfig
+	for _, o := range opts {
+		o.applyWindow(&cfg)
+	}
+	env := cs.a.env
+	if err := w.validate(); err != nil {
+		env.fail(err)
+	}
+	if cfg.lateness < 0 {
+		env.fail(fmt.Errorf("eddy: allowed lateness must not be negative"))
+	}
+	cw := &coWindow[K, A, B, OUT]{}
+	cw.w, cw.lateness = w, cfg.lateness
+	cw.add = func(acc coAcc[A, B], in *either[A, B]) coAcc[A, B] {
+		if in.A != nil {
+			acc.As = append(acc.As, *in.A)
+		} else {
+			acc.Bs = append(acc.Bs, *in.B)
+		}
+		return acc
+	}
+	// Merging sessions: x is a stored session being absorbed, which is
+	// replaced or deleted right after, so its lists grow in place.
+	cw.merge = func(x, y coAcc[A, B]) coAcc[A, B] {
+		return coAcc[A, B]{As: append(x.As, y.As...), Bs: append(x.Bs, y.Bs...)}
+	}
+	cw.result = func(k K, win Window, acc coAcc[A, B], emit func(OUT)) error { return fn(k, win, acc.As, acc.Bs, emit) }
+	return coProcess[K, A, B, OUT](cs, "window", cfg.identity, cw)
+}
+
+// WindowJoin joins, for equal keys, every record of the first input with
+// every record of the second that falls in the same window, and emits
+// join(key, window, a, b) for each pair when the window fires (Flink's
+// window join: an inner join per window). See CoGroupWindows for windows
+// and late records.
+func WindowJoin[K comparable, A, B, OUT any](cs *ConnectedStreams[K, A, B], w Windows,
+	join func(key K, w Window, a *A, b *B) OUT, opts ...WindowOption) *Stream[OUT] {
+	return CoGroupWindows(cs, w, func(k K, win Window, as []A, bs []B, emit func(OUT)) error {
+		for i := range as {
+			for j := range bs {
+				emit(join(k, win, &as[i], &bs[j]))
+			}
+		}
+		return nil
+	}, opts...)
+}

@@ -68,15 +68,24 @@ func runJoin(t *testing.T, data, out string, cancelAt uint64, rate float64,
 
 // checkJoin runs the join uninterrupted and cancelled-and-resumed, and
 // compares both outputs with want.
-func checkJoin(t *testing.T, want []string, join func(cs *eddy.ConnectedStreams[string, datagen.GPSPoint, datagen.GPSPoint]) *eddy.Stream[joined]) {
+func checkJoin(t *testing.T, want []string, join func(cs *eddy.ConnectedStreams[string, datagen.GPSPoint, datagen.GPSPoint]) *eddy.Stream[joined], unwrap ...func(string) string) {
 	t.Helper()
 	slices.Sort(want)
+	lines := func(dir string) []string {
+		got := readLines(t, dir)
+		for _, u := range unwrap {
+			for i := range got {
+				got[i] = u(got[i])
+			}
+		}
+		slices.Sort(got)
+		return got
+	}
 	out := t.TempDir()
 	if err := runJoin(t, "file://"+t.TempDir(), out, 0, 0, join); err != nil {
 		t.Fatal(err)
 	}
-	got := readLines(t, out)
-	slices.Sort(got)
+	got := lines(out)
 	if !slices.Equal(got, want) {
 		t.Fatalf("%d lines, want %d; first differences:\n%s", len(got), len(want), diffLines(got, want))
 	}
@@ -87,8 +96,7 @@ func checkJoin(t *testing.T, want []string, join func(cs *eddy.ConnectedStreams[
 	if err := runJoin(t, data, out, 0, 0, join); err != nil {
 		t.Fatal(err)
 	}
-	got = readLines(t, out)
-	slices.Sort(got)
+	got = lines(out)
 	if !slices.Equal(got, want) {
 		t.Fatalf("cancelled and resumed: %d lines, want %d; first differences:\n%s", len(got), len(want), diffLines(got, want))
 	}
@@ -164,6 +172,111 @@ func TestJoinTable(t *testing.T) {
 					}
 					return joined{k, msOf(a.Timestamp), msOf(b.Timestamp)}
 				}, eddy.UID("table"))
+			})
+		})
+	}
+}
+
+// windowJoined is a window join's output.
+type windowJoined struct {
+	Driver string `json:"driver" proto:"1"`
+	Start  int64  `json:"start" proto:"2"`
+	End    int64  `json:"end" proto:"3"`
+	A      int64  `json:"a" proto:"4"`
+	B      int64  `json:"b" proto:"5"`
+}
+
+func (j windowJoined) String() string {
+	b, _ := json.Marshal(j)
+	return string(b)
+}
+
+// sessionsOf merges [t, t+gap) of every time of one key into sessions
+// (touching ones merge): start -> end.
+func sessionsOf(ts []int64, gap int64) [][2]int64 {
+	slices.Sort(ts)
+	var out [][2]int64
+	for _, t := range ts {
+		if n := len(out); n > 0 && t <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], t+gap)
+			continue
+		}
+		out = append(out, [2]int64{t, t + gap})
+	}
+	return out
+}
+
+func TestWindowJoin(t *testing.T) {
+	points, pings := events(6000, pointOpts), events(1500, pingOpts)
+	for _, tc := range []struct {
+		name string
+		w    eddy.Windows
+		// windows returns the windows (start, end in ms) of a record at ts
+		// of driver d.
+		windows func(d string, ts int64) [][2]int64
+	}{
+		{"tumbling", eddy.Tumbling(time.Second), func(_ string, ts int64) [][2]int64 {
+			s := ts - ts%1000
+			return [][2]int64{{s, s + 1000}}
+		}},
+		{"sliding", eddy.Sliding(time.Second, 300*time.Millisecond), func(_ string, ts int64) [][2]int64 {
+			var out [][2]int64
+			for s := ts - ts%300; s > ts-1000; s -= 300 {
+				out = append(out, [2]int64{s, s + 1000})
+			}
+			return out
+		}},
+		{"session", eddy.Session(70 * time.Millisecond), func() func(string, int64) [][2]int64 {
+			byDriver := map[string][]int64{}
+			for _, p := range points {
+				byDriver[p.DriverID] = append(byDriver[p.DriverID], msOf(p.Timestamp))
+			}
+			for _, p := range pings {
+				byDriver[p.DriverID] = append(byDriver[p.DriverID], msOf(p.Timestamp))
+			}
+			sessions := map[string][][2]int64{}
+			for d, ts := range byDriver {
+				sessions[d] = sessionsOf(ts, 70)
+			}
+			return func(d string, ts int64) [][2]int64 {
+				for _, s := range sessions[d] {
+					if ts >= s[0] && ts < s[1] {
+						return [][2]int64{s}
+					}
+				}
+				return nil
+			}
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []string
+			for _, a := range points {
+				for _, b := range pings {
+					if a.DriverID != b.DriverID {
+						continue
+					}
+					for _, wa := range tc.windows(a.DriverID, msOf(a.Timestamp)) {
+						for _, wb := range tc.windows(b.DriverID, msOf(b.Timestamp)) {
+							if wa == wb {
+								want = append(want, windowJoined{a.DriverID, wa[0], wa[1], msOf(a.Timestamp), msOf(b.Timestamp)}.String())
+							}
+						}
+					}
+				}
+			}
+			if len(want) < 100 {
+				t.Fatalf("the model finds only %d pairs", len(want))
+			}
+			base := msOf(time.Unix(0, 0))
+			checkJoin(t, want, func(cs *eddy.ConnectedStreams[string, datagen.GPSPoint, datagen.GPSPoint]) *eddy.Stream[joined] {
+				out := eddy.WindowJoin(cs, tc.w, func(k string, w eddy.Window, a, b *datagen.GPSPoint) windowJoined {
+					return windowJoined{k, w.Start.UnixMilli() + base, w.End.UnixMilli() + base, msOf(a.Timestamp), msOf(b.Timestamp)}
+				}, eddy.WindowOp(eddy.UID("wjoin")))
+				return eddy.Map(out, func(j *windowJoined) joined { return joined{Driver: j.String()} })
+			}, func(l string) string {
+				var j joined
+				_ = json.Unmarshal([]byte(l), &j)
+				return j.Driver
 			})
 		})
 	}

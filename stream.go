@@ -352,6 +352,7 @@ type OpenContext struct {
 	Subtask     int
 	Parallelism int
 	late        *int64 // the subtask's count of late records, for Eddy's own operators
+	dropped     *int64 // of late records dropped for want of a consumer
 }
 
 // TimeDomain says which clock a timer follows.
@@ -528,7 +529,7 @@ func openKeyedTo[K comparable, OUT any](sc *runtime.Subtask, uid string, fn inte
 	}
 	rt := runtime.OpenKeyed(sc, uid, ksch)
 	backend := rt.State()
-	if err := fn.Open(&OpenContext{State: state.NewScope(backend), Subtask: sc.Index(), Parallelism: sc.Parallelism(), late: sc.LateRecords()}); err != nil {
+	if err := fn.Open(&OpenContext{State: state.NewScope(backend), Subtask: sc.Index(), Parallelism: sc.Parallelism(), late: sc.LateRecords(), dropped: sc.DroppedRecords()}); err != nil {
 		var de *state.DeclareError
 		return nil, runtime.UserError(uid, sc.Index(), "Open", err, errors.As(err, &de))
 	}
