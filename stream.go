@@ -353,6 +353,7 @@ type OpenContext struct {
 	Parallelism int
 	late        *int64 // the subtask's count of late records, for Eddy's own operators
 	dropped     *int64 // of late records dropped for want of a consumer
+	broadcast   *broadcastOp
 }
 
 // TimeDomain says which clock a timer follows.
@@ -509,7 +510,7 @@ type keyedOp[K comparable, OUT any] struct {
 // fn's Open, timers (when fn is a TimerFunc), the end of its input (an
 // EndFunc or FinalFunc), its side outputs, and the runtime's restore and
 // changelog.
-func openKeyed[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interface{ Open(*OpenContext) error }, out *Stream[OUT]) (*keyedOp[K, OUT], error) {
+func openKeyed[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interface{ Open(*OpenContext) error }, out *Stream[OUT], prepare ...func(*OpenContext, *state.Backend)) (*keyedOp[K, OUT], error) {
 	next, err := out.build(sc)
 	if err != nil {
 		return nil, err
@@ -518,18 +519,23 @@ func openKeyed[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interf
 	if err != nil {
 		return nil, err
 	}
-	return openKeyedTo[K, OUT](sc, uid, fn, next, sides)
+	return openKeyedTo[K, OUT](sc, uid, fn, next, sides, prepare...)
 }
 
 // openKeyedTo is openKeyed with the results' push and side outputs built.
-func openKeyedTo[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interface{ Open(*OpenContext) error }, next runtime.Push[OUT], sides map[string]any) (*keyedOp[K, OUT], error) {
+// prepare, if given, sees the OpenContext and the backend before fn's Open.
+func openKeyedTo[K comparable, OUT any](sc *runtime.Subtask, uid string, fn interface{ Open(*OpenContext) error }, next runtime.Push[OUT], sides map[string]any, prepare ...func(*OpenContext, *state.Backend)) (*keyedOp[K, OUT], error) {
 	ksch, err := runtime.KeySchema[K](uid)
 	if err != nil {
 		return nil, err
 	}
 	rt := runtime.OpenKeyed(sc, uid, ksch)
 	backend := rt.State()
-	if err := fn.Open(&OpenContext{State: state.NewScope(backend), Subtask: sc.Index(), Parallelism: sc.Parallelism(), late: sc.LateRecords(), dropped: sc.DroppedRecords()}); err != nil {
+	octx := &OpenContext{State: state.NewScope(backend), Subtask: sc.Index(), Parallelism: sc.Parallelism(), late: sc.LateRecords(), dropped: sc.DroppedRecords()}
+	for _, p := range prepare {
+		p(octx, backend)
+	}
+	if err := fn.Open(octx); err != nil {
 		var de *state.DeclareError
 		return nil, runtime.UserError(uid, sc.Index(), "Open", err, errors.As(err, &de))
 	}

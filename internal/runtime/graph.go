@@ -149,6 +149,33 @@ func KeyedStage[K comparable, T any](g *Graph, from []*Stage, par, batchSize, ch
 	return st, edges
 }
 
+// BroadcastInputs adds to stage st broadcast edges of records of type T
+// from the stages from: every subtask of st receives every record. Set
+// what st's subtasks do with them with SetReceive (keys are
+// BroadcastKey{}), and write them with Broadcast.
+func BroadcastInputs[T any](st *Stage, from []*Stage, batchSize, channelBatches int) []*Edge {
+	edges := make([]*Edge, len(from))
+	for i, f := range from {
+		e := &Edge{from: f, to: st, pool: shuffle.NewPool[BroadcastKey, T](f.parallelism*st.parallelism*(channelBatches+1), batchSize)}
+		f.outs = append(f.outs, e)
+		st.inputs = append(st.inputs, e)
+		edges[i] = e
+	}
+	return edges
+}
+
+// BroadcastKey is the key of a record on a broadcast edge: it has none.
+type BroadcastKey struct{}
+
+// Broadcast returns, for subtask sc of a stage that feeds broadcast edge
+// e, the push that sends every record to every receiver.
+func Broadcast[T any](sc *Subtask, e *Edge) Push[T] {
+	cfg := sc.job.env.cfg
+	w := shuffle.NewWriter[BroadcastKey, T](sc, e.offset+sc.subtask, sc.job.inboxes[e.to], e.pool, nil, nil, cfg.MaxParallelism, cfg.BatchSize, &sc.shuffled)
+	sc.outs = append(sc.outs, w)
+	return w.Broadcast
+}
+
 // SetReceive sets how the receiving subtasks of edges (of one keyed
 // stream) handle their records: build returns, per subtask, the push of
 // the stream's keyed operators, built once per subtask whatever the

@@ -103,6 +103,32 @@ func (w *Writer[K, T]) Push(ts int64, rec *T) error {
 	return nil
 }
 
+// Broadcast adds a record with event time ts to every output's batch (a
+// broadcast edge: every receiver sees every record). The record carries no
+// key: its key bytes are empty and its key group 0.
+func (w *Writer[K, T]) Broadcast(ts int64, rec *T) error {
+	var zero K
+	for j := range w.outs {
+		b := w.batch(j)
+		b.Keys = append(b.Keys, zero)
+		b.KGs = append(b.KGs, 0)
+		b.KeyEnd = append(b.KeyEnd, int32(len(b.KeyBuf)))
+		b.TS = append(b.TS, ts)
+		b.Recs = append(b.Recs, *rec)
+		if len(b.Recs) >= w.batchSize {
+			if err := w.sendBatch(j); err != nil {
+				return err
+			}
+		}
+	}
+	if w.waiting >= 0 {
+		if w.waiting++; w.waiting >= w.staleAfter {
+			return w.flushMarked()
+		}
+	}
+	return nil
+}
+
 // sendBatch hands output j its open batch.
 func (w *Writer[K, T]) sendBatch(j int) error {
 	b := w.batches[j]
