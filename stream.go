@@ -556,6 +556,7 @@ func openKeyedTo[K comparable, OUT any](sc *runtime.Subtask, uid string, fn inte
 				if domain == ProcessingTime {
 					ctx.ts = runtime.NoTimestamp
 				}
+				backend.SetRecordTime(ctx.ts)
 				if err := tf.OnTimer(ctx, time.Unix(0, at).UTC()); err != nil {
 					return runtime.UserError(uid, sc.Index(), "OnTimer", err, false)
 				}
@@ -602,6 +603,7 @@ func keyedPush[K comparable, IN, OUT any](op *keyedOp[K, OUT], what string, proc
 	backend, ctx := op.backend, op.ctx
 	return func(k *K, kb []byte, kg int, ts int64, in *IN) error {
 		backend.SetCurrentKey(kb, kg)
+		backend.SetRecordTime(ts)
 		ctx.Key, ctx.kb, ctx.kg, ctx.ts, ctx.domain = *k, kb, kg, ts, EventTime
 		if err := process(ctx, in); err != nil {
 			return runtime.UserError(op.uid, op.subtask, what, err, false)

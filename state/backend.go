@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"sync"
 
@@ -35,6 +36,11 @@ type Backend struct {
 	scratch        []byte    // encoded values for the change log
 	subScratch     []byte    // encoded element keys for the change log
 	err            error     // the first change-log failure
+
+	eventTime  int64        // the operator's watermark, for event-time TTL
+	recordTime int64        // the current record's event time, for event-time TTL
+	clock      func() int64 // the wall clock of processing-time TTL, if not time.Now
+	ttlStates  []cleaner    // states with a TTL, for CleanupExpired
 
 	store     Store      // where the state lives, if not in the heap (store.go)
 	cacheKeys int        // keys per state kept decoded across Flush calls
@@ -163,7 +169,7 @@ type keyedState interface {
 // NewBackend returns an empty backend for the key groups [kgStart, kgEnd) of
 // maxParallelism, whose keys have keySchema.
 func NewBackend(maxParallelism, kgStart, kgEnd int, keySchema serde.Schema) *Backend {
-	return &Backend{maxPar: maxParallelism, kgStart: kgStart, kgEnd: kgEnd, keySchema: keySchema,
+	return &Backend{eventTime: math.MinInt64, recordTime: math.MinInt64, maxPar: maxParallelism, kgStart: kgStart, kgEnd: kgEnd, keySchema: keySchema,
 		kg: kgStart, byName: map[string]keyedState{}, byID: map[uint32]keyedState{}, gen: 1,
 		groupBytes: make([]int, kgEnd-kgStart)}
 }

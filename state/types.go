@@ -36,6 +36,8 @@ type table[E any] struct {
 	dirty  map[*E]dirtyKey                      // entries written in this batch, stored at Flush
 	cached int                                  // keys in the maps
 	split  func(kg int, key []byte, e *E) error // stores a whole value as element records (Map)
+
+	ttl *ttl // expiry, if declared with TTL (ttl.go)
 }
 
 func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
@@ -55,6 +57,17 @@ func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
 // The entry is cached until the key changes, so Get then Update costs one
 // map lookup.
 func (t *table[E]) get() *E {
+	if t.cgen == t.b.gen && t.ttl == nil {
+		return t.cp
+	}
+	if t.ttl != nil && t.ttl.stamps != nil {
+		return t.ttlGet()
+	}
+	return t.rawGet()
+}
+
+// rawGet is get without expiry.
+func (t *table[E]) rawGet() *E {
 	if t.cgen == t.b.gen {
 		return t.cp
 	}
@@ -69,7 +82,7 @@ func (t *table[E]) get() *E {
 // getOrCreate returns the current key's entry, creating it (allocating only
 // once per chunk of new entries or block of new keys, and when the map grows).
 func (t *table[E]) getOrCreate() *E {
-	if t.cgen == t.b.gen && t.cp != nil {
+	if t.cgen == t.b.gen && t.cp != nil && t.ttl == nil {
 		return t.cp
 	}
 	return t.lookupOrCreate()
@@ -80,6 +93,13 @@ func (t *table[E]) getOrCreate() *E {
 // without a second lookup: Get then Update of a new key costs one lookup and
 // one insert, like m[k]++.
 func (t *table[E]) lookupOrCreate() *E {
+	if t.ttl != nil && t.ttl.stamps != nil {
+		// A write: an expired entry is gone first, and the key is
+		// stamped.
+		t.ttlGet()
+		t.stamp()
+		t.cgen = 0
+	}
 	if t.b.store != nil {
 		return t.storeCreate()
 	}
@@ -113,6 +133,14 @@ func (t *table[E]) remove(g int, key []byte) {
 }
 
 func (t *table[E]) clear() {
+	if t.ttl != nil && t.ttl.stamps != nil {
+		t.ttl.stamps.clear()
+	}
+	t.clearRaw()
+}
+
+// clearRaw removes the current key's entry.
+func (t *table[E]) clearRaw() {
 	if t.b.store != nil {
 		t.storeClear()
 		return
@@ -127,6 +155,9 @@ func (t *table[E]) clear() {
 // logged reports a write of the current key's entry to the change log, if
 // the backend has one.
 func (t *table[E]) logged(p *E) {
+	if t.ttl != nil && t.ttl.stamps != nil {
+		t.stamp()
+	}
 	if t.b.changes == nil {
 		if t.b.store != nil {
 			t.markDirty(p)
@@ -212,15 +243,21 @@ func (t *table[E]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
 		return dst, 0, nil
 	}
 	var err error
+	g := kg - t.b.kgStart
 	if !t.b.deterministic {
 		// Map order: sorting a million keys per checkpoint costs more
 		// than everything else a snapshot does.
+		n := 0
 		for k, e := range m {
+			if t.ttl != nil && !t.liveInSnapshot(g, k, e) {
+				continue // expired: left out
+			}
 			if dst, err = t.appendEntry(dst, k, e); err != nil {
 				return dst, 0, err
 			}
+			n++
 		}
-		return dst, len(m), nil
+		return dst, n, nil
 	}
 	// Sorting (key, entry) pairs keeps snapshots of equal state equal
 	// without a map lookup per key.
@@ -230,6 +267,9 @@ func (t *table[E]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
 	}
 	keys := make([]pair, 0, len(m))
 	for k, e := range m {
+		if t.ttl != nil && !t.liveInSnapshot(g, k, e) {
+			continue
+		}
 		keys = append(keys, pair{k, e})
 	}
 	slices.SortFunc(keys, func(a, b pair) int { return strings.Compare(a.k, b.k) })
@@ -306,7 +346,7 @@ type Value[T any] struct {
 }
 
 // NewValue declares a value state named name on d.
-func NewValue[T any](d Declarer, name string) (*Value[T], error) {
+func NewValue[T any](d Declarer, name string, opts ...Option) (*Value[T], error) {
 	b := d.backend()
 	codec, schema, err := codecAndSchema[T](name)
 	if err != nil {
@@ -314,7 +354,10 @@ func NewValue[T any](d Declarer, name string) (*Value[T], error) {
 	}
 	v := &Value[T]{table: newTable(b, name, codec), schema: schema}
 	v.self = v
-	return v, b.register(v)
+	if err := b.register(v); err != nil {
+		return nil, err
+	}
+	return v, withTTL(&v.table, v, opts)
 }
 
 // Get returns the current key's value and whether it is set.
@@ -347,7 +390,7 @@ type Reducing[T any] struct {
 }
 
 // NewReducing declares a reducing state named name on d.
-func NewReducing[T any](d Declarer, name string, reduce func(acc, x T) T) (*Reducing[T], error) {
+func NewReducing[T any](d Declarer, name string, reduce func(acc, x T) T, opts ...Option) (*Reducing[T], error) {
 	b := d.backend()
 	codec, schema, err := codecAndSchema[T](name)
 	if err != nil {
@@ -355,7 +398,10 @@ func NewReducing[T any](d Declarer, name string, reduce func(acc, x T) T) (*Redu
 	}
 	r := &Reducing[T]{Value: Value[T]{table: newTable(b, name, codec), schema: schema}, reduce: reduce}
 	r.self = r
-	return r, b.register(r)
+	if err := b.register(r); err != nil {
+		return nil, err
+	}
+	return r, withTTL(&r.table, r, opts)
 }
 
 // Add folds x into the current key's value (x itself when none is set).
@@ -381,7 +427,7 @@ type List[T any] struct {
 }
 
 // NewList declares a list state named name on d.
-func NewList[T any](d Declarer, name string) (*List[T], error) {
+func NewList[T any](d Declarer, name string, opts ...Option) (*List[T], error) {
 	b := d.backend()
 	codec, schema, err := codecAndSchema[[]T](name)
 	if err != nil {
@@ -393,7 +439,10 @@ func NewList[T any](d Declarer, name string) (*List[T], error) {
 	}
 	l := &List[T]{table: newTable(b, name, codec), elem: elem, schema: schema}
 	l.self, l.elems = l, true
-	return l, b.register(l)
+	if err := b.register(l); err != nil {
+		return nil, err
+	}
+	return l, withTTL(&l.table, l, opts)
 }
 
 // Add appends x to the current key's list.
@@ -535,7 +584,7 @@ type mapScratch[K comparable, V any] struct {
 
 // NewMap declares a map state named name on d. K must be an integer, bool or
 // string type (a protobuf map key).
-func NewMap[K comparable, V any](d Declarer, name string) (*Map[K, V], error) {
+func NewMap[K comparable, V any](d Declarer, name string, opts ...Option) (*Map[K, V], error) {
 	b := d.backend()
 	// Snapshots and restores encode each key's whole map: with code
 	// instantiated for map[K]V, a map of structs costs no reflection and no
@@ -556,7 +605,10 @@ func NewMap[K comparable, V any](d Declarer, name string) (*Map[K, V], error) {
 	m := &Map[K, V]{table: newTable(b, name, codec), kc: kc, vc: vc, schema: schema,
 		replay: make([]mapScratch[K, V], b.kgEnd-b.kgStart)}
 	m.self, m.elems, m.split = m, true, m.storeSplit
-	return m, b.register(m)
+	if err := b.register(m); err != nil {
+		return nil, err
+	}
+	return m, withTTL(&m.table, m, opts)
 }
 
 // logElem logs the change of entry k of the current key's map: its new

@@ -96,6 +96,7 @@ func (k *Keyed) Start(sc *Subtask) error {
 	k.eventTimers.Rebuild()
 	if wm, ok := k.backend.Watermark(); ok {
 		k.watermark = wm
+		k.backend.SetEventTime(wm)
 	}
 	sc.keyed = append(sc.keyed, k)
 	return nil

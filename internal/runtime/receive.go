@@ -10,6 +10,10 @@ import (
 	"github.com/eddyflow/eddy/internal/shuffle"
 )
 
+// ttlCleanupPerBatch is how many keys of each state with a TTL a receiver
+// looks at for expiry after each batch it handles.
+const ttlCleanupPerBatch = 16
+
 // flushEvery is how many messages a busy receiver takes between flushes
 // of its counters.
 const flushEvery = 16
@@ -122,6 +126,10 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 				return err
 			}
 			dirty = true
+			for _, k := range sc.keyed {
+				// Expired state goes a few keys per batch (state.TTL).
+				k.backend.CleanupExpired(ttlCleanupPerBatch)
+			}
 		case shuffle.Idle:
 			return event(al.Idle(from, m.Batch.(bool)))
 		case shuffle.Barrier:

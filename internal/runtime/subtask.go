@@ -77,6 +77,7 @@ func (sc *Subtask) advanceWatermark(wm int64) error {
 			continue
 		}
 		rt.watermark = wm
+		rt.backend.SetEventTime(wm)
 		fire := rt.fireEvent
 		if fire == nil {
 			fire = func([]byte, int, int64) error { return nil }
