@@ -33,7 +33,8 @@
 // auction up to 10 ids ahead of the newest one, which the stream creates
 // a little later (the reference's PERSON_ID_LEAD and AUCTION_ID_LEAD:
 // "newPerson and newAuction events appear to have been swapped in time");
-// hot sellers and hot auctions always exist already. Prices are
+// hot sellers and hot auctions always exist already. About 5% of the events
+// name such an id, mostly bids on an auction to come. Prices are
 // log-uniform from $1 to $10⁶ in cents; a reserve is the initial bid plus
 // such a price; an auction expires 1 ms to twice the event time of 1666
 // events (the time in which 100 auctions are created) after it opens, that
