@@ -84,10 +84,13 @@
 //   - Person names: a first and a last name are drawn as one index into the
 //     99 combinations (one draw instead of two: the same distribution).
 //   - Integer draws use Lemire's multiply-shift instead of Java's
-//     rejection sampling; prices use Go's math.Pow. Floating-point library
-//     functions may differ in their last bit between CPU architectures, so
-//     a price may differ by a cent between, say, amd64 and arm64; on one
-//     architecture the output is byte-identical for the same options.
+//     rejection sampling. Prices are computed from tables of powers of 10
+//     and a short polynomial instead of Math.pow (they agree with math.Pow
+//     to the cent): math.Pow and math.Exp are assembly on some
+//     architectures and may differ in the last bit between them, and the
+//     generator uses no floating-point operation whose result could differ
+//     between CPU architectures, so that the output is meant to be
+//     byte-identical on all of them (tested on amd64 only).
 //   - Not implemented: the reference's rate shapes (square/sine rate
 //     changes), out-of-order groups (outOfOrderGroupSize > 1), delayed
 //     events and the side-input generator; proportions, hot ratios and

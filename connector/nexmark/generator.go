@@ -1,6 +1,9 @@
 package nexmark
 
-import "math"
+import (
+	"math"
+	"math/bits"
+)
 
 // The reference generator's constants.
 const (
@@ -92,9 +95,34 @@ func randomAuctionID(i int64, r *rng) int64 {
 	return lo + r.intn(last-lo+1+auctionIDLead)
 }
 
-// price is log-uniform from 1 to 10⁶ dollars, in cents.
-func price(r *rng) int64 {
-	return int64(math.Round(math.Pow(10, r.float()*6) * 100))
+// price is log-uniform from 1 to 10⁶ dollars, in cents: the reference's
+// round(10^(6u) × 100) for a uniform u in [0, 1).
+func (t *tables) price(r *rng) int64 {
+	// 6u in units of 2⁻¹⁵: n = d×2¹⁵ + hi×2¹⁰ + lo and a fraction f, so
+	// 10^(6u) = 10^d × 10^(hi/32) × 10^(lo/32768) × 10^(f/32768).
+	n, frac := bits.Mul64(r.uint64(), 6<<15)
+	d, hi, lo := n>>15, n>>10&31, n&1023
+	x := float64(frac>>11) * (0x1p-53 * math.Ln10 / (1 << 15)) // < 7.1e-5
+	// e^x to within 1e-18: a Taylor polynomial. The float64 conversions
+	// keep the compiler from fusing multiply-adds, which some
+	// architectures would round differently.
+	poly := float64(1 + float64(x*float64(1+float64(x*float64(0.5+float64(x*(1.0/6)))))))
+	v := float64(float64(float64(centsOfPow10[d]*t.pow10Hi[hi])*t.pow10Lo[lo]) * poly)
+	return int64(math.Round(v))
+}
+
+var centsOfPow10 = [6]float64{1e2, 1e3, 1e4, 1e5, 1e6, 1e7}
+
+// expSeries is e^x for 0 ≤ x < 2.5 by its Taylor series, in plain
+// multiplications and additions so that every architecture computes the
+// same bits (math.Exp and math.Pow are assembly on some).
+func expSeries(x float64) float64 {
+	sum, term := 1.0, 1.0
+	for k := 1; k < 40; k++ {
+		term = float64(term*x) / float64(k)
+		sum = float64(sum + term)
+	}
+	return sum
 }
 
 // extraLen is the length of the extra string that brings a record of
@@ -208,7 +236,7 @@ func (g *generator) fillAuction(i, ts int64, r *rng, a *Auction) {
 	}
 	a.Seller += FirstPersonID
 	a.Category = FirstCategoryID + r.intn(numCategories)
-	a.InitialBid = price(r)
+	a.InitialBid = g.tab.price(r)
 	horizon := g.cfg.eventTime(i+auctionHorizonEvents) - ts
 	a.DateTime = ts
 	a.Expires = ts + 1 + r.intn(max(2*horizon, 1))
@@ -219,7 +247,7 @@ func (g *generator) fillAuction(i, ts int64, r *rng, a *Auction) {
 	g.scratch = b
 	s := string(b)
 	a.ItemName, a.Description = s[:nameEnd], s[nameEnd:]
-	a.Reserve = a.InitialBid + price(r)
+	a.Reserve = a.InitialBid + g.tab.price(r)
 	size := 8 + len(a.ItemName) + len(a.Description) + 8*5
 	a.Extra = g.tab.extra(r, int64(size), avgAuctionBytes)
 }
@@ -239,7 +267,7 @@ func (g *generator) fillBid(i, ts int64, r *rng, b *Bid) {
 		b.Bidder = randomPersonID(i, r)
 	}
 	b.Bidder += FirstPersonID
-	b.Price = price(r)
+	b.Price = g.tab.price(r)
 	if r.intn(hotChannelRatio) > 0 {
 		k := r.intn(int64(len(hotChannel)))
 		b.Channel, b.URL = hotChannel[k], g.tab.hotURLs[k]

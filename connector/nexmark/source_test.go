@@ -2,6 +2,7 @@ package nexmark
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -390,5 +391,30 @@ func TestBadPositions(t *testing.T) {
 		if got := readSplit(t, src, s, []byte{end}); len(got) != 0 {
 			t.Errorf("split %d at its end: %d events", s, len(got))
 		}
+	}
+}
+
+// TestPriceMatchesPow: the table-driven price is the reference's
+// round(10^(6u) × 100), computed here with math.Pow, to the cent.
+func TestPriceMatchesPow(t *testing.T) {
+	tab := sharedTables()
+	differ := 0
+	for k := range uint64(1_000_000) {
+		r := rng{s: k * 0x2545f4914f6cdd1d}
+		u := float64(r.uint64()>>11) * 0x1p-53
+		r.s -= golden // draw the same number again
+		got, want := tab.price(&r), int64(math.Round(math.Pow(10, 6*u)*100))
+		if got != want {
+			if got-want > 1 || want-got > 1 {
+				t.Fatalf("u=%v: price %d, math.Pow gives %d", u, got, want)
+			}
+			differ++
+		}
+		if got < 100 || got > 100_000_000 {
+			t.Fatalf("price %d out of range", got)
+		}
+	}
+	if differ > 10 {
+		t.Errorf("%d of 10⁶ prices differ from math.Pow's by a cent", differ)
 	}
 }

@@ -1,6 +1,7 @@
 package nexmark
 
 import (
+	"math"
 	"math/bits"
 	"strconv"
 	"sync"
@@ -32,12 +33,21 @@ type tables struct {
 	channelName [channels]string
 	channelURL  [channels]string
 	extraPool   string // lowercase letters
+	// pow10Hi[k] = 10^(k/32) and pow10Lo[k] = 10^(k/32768), for price.
+	pow10Hi [32]float64
+	pow10Lo [1024]float64
 }
 
 var sharedTables = sync.OnceValue(buildTables)
 
 func buildTables() *tables {
 	t := new(tables)
+	for k := range t.pow10Hi {
+		t.pow10Hi[k] = expSeries(float64(k) * (math.Ln10 / 32))
+	}
+	for k := range t.pow10Lo {
+		t.pow10Lo[k] = expSeries(float64(k) * (math.Ln10 / 32768))
+	}
 	for f, first := range firstNames {
 		for l, last := range lastNames {
 			t.names[f*len(lastNames)+l] = first + " " + last
