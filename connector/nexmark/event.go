@@ -13,6 +13,24 @@ const (
 	BidEvent     Kind = 2
 )
 
+// String names the kind: "person", "auction", "bid", or "Kind(n)".
+func (k Kind) String() string {
+	switch k {
+	case PersonEvent:
+		return "person"
+	case AuctionEvent:
+		return "auction"
+	case BidEvent:
+		return "bid"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// EnumValues names the kinds in the .proto that serde.ProtoFile writes.
+func (Kind) EnumValues() map[string]int32 {
+	return map[string]int32{"PERSON": 0, "AUCTION": 1, "BID": 2}
+}
+
 // Event is one Nexmark event in the nested row shape of Flink's Nexmark
 // table: Kind names the one of Person, Auction and Bid that is set; the
 // other two are nil. Its JSON form (encoding/json, or AppendJSON without

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -138,6 +139,15 @@ func TestSerdeRoundTrip(t *testing.T) {
 	codec, err := serde.For[Event]()
 	if err != nil {
 		t.Fatal(err)
+	}
+	proto, err := serde.ProtoFile("nexmark", Event{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Kind event_type = 1;", "Person person = 2;", "string email_address = 3;", "PERSON = 0;", "BID = 2;"} {
+		if !strings.Contains(proto, want) {
+			t.Errorf(".proto lacks %q:\n%s", want, proto)
+		}
 	}
 	src := mustNew(t, Seed(4))
 	var buf []byte
