@@ -1,6 +1,8 @@
 // Command eddy is Eddy's command-line tool.
 //
 //	eddy demo [flags]                   run the main job (see eddy demo -h)
+//	eddy nexmark gen --events N --seed S [--rate R] --out FILE
+//	                                    the Nexmark benchmark's events as JSON lines
 //	eddy serde [--seed N] [--events N]  serde showcase on sample order events
 //	eddy schema proto                   print the .proto of the demo's event types
 //	eddy schema show [--type T]         print a demo type's schema (JSON or --binary)

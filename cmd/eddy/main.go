@@ -19,6 +19,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "demo":
 		return demo(args[1:], stdout, stderr)
+	case "nexmark":
+		return nexmarkCmd(args[1:], stdout, stderr)
 	case "serde":
 		return serdeDemo(args[1:], stdout, stderr)
 	case "schema":
@@ -47,6 +49,7 @@ func usage(w io.Writer) {
 
 commands:
   demo     run the main job: GPS points -> key by driver -> distance per driver -> exactly-once JSON lines
+  nexmark  gen --events N --seed S [--rate R] --out FILE: the Nexmark benchmark's events as JSON lines
   serde    encode and decode sample order events and print sizes and speeds
   schema   print the .proto or schema of the demo types; check two saved schemas
   bench    bench checkpoint: checkpoint duration, size and recovery, changelog off vs on
