@@ -112,6 +112,16 @@ func (s *Storage) NextID(ctx context.Context) (uint64, error) {
 			next = id + 1
 		}
 	}
+	// Void ids are never taken again either: a late manifest may carry one.
+	void, err := s.voided(ctx)
+	if err != nil {
+		return 1, err
+	}
+	for id := range void {
+		if id >= next {
+			next = id + 1
+		}
+	}
 	return next, nil
 }
 
@@ -555,6 +565,11 @@ func (s *Storage) list(ctx context.Context, prefix string) ([]string, error) {
 // voidDir holds one marker per void checkpoint id.
 const voidDir = "void/"
 
+// VoidAhead is how many ids past the newest one seen VoidInFlight makes
+// void: a writer has at most one checkpoint in flight, whose manifest
+// write may trail the trigger of the next by one.
+const VoidAhead = 2
+
 // VoidInFlight makes void every checkpoint id above restored that has
 // objects but no manifest: checkpoints a writer had in flight when it
 // stopped. On an object store a write can land after its writer gave up
@@ -567,6 +582,12 @@ const voidDir = "void/"
 // instead, which a restore passes over as missing files.
 // It returns the ids it made void. Call it after choosing the checkpoint
 // to restore and before the sinks abort what it did not pre-commit.
+//
+// A checkpoint whose every write was still in flight when its writer
+// stopped has no object to list yet; it can only be the newest, or the one
+// after it. So once a store holds anything, the VoidAhead ids past the
+// newest id seen are made void as well (best effort: they have no objects
+// to delete instead), and NextID continues after them.
 func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, error) {
 	names, err := s.list(ctx, checkpointsDir)
 	if err != nil {
@@ -591,7 +612,23 @@ func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, 
 		}
 		objects[id] = append(objects[id], n)
 	}
+	newest := restored
+	for _, n := range names {
+		if id, _, ok := parseName(n); ok && id > newest {
+			newest = id
+		}
+	}
 	var made []uint64
+	if newest > 0 {
+		for id := newest + 1; id <= newest+VoidAhead; id++ {
+			if void[id] {
+				continue
+			}
+			if err := s.hedger.Put(ctx, s.store, fmt.Sprintf("%s%020d", voidDir, id), []byte("ahead of the newest checkpoint when its writer stopped"), PruneAttempts); err == nil {
+				made = append(made, id)
+			}
+		}
+	}
 	for _, id := range ids {
 		if complete[id] || void[id] {
 			continue

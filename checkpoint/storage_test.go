@@ -709,11 +709,17 @@ func TestVoidInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	void, err := st.VoidInFlight(ctx, 1)
-	if err != nil || !slices.Equal(void, []uint64{2}) {
-		t.Fatalf("VoidInFlight(1) = %v, %v; want [2]", void, err)
+	slices.Sort(void)
+	// 2 has objects; 3 and 4 are ahead of the newest id seen, where a
+	// checkpoint with every write still in flight would be.
+	if err != nil || !slices.Equal(void, []uint64{2, 3, 4}) {
+		t.Fatalf("VoidInFlight(1) = %v, %v; want [2 3 4]", void, err)
 	}
 	if again, err := st.VoidInFlight(ctx, 1); err != nil || len(again) != 0 {
 		t.Fatalf("VoidInFlight again = %v, %v; want nothing new", again, err)
+	}
+	if next, err := st.NextID(ctx); err != nil || next != 5 {
+		t.Fatalf("NextID = %d, %v; want 5, past the void ids", next, err)
 	}
 	// Its manifest lands late.
 	m2 := &checkpoint.Manifest{ID: 2, Job: "job", CreatedAt: 2e9, Files: []string{part},
@@ -728,7 +734,7 @@ func TestVoidInFlight(t *testing.T) {
 	}
 	// The next checkpoint's prune retains 3 checkpoints, but not the void
 	// one: 2's manifest and part go, 1 stays.
-	writeCheckpoint(t, st, bs, 3, 1)
+	writeCheckpoint(t, st, bs, 5, 1)
 	for _, n := range names(t, bs) {
 		if strings.HasPrefix(n, "checkpoints/00000000000000000002/") {
 			t.Errorf("%s of the void checkpoint 2 survived the prune", n)
@@ -772,5 +778,37 @@ func TestVoidInFlightWithoutRoom(t *testing.T) {
 	}
 	if got, _, err := st.Latest(ctx); err != nil || got == nil || got.ID != 1 {
 		t.Fatalf("Latest = %v, %v; want checkpoint 1", got, err)
+	}
+}
+
+// TestVoidAheadOfNewest: a checkpoint whose every write was still in
+// flight when a restore chose the newest one (nothing of it listed) is void
+// too, and the restore's run takes ids past it.
+func TestVoidAheadOfNewest(t *testing.T) {
+	bs := newFileStore(t)
+	st := checkpoint.NewStorage(bs, 3)
+	writeCheckpoint(t, st, bs, 1, 1)
+	if _, err := st.VoidInFlight(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// Checkpoint 2's part and manifest land now, from a writer that
+	// stopped before either was visible.
+	late := checkpoint.NewStorage(bs, 3)
+	part := st.StateBlobName(2, "agg", 0)
+	if err := bs.Put(ctx, part, []byte("state 2/0")); err != nil {
+		t.Fatal(err)
+	}
+	m2 := &checkpoint.Manifest{ID: 2, Job: "job", CreatedAt: 2e9, Files: []string{part},
+		Operators: []checkpoint.OperatorState{{Name: "agg", MaxParallelism: 128, Parallelism: 1,
+			Parts: []checkpoint.StatePart{{KeyGroupEnd: 128, Blob: part, Size: 9}}}}}
+	if err := late.Write(ctx, m2); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := st.Latest(ctx)
+	if err != nil || got == nil || got.ID != 1 {
+		t.Fatalf("Latest = %v, %v; want checkpoint 1, the late 2 void", got, err)
+	}
+	if next, err := st.NextID(ctx); err != nil || next != 4 {
+		t.Fatalf("NextID = %d, %v; want 4", next, err)
 	}
 }
