@@ -291,6 +291,10 @@ func (c *compiler) fieldType(f *field, t reflect.Type, opts tagOptions, path str
 		f.card = cSingular
 	}
 	f.elemType = t
+	if f.card == cPointer || f.elemPtr {
+		f.slot = nextChunkSlot.Add(1)
+		f.sliceType = reflect.SliceOf(t)
+	}
 	if err := c.elemKind(f, t, opts, path); err != nil {
 		return err
 	}

@@ -81,8 +81,10 @@ type oneof struct {
 // member read from the wire replaces the one read before, as in protobuf.
 func (g *oneof) clearOthers(f *field, p unsafe.Pointer) {
 	for _, o := range g.members {
-		if o != f {
-			*(*unsafe.Pointer)(unsafe.Add(p, o.offset)) = nil
+		// Stored only when set: a pointer store has a write barrier, and
+		// in a fresh value every member is nil.
+		if pp := (*unsafe.Pointer)(unsafe.Add(p, o.offset)); o != f && *pp != nil {
+			*pp = nil
 		}
 	}
 }
@@ -198,6 +200,10 @@ type field struct {
 	mapVal    *field       // for cMap: the entry's value, at offset 0 of a V
 	mapOps    *mapOps      // for cMap
 	oneof     *oneof       // the group of a oneof member, else nil
+	// slot and sliceType serve Decode's chunked allocation of pointer
+	// targets (alloc.go): the chunk slot, and []elemType.
+	slot      uint32
+	sliceType reflect.Type
 }
 
 // op selects the encode loop's case for a field: card and kind folded into
