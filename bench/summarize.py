@@ -19,10 +19,10 @@ for line in sys.stdin:
     for v, u in re.findall(r'([\d.]+) (\S+)', m.group(3)):
         d[m.group(1)][u].append(float(v))
 med = {n: {k: statistics.median(x) for k, x in v.items()} for n, v in d.items()}
-for op in ['Encode', 'DecodeFresh', 'DecodeReuse']:
+for op in ['Encode', 'DecodeFresh', 'DecodeReuse', 'OTLPEncode', 'OTLPDecodeFresh', 'OTLPDecodeReuse']:
     if f'{op}/vtprotobuf' not in med:
         continue
-    enc = op == 'Encode'
+    enc = op.endswith('Encode')
     print(f"\n### {op}\n")
     print("| library | ns/op | vs vtprotobuf | vs protobuf-go | B/op | allocs/op |" + (" bytes |" if enc else ""))
     print("|---|---|---|---|---|---|" + ("---|" if enc else ""))
