@@ -176,6 +176,7 @@ func (c *compiler) message(t reflect.Type) (*message, error) {
 		if f.oneof != nil {
 			f.op = opOneof
 			f.oneof.members = append(f.oneof.members, f)
+			f.oneof.offsets = append(f.oneof.offsets, f.offset)
 		}
 	}
 	m.index()

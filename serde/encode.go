@@ -81,7 +81,8 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 	var err error
 	var starts [maxInline]int
 	var loops [maxInline]loopFrame
-	sp, lp := 0, 0
+	var ptrs [maxInline]unsafe.Pointer // the bases around the running opPtrs
+	sp, lp, pp := 0, 0, 0
 	base := p
 	prog := m.prog
 	for i := 0; i < len(prog); i++ {
@@ -247,6 +248,35 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 			sp--
 			base = fr.base
 			lp--
+		case opPtr:
+			q := *(*unsafe.Pointer)(fp)
+			if q == nil {
+				i = int(o.jump) - 1 // past the opPtrEnd
+				continue
+			}
+			ptrs[pp&(maxInline-1)] = base
+			pp++
+			base = q
+			if o.tag1 != 0 {
+				b = append(b, o.tag1, 0)
+			} else {
+				b = appendTag(b, o.f)
+				b = append(b, 0)
+			}
+			starts[sp&(maxInline-1)] = len(b)
+			sp++
+		case opPtrEnd:
+			sp--
+			if o.unkn >= 0 {
+				b = append(b, *(*[]byte)(unsafe.Add(base, o.unkn))...)
+			}
+			if st := starts[sp&(maxInline-1)]; len(b)-st < 0x80 && st > 0 {
+				b[st-1] = byte(len(b) - st)
+			} else {
+				b = fixLength(b, st)
+			}
+			pp--
+			base = ptrs[pp&(maxInline-1)]
 		case opMessage:
 			b = appendTag(b, o.f)
 			if b, err = appendNested(b, o.f.msg, fp, depth+int(o.level)); err != nil {
@@ -282,21 +312,27 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 			// fp is the group's first member; the others are at their
 			// offsets from the struct's base.
 			sb := unsafe.Add(fp, -int(o.f.offset))
-			var set *field
-			var ep unsafe.Pointer
-			for _, mf := range o.f.oneof.members {
-				if q := *(*unsafe.Pointer)(unsafe.Add(sb, mf.offset)); q != nil {
-					if set != nil {
-						return b, oneofConflict(prog, loops[:lp&(maxInline-1)], o, sb)
-					}
-					set, ep = mf, q
+			g := o.f.oneof
+			k, set := oneofScan(sb, g.offsets)
+			if set != 1 {
+				if set == 0 {
+					continue
+				}
+				return b, oneofConflict(prog, loops[:lp&(maxInline-1)], o, sb)
+			}
+			mf := g.members[k]
+			ep := *(*unsafe.Pointer)(unsafe.Add(sb, g.offsets[k]))
+			if mf.kind == kString && mf.tagLen == 1 {
+				// The commonest member (AnyValue's string_value), without
+				// the call.
+				if s := *(*string)(ep); len(s) < 0x80 && asciiString(s) {
+					b = append(b, mf.tag[0], byte(len(s)))
+					b = append(b, s...)
+					continue
 				}
 			}
-			if set == nil {
-				continue
-			}
-			if b, err = appendElem(b, set, ep, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path+"."+set.goName))
+			if b, err = appendElem(b, mf, ep, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path+"."+mf.goName))
 			}
 		case opPacked:
 			if h := (*sliceHeader)(fp); h.len > 0 {
@@ -337,6 +373,25 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 		b = append(b, *(*[]byte)(unsafe.Add(p, m.unknown))...)
 	}
 	return b, nil
+}
+
+// oneofScan returns how many of the pointers at offsets from sb are set,
+// and the index of the last one set. It has no branch per member: which
+// member is set varies from value to value, so such a branch mispredicts
+// often, and as a call of its own the loop keeps its variables in registers
+// (in appendMessage's loop they lived on the stack).
+//
+//go:noinline
+func oneofScan(sb unsafe.Pointer, offsets []uintptr) (k, set int) {
+	for j, off := range offsets {
+		nz := 0
+		if *(*unsafe.Pointer)(unsafe.Add(sb, off)) != nil {
+			nz = 1
+		}
+		k = nz*j + (1-nz)*k
+		set += nz
+	}
+	return k, set
 }
 
 // oneofConflict is the error of a oneof group with several members set in

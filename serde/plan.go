@@ -75,6 +75,9 @@ type message struct {
 type oneof struct {
 	name    string   // the proto name of the group
 	members []*field // in number order
+	// offsets are the members' offsets, in the order of members: the
+	// encoder scans them for the member set without touching each field.
+	offsets []uintptr
 }
 
 // clearOthers sets every member of g but f to nil in the struct at p: a
@@ -97,7 +100,7 @@ type encOp struct {
 	op       op
 	tag1     byte   // the key when it is one byte long (numbers 1..15), else 0
 	level    uint8  // inlining depth, added to the nesting depth of calls made here
-	jump     int32  // opLoop: index of its opLoopEnd; opLoopEnd: index of its opLoop
+	jump     int32  // opLoop: index of its opLoopEnd; opLoopEnd: index of its opLoop; opPtr: index past its opPtrEnd
 	unkn     int    // opEnd, opLoopEnd: offset of the inlined struct's Unknown field, or -1
 	path     string // Go path of the field below the program's struct, for errors
 }
@@ -140,6 +143,19 @@ func appendProg(prog []encOp, m *message, base uintptr, level uint8, path string
 				unkn = int(base+f.offset) + f.msg.unknown
 			}
 			prog = append(prog, encOp{f: f, op: opEnd, level: level, unkn: unkn, path: fpath})
+		case f.op == opPointer && f.kind == kMessage && level < maxInline && !slices.Contains(chain, f.msg):
+			// A *struct: its ops run at offsets from the target between
+			// opPtr, which skips to past opPtrEnd when the pointer is nil,
+			// and opPtrEnd.
+			ptr := len(prog)
+			prog = append(prog, encOp{f: f, offset: base + f.offset, op: opPtr, level: level, path: fpath})
+			prog = appendProg(prog, f.msg, 0, level+1, fpath, append(chain[:len(chain):len(chain)], f.msg))
+			unkn := -1
+			if f.msg.hasUnkwn {
+				unkn = f.msg.unknown
+			}
+			prog[ptr].jump = int32(len(prog) + 1)
+			prog = append(prog, encOp{f: f, op: opPtrEnd, level: level, unkn: unkn, path: fpath})
 		case f.op == opRepeated && f.kind == kMessage && !f.elemPtr && level < maxInline && !slices.Contains(chain, f.msg):
 			// A repeated struct held by value: the element's ops run in a
 			// loop between opLoop and opLoopEnd, at offsets from the
@@ -226,6 +242,8 @@ const (
 	opLoop    // start of an inlined repeated struct: the first element's key
 	opLoopEnd // end of one element: fix its length, go on with the next
 	opInt32   // singular int32 held in 4 bytes (program only)
+	opPtr     // start of an inlined *struct: skip it if nil, else key and a length placeholder
+	opPtrEnd  // end of an inlined *struct: fix the length, back to the struct holding the pointer
 	// opOneof is a member of a oneof (a pointer) in field.op, and the whole
 	// group in a program: the member that is set, after all other fields.
 	opOneof
