@@ -185,6 +185,51 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 				b = appendTag(b, o.f)
 				b = appendVarint(b, v)
 			}
+		case opUint32:
+			v := uint64(*(*uint32)(fp))
+			if v == 0 {
+				continue
+			}
+			if o.tag1 != 0 && v < 0x80 {
+				b = append(b, o.tag1, byte(v))
+			} else {
+				b = appendTag(b, o.f)
+				b = appendVarint(b, v)
+			}
+		case opFixed64:
+			v := *(*uint64)(fp)
+			if v == 0 {
+				continue
+			}
+			if o.tag1 != 0 {
+				b = append(b, o.tag1)
+			} else {
+				b = appendTag(b, o.f)
+			}
+			b = binary.LittleEndian.AppendUint64(b, v)
+		case opFixed32:
+			v := *(*uint32)(fp)
+			if v == 0 {
+				continue
+			}
+			if o.tag1 != 0 {
+				b = append(b, o.tag1)
+			} else {
+				b = appendTag(b, o.f)
+			}
+			b = binary.LittleEndian.AppendUint32(b, v)
+		case opBytes:
+			v := *(*[]byte)(fp)
+			if len(v) == 0 {
+				continue
+			}
+			if o.tag1 != 0 && len(v) < 0x80 {
+				b = append(b, o.tag1, byte(len(v)))
+			} else {
+				b = appendTag(b, o.f)
+				b = appendVarint(b, uint64(len(v)))
+			}
+			b = append(b, v...)
 		case opBegin:
 			if o.tag1 != 0 {
 				b = append(b, o.tag1, 0)

@@ -171,8 +171,19 @@ func appendProg(prog []encOp, m *message, base uintptr, level uint8, path string
 			prog = append(prog, encOp{f: f, op: opLoopEnd, level: level, unkn: unkn, elemSize: f.elemSize, jump: int32(loop), path: fpath})
 		default:
 			o := encOp{f: f, offset: base + f.offset, op: f.op, level: level, path: fpath}
-			if o.op == opScalar && f.kind == kInt32 && f.size == 4 {
-				o.op = opInt32
+			if o.op == opScalar {
+				switch {
+				case f.kind == kInt32 && f.size == 4:
+					o.op = opInt32
+				case f.kind == kUint32 && f.size == 4:
+					o.op = opUint32
+				case (f.kind == kFixed64 || f.kind == kSfixed64) && f.size == 8 || f.kind == kDouble:
+					o.op = opFixed64
+				case (f.kind == kFixed32 || f.kind == kSfixed32) && f.size == 4 || f.kind == kFloat:
+					o.op = opFixed32
+				case f.kind == kBytes:
+					o.op = opBytes
+				}
 			}
 			prog = append(prog, o)
 		}
@@ -244,6 +255,13 @@ const (
 	opInt32   // singular int32 held in 4 bytes (program only)
 	opPtr     // start of an inlined *struct: skip it if nil, else key and a length placeholder
 	opPtrEnd  // end of an inlined *struct: fix the length, back to the struct holding the pointer
+	// Singular scalars the program writes without calls (program only):
+	// uint32 held in 4 bytes, fixed64/sfixed64/double and
+	// fixed32/sfixed32/float held in their width, bytes.
+	opUint32
+	opFixed64
+	opFixed32
+	opBytes
 	// opOneof is a member of a oneof (a pointer) in field.op, and the whole
 	// group in a program: the member that is set, after all other fields.
 	opOneof
