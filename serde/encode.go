@@ -370,8 +370,17 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 			if mf.kind == kString && mf.tagLen == 1 {
 				// The commonest member (AnyValue's string_value), without
 				// the call.
-				if s := *(*string)(ep); len(s) < 0x80 && asciiString(s) {
-					b = append(b, mf.tag[0], byte(len(s)))
+				s := *(*string)(ep)
+				if n := len(s); n > 0 && n <= 32 && cap(b)-len(b) >= 34 {
+					k := len(b)
+					b = b[:k+2+n]
+					if copyShort(b[k+2:], unsafe.Slice(unsafe.StringData(s), n)) {
+						b[k], b[k+1] = mf.tag[0], byte(n)
+						continue
+					}
+					b = b[:k] // not ASCII: validated below
+				} else if n < 0x80 && asciiString(s) {
+					b = append(b, mf.tag[0], byte(n))
 					b = append(b, s...)
 					continue
 				}
