@@ -198,15 +198,18 @@ func oneofMember(f *field, path, group string) error {
 // index builds the number lookup tables.
 func (m *message) index() {
 	m.fast = [128]*field{}
-	m.allBits, m.sliceBits = 0, 0
+	m.allBits, m.sliceBits, m.ptrBits = 0, 0, 0
 	for i := range m.fields {
 		f := &m.fields[i]
 		f.bit = 0
 		if i < 64 {
 			f.bit = 1 << uint(i)
 			m.allBits |= f.bit
-			if f.card == cSlice {
+			switch f.card {
+			case cSlice:
 				m.sliceBits |= f.bit
+			case cPointer:
+				m.ptrBits |= f.bit
 			}
 		}
 		if f.num >= 16 {

@@ -350,6 +350,14 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		for todo := m.allBits&^seen | seen&m.sliceBits; todo != 0; todo &= todo - 1 {
 			f := &m.fields[bits.TrailingZeros64(todo)]
 			if seen&f.bit == 0 {
+				if f.bit&m.ptrBits != 0 {
+					// Stored only when set: a pointer store has a
+					// write barrier, and fresh values hold nil.
+					if pp := (*unsafe.Pointer)(unsafe.Add(p, f.offset)); *pp != nil {
+						*pp = nil
+					}
+					continue
+				}
 				resetField(f, unsafe.Add(p, f.offset))
 			} else if h := (*sliceHeader)(unsafe.Add(p, f.offset)); h.len == 0 {
 				*h = sliceHeader{}

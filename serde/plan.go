@@ -59,6 +59,9 @@ type message struct {
 	// those of them that are repeated: the decoder resets the fields whose
 	// bits it did not see, and checks seen repeated fields for empty runs.
 	allBits, sliceBits uint64
+	// ptrBits are the pointer fields among the first 64, which the decoder
+	// resets inline: a fresh AnyValue leaves seven of its eight unseen.
+	ptrBits uint64
 	// fast maps a one-byte key (numbers 1..15) with the field's expected
 	// wire type to the field, so the decoder skips key parsing and checks.
 	fast [128]*field
