@@ -35,3 +35,16 @@ for op in ['Encode', 'DecodeFresh', 'DecodeReuse', 'OTLPEncode', 'OTLPDecodeFres
         if enc:
             row += f" {r['bytes']:.0f} |"
         print(row)
+
+# Paired benchmarks (benchPaired): per round the median of per-call ratios;
+# here the median over rounds, with the range.
+paired = [n for n in d if 'Paired/' in n]
+if paired:
+    print("\n### Paired (sides timed call by call)\n")
+    print("| benchmark | eddy ns | vtprotobuf ns | eddy / vtprotobuf (median, range) | protobuf / vtprotobuf | rounds |")
+    print("|---|---|---|---|---|---|")
+    for n in sorted(paired):
+        r = d[n]['eddy/vtprotobuf']
+        print(f"| {n} | {med[n]['eddy-ns']:.0f} | {med[n]['vtprotobuf-ns']:.0f} | "
+              f"{statistics.median(r):.3f}x ({min(r):.3f}-{max(r):.3f}) | "
+              f"{med[n]['protobuf/vtprotobuf']:.2f}x | {len(r)} |")
