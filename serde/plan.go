@@ -1,6 +1,7 @@
 package serde
 
 import (
+	"encoding/binary"
 	"reflect"
 	"slices"
 	"unsafe"
@@ -218,6 +219,7 @@ type field struct {
 	bit          uint64  // 1 << idx for the first 64 fields, else 0
 	tag          [5]byte // the encoded key (number << 3 | wire type)
 	packedTag    [5]byte // the key of a packed repeated scalar (wire type 2)
+	tagWord      uint64  // tag[:tagLen] as a little-endian word, for one 8-byte store
 	num          uint32
 	idx          int // position in message.fields
 
@@ -320,6 +322,9 @@ func (f *field) setTag() {
 	f.setOp()
 	t := appendVarint(nil, uint64(f.num)<<3|uint64(f.wt))
 	f.tagLen = uint8(copy(f.tag[:], t))
+	var w [8]byte
+	copy(w[:], t)
+	f.tagWord = binary.LittleEndian.Uint64(w[:])
 	p := appendVarint(nil, uint64(f.num)<<3|wireBytes)
 	f.packedTagLen = uint8(copy(f.packedTag[:], p))
 }
