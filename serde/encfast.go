@@ -265,9 +265,11 @@ loop:
 				}
 				ctag, csrc, cn = mf.tag[0], unsafe.SliceData(v), len(v)
 			case mf.kind == kInt64 && mf.size == 8, mf.kind == kBool:
-				v := *(*uint64)(ep)
+				var v uint64
 				if mf.kind == kBool {
 					v = uint64(*(*uint8)(ep))
+				} else {
+					v = *(*uint64)(ep)
 				}
 				w := len(b)
 				b = b[:w+11]

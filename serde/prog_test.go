@@ -157,3 +157,44 @@ func TestProgPointers(t *testing.T) {
 		}
 	}
 }
+
+type progOneofKinds struct {
+	B *bool    `proto:"1,oneof=v"`
+	I *int64   `proto:"2,oneof=v"`
+	D *float64 `proto:"3,oneof=v"`
+	S *string  `proto:"4,oneof=v"`
+}
+
+// TestProgOneofNarrowMembers checks that the encoder reads a oneof member
+// with its own width: a *bool pointing into a struct whose next bytes are
+// set must still write 1, not the bytes around it.
+func TestProgOneofNarrowMembers(t *testing.T) {
+	c := serde.MustFor[progOneofKinds]()
+	var around struct {
+		B    bool
+		Rest [7]byte
+	}
+	around.B = true
+	around.Rest = [7]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	b, err := c.Append(nil, &progOneofKinds{B: &around.B})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{0x08, 0x01}; string(b) != string(want) {
+		t.Fatalf("bool member: got %x, want %x", b, want)
+	}
+	i, d, s := int64(-1), 2.5, ""
+	for _, tc := range []struct {
+		v    progOneofKinds
+		want []byte
+	}{
+		{progOneofKinds{I: &i}, []byte{0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+		{progOneofKinds{D: &d}, []byte{0x19, 0, 0, 0, 0, 0, 0, 0x04, 0x40}},
+		{progOneofKinds{S: &s}, []byte{0x22, 0x00}},
+	} {
+		b, err := c.Append(nil, &tc.v)
+		if err != nil || string(b) != string(tc.want) {
+			t.Errorf("got %x (%v), want %x", b, err, tc.want)
+		}
+	}
+}
