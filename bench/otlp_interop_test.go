@@ -71,6 +71,12 @@ func checkOTLPInterop[T any](t *testing.T, seed uint64, newPB func() proto.Messa
 			t.Fatalf("value %d: serde Append bytes differ from deterministic proto.Marshal: %s\nmessage: %v",
 				i, diffBytes(got, pbBytes), prototext.Format(want))
 		}
+		// Into a buffer with room, the encoder takes its fast path from
+		// the first op; it must write the same.
+		roomy, err := codec.Append(make([]byte, 0, 2*len(pbBytes)+64), &v)
+		if err != nil || !bytes.Equal(roomy, pbBytes) {
+			t.Fatalf("value %d: serde Append into a buffer with room (err %v): %s", i, err, diffBytes(roomy, pbBytes))
+		}
 		if n := codec.Size(&v); n != len(got) {
 			t.Fatalf("value %d: serde Size = %d, Append wrote %d bytes", i, n, len(got))
 		}
