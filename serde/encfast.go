@@ -21,9 +21,11 @@ type encState struct {
 	needFix, fixed bool
 }
 
-// fastRoom is the free capacity appendFast keeps before each op: the most
-// one op writes, a key written as an 8-byte word, a 10-byte varint, or a
-// key, a length and a 32-byte string.
+// fastRoom is the free capacity appendMessage wants before it hands the
+// program to appendFast: a key stored as an 8-byte word and a 10-byte
+// varint. appendFast stops when fewer than fastRoom+2+32 bytes are free,
+// room for the most one of its ops writes (a short string: 34 bytes) with a
+// margin that measured faster than the exact bound.
 const fastRoom = 8 + 10
 
 // appendFast runs the program from st.i for as long as each op is a common
