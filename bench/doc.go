@@ -1,7 +1,9 @@
 // Package bench compares eddy's serde with golang/protobuf-generated code,
-// vtprotobuf and encoding/json on the same sample order event, and checks that
-// serde's bytes interoperate with the generated code. It is a separate module
-// so that those libraries stay out of the main module's dependencies.
+// vtprotobuf and encoding/json on the same sample order event and on an
+// OpenTelemetry trace request, and checks that serde's bytes interoperate
+// with the generated code, OTLP's own (go.opentelemetry.io/proto/otlp)
+// included. It is a separate module so that those libraries stay out of the
+// main module's dependencies.
 package bench
 
 import (

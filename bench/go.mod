@@ -9,3 +9,5 @@ require (
 	github.com/planetscale/vtprotobuf v0.6.0
 	google.golang.org/protobuf v1.36.12
 )
+
+require go.opentelemetry.io/proto/otlp v1.11.1

@@ -19,10 +19,10 @@ for line in sys.stdin:
     for v, u in re.findall(r'([\d.]+) (\S+)', m.group(3)):
         d[m.group(1)][u].append(float(v))
 med = {n: {k: statistics.median(x) for k, x in v.items()} for n, v in d.items()}
-for op in ['Encode', 'DecodeFresh', 'DecodeReuse']:
+for op in ['Encode', 'DecodeFresh', 'DecodeReuse', 'OTLPEncode', 'OTLPDecodeFresh', 'OTLPDecodeReuse']:
     if f'{op}/vtprotobuf' not in med:
         continue
-    enc = op == 'Encode'
+    enc = op.endswith('Encode')
     print(f"\n### {op}\n")
     print("| library | ns/op | vs vtprotobuf | vs protobuf-go | B/op | allocs/op |" + (" bytes |" if enc else ""))
     print("|---|---|---|---|---|---|" + ("---|" if enc else ""))
@@ -35,3 +35,16 @@ for op in ['Encode', 'DecodeFresh', 'DecodeReuse']:
         if enc:
             row += f" {r['bytes']:.0f} |"
         print(row)
+
+# Paired benchmarks (benchPaired): per round the median of per-call ratios;
+# here the median over rounds, with the range.
+paired = [n for n in d if 'Paired/' in n]
+if paired:
+    print("\n### Paired (sides timed call by call)\n")
+    print("| benchmark | eddy ns | vtprotobuf ns | eddy / vtprotobuf (median, range) | protobuf / vtprotobuf | rounds |")
+    print("|---|---|---|---|---|---|")
+    for n in sorted(paired):
+        r = d[n]['eddy/vtprotobuf']
+        print(f"| {n} | {med[n]['eddy-ns']:.0f} | {med[n]['vtprotobuf-ns']:.0f} | "
+              f"{statistics.median(r):.3f}x ({min(r):.3f}-{max(r):.3f}) | "
+              f"{med[n]['protobuf/vtprotobuf']:.2f}x | {len(r)} |")

@@ -176,6 +176,7 @@ func (c *compiler) message(t reflect.Type) (*message, error) {
 		if f.oneof != nil {
 			f.op = opOneof
 			f.oneof.members = append(f.oneof.members, f)
+			f.oneof.offsets = append(f.oneof.offsets, f.offset)
 		}
 	}
 	m.index()
@@ -197,15 +198,18 @@ func oneofMember(f *field, path, group string) error {
 // index builds the number lookup tables.
 func (m *message) index() {
 	m.fast = [128]*field{}
-	m.allBits, m.sliceBits = 0, 0
+	m.allBits, m.sliceBits, m.ptrBits = 0, 0, 0
 	for i := range m.fields {
 		f := &m.fields[i]
 		f.bit = 0
 		if i < 64 {
 			f.bit = 1 << uint(i)
 			m.allBits |= f.bit
-			if f.card == cSlice {
+			switch f.card {
+			case cSlice:
 				m.sliceBits |= f.bit
+			case cPointer:
+				m.ptrBits |= f.bit
 			}
 		}
 		if f.num >= 16 {
@@ -291,6 +295,10 @@ func (c *compiler) fieldType(f *field, t reflect.Type, opts tagOptions, path str
 		f.card = cSingular
 	}
 	f.elemType = t
+	if f.card == cPointer || f.elemPtr {
+		f.slot = nextChunkSlot.Add(1)
+		f.sliceType = reflect.SliceOf(t)
+	}
 	if err := c.elemKind(f, t, opts, path); err != nil {
 		return err
 	}

@@ -91,6 +91,10 @@ type decoder struct {
 	// entry is a zeroed map entry temporary of the registered map code
 	// entryOf (see registeredMap.decode), kept with the pooled decoder.
 	entry, entryOf unsafe.Pointer
+	// chunks hold the pointer targets allocated in batches (alloc.go);
+	// usedSlots has a bit per slot used by this decode.
+	chunks    [chunkSlots]chunk
+	usedSlots uint16
 }
 
 // decoderPool recycles decoders: map and custom-codec hooks are called
@@ -99,9 +103,10 @@ var decoderPool = sync.Pool{New: func() any { return new(decoder) }}
 
 func decodeTop(src []byte, m *message, p unsafe.Pointer) error {
 	d := decoderPool.Get().(*decoder)
-	*d = decoder{src: src, seenExt: d.seenExt[:0], entry: d.entry, entryOf: d.entryOf}
+	d.src = src
 	err := d.decodeMessage(m, p, 0, len(src), 0, false)
-	*d = decoder{seenExt: d.seenExt[:0], entry: d.entry, entryOf: d.entryOf}
+	d.src, d.arena, d.arenaBase, d.seenExt = nil, nil, 0, d.seenExt[:0]
+	d.dropChunks()
 	decoderPool.Put(d)
 	if err != nil {
 		return finishDecode(err, m)
@@ -286,7 +291,7 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 			}
 			pp := (*unsafe.Pointer)(fp)
 			if *pp == nil {
-				*pp = reflect.New(f.elemType).UnsafePointer()
+				*pp = d.newElem(f)
 			}
 			i, err = d.decodeElem(f, *pp, i, end, depth, !first)
 		case opRepeated, opPacked:
@@ -345,6 +350,14 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		for todo := m.allBits&^seen | seen&m.sliceBits; todo != 0; todo &= todo - 1 {
 			f := &m.fields[bits.TrailingZeros64(todo)]
 			if seen&f.bit == 0 {
+				if f.bit&m.ptrBits != 0 {
+					// Stored only when set: a pointer store has a
+					// write barrier, and fresh values hold nil.
+					if pp := (*unsafe.Pointer)(unsafe.Add(p, f.offset)); *pp != nil {
+						*pp = nil
+					}
+					continue
+				}
 				resetField(f, unsafe.Add(p, f.offset))
 			} else if h := (*sliceHeader)(unsafe.Add(p, f.offset)); h.len == 0 {
 				*h = sliceHeader{}
@@ -380,7 +393,7 @@ func (d *decoder) decodeOneof(f *field, p unsafe.Pointer, i, end, depth int, mer
 	f.oneof.clearOthers(f, p)
 	pp := (*unsafe.Pointer)(unsafe.Add(p, f.offset))
 	if *pp == nil {
-		*pp = reflect.New(f.elemType).UnsafePointer()
+		*pp = d.newElem(f)
 	}
 	return d.decodeElem(f, *pp, i, end, depth, merge)
 }
@@ -718,7 +731,7 @@ func (d *decoder) decodeRepeated(f *field, fp unsafe.Pointer, wt uint8, i, end, 
 	if f.elemPtr {
 		pp := (*unsafe.Pointer)(ep)
 		if *pp == nil {
-			*pp = reflect.New(f.elemType).UnsafePointer()
+			*pp = d.newElem(f)
 		}
 		ep = *pp
 	}

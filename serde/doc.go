@@ -63,7 +63,9 @@
 //
 // Decode resets the destination and reuses its memory: slice capacity, maps
 // and the targets of pointers. All string data of one Decode call comes from a
-// single allocation, a private copy of the input that the strings share.
+// single allocation, a private copy of the input that the strings share;
+// the pointer targets it allocates come in chunks of up to 64 of one type,
+// so a pointer kept from a decoded value keeps its chunk alive.
 // Decode never panics on bad input; its errors name the field path and the
 // byte offset. It follows protobuf-go's rules where they differ from a
 // strict reading: a known field that arrives with another wire type is an

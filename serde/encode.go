@@ -3,6 +3,7 @@ package serde
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -79,12 +80,23 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 		return b, &encodeErr{reason: fmt.Sprintf("nesting deeper than %d (a cycle through pointers?)", maxDepth)}
 	}
 	var err error
-	var starts [maxInline]int
-	var loops [maxInline]loopFrame
-	sp, lp := 0, 0
+	var st encState
 	base := p
 	prog := m.prog
 	for i := 0; i < len(prog); i++ {
+		if cap(b)-len(b) >= fastRoom {
+			// The common cases run in appendFast's loop; this one does
+			// the op it stopped at.
+			st.i, st.base = i, base
+			for b = appendFast(b, prog, &st); st.needFix; b = appendFast(b, prog, &st) {
+				b = fixLength(b, st.starts[(st.sp-1)&(maxInline-1)])
+				b = slices.Grow(b, fastRoom+2+32)
+				st.fixed = true
+			}
+			if i, base = st.i, st.base; i >= len(prog) {
+				break
+			}
+		}
 		o := &prog[i]
 		fp := unsafe.Add(base, o.offset)
 		switch o.op {
@@ -94,54 +106,8 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 			if n == 0 {
 				continue
 			}
-			if n <= 32 && o.tag1 != 0 && cap(b)-len(b) >= 34 {
-				// A short string: key, length and bytes written in place
-				// with word moves, the words ORed for the ASCII test, so
-				// neither memmove nor a validation loop is called.
-				// This is copyShort written out: calling it measured 8-10 %
-				// slower on BenchmarkAppendOrder (the call spills the
-				// loop's registers), so the copy stays inline here.
-				k := len(b)
-				b = b[:k+2+n]
-				b[k] = o.tag1
-				b[k+1] = byte(n)
-				src, dst := unsafe.Slice(unsafe.StringData(s), n), b[k+2:]
-				var acc uint64
-				switch {
-				case n >= 16:
-					w0 := binary.LittleEndian.Uint64(src)
-					w1 := binary.LittleEndian.Uint64(src[8:])
-					w2 := binary.LittleEndian.Uint64(src[n-16:])
-					w3 := binary.LittleEndian.Uint64(src[n-8:])
-					binary.LittleEndian.PutUint64(dst[n-16:], w2)
-					binary.LittleEndian.PutUint64(dst[n-8:], w3)
-					binary.LittleEndian.PutUint64(dst, w0)
-					binary.LittleEndian.PutUint64(dst[8:], w1)
-					acc = w0 | w1 | w2 | w3
-				case n >= 8:
-					w0 := binary.LittleEndian.Uint64(src)
-					w1 := binary.LittleEndian.Uint64(src[n-8:])
-					binary.LittleEndian.PutUint64(dst[n-8:], w1)
-					binary.LittleEndian.PutUint64(dst, w0)
-					acc = w0 | w1
-				case n >= 4:
-					w0 := binary.LittleEndian.Uint32(src)
-					w1 := binary.LittleEndian.Uint32(src[n-4:])
-					binary.LittleEndian.PutUint32(dst[n-4:], w1)
-					binary.LittleEndian.PutUint32(dst, w0)
-					acc = uint64(w0 | w1)
-				default:
-					c0, c1, c2 := src[0], src[n/2], src[n-1]
-					dst[n-1], dst[n/2], dst[0] = c2, c1, c0
-					acc = uint64(c0 | c1 | c2)
-				}
-				if acc&0x8080808080808080 != 0 && !utf8.ValidString(s) {
-					return b[:k], &encodeErr{segs: []string{progPath(prog, loops[:lp&(maxInline-1)], o.path)}, reason: "invalid UTF-8 in a string field (use []byte for binary data)"}
-				}
-				continue
-			}
 			if !validString(s) {
-				return b, &encodeErr{segs: []string{progPath(prog, loops[:lp&(maxInline-1)], o.path)}, reason: "invalid UTF-8 in a string field (use []byte for binary data)"}
+				return b, &encodeErr{segs: []string{progPath(prog, st.loops[:st.lp&(maxInline-1)], o.path)}, reason: "invalid UTF-8 in a string field (use []byte for binary data)"}
 			}
 			if o.tag1 != 0 && n < 0x80 {
 				b = append(b, o.tag1, byte(n))
@@ -184,6 +150,51 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 				b = appendTag(b, o.f)
 				b = appendVarint(b, v)
 			}
+		case opUint32:
+			v := uint64(*(*uint32)(fp))
+			if v == 0 {
+				continue
+			}
+			if o.tag1 != 0 && v < 0x80 {
+				b = append(b, o.tag1, byte(v))
+			} else {
+				b = appendTag(b, o.f)
+				b = appendVarint(b, v)
+			}
+		case opFixed64:
+			v := *(*uint64)(fp)
+			if v == 0 {
+				continue
+			}
+			if o.tag1 != 0 {
+				b = append(b, o.tag1)
+			} else {
+				b = appendTag(b, o.f)
+			}
+			b = binary.LittleEndian.AppendUint64(b, v)
+		case opFixed32:
+			v := *(*uint32)(fp)
+			if v == 0 {
+				continue
+			}
+			if o.tag1 != 0 {
+				b = append(b, o.tag1)
+			} else {
+				b = appendTag(b, o.f)
+			}
+			b = binary.LittleEndian.AppendUint32(b, v)
+		case opBytes:
+			v := *(*[]byte)(fp)
+			if len(v) == 0 {
+				continue
+			}
+			if o.tag1 != 0 && len(v) < 0x80 {
+				b = append(b, o.tag1, byte(len(v)))
+			} else {
+				b = appendTag(b, o.f)
+				b = appendVarint(b, uint64(len(v)))
+			}
+			b = append(b, v...)
 		case opBegin:
 			if o.tag1 != 0 {
 				b = append(b, o.tag1, 0)
@@ -191,17 +202,17 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 				b = appendTag(b, o.f)
 				b = append(b, 0)
 			}
-			starts[sp&(maxInline-1)] = len(b)
-			sp++
+			st.starts[st.sp&(maxInline-1)] = len(b)
+			st.sp++
 		case opEnd:
-			sp--
+			st.sp--
 			if o.unkn >= 0 {
 				b = append(b, *(*[]byte)(unsafe.Add(base, o.unkn))...)
 			}
-			if st := starts[sp&(maxInline-1)]; len(b)-st < 0x80 && st > 0 {
-				b[st-1] = byte(len(b) - st)
+			if s0 := st.starts[st.sp&(maxInline-1)]; len(b)-s0 < 0x80 && s0 > 0 {
+				b[s0-1] = byte(len(b) - s0)
 			} else {
-				b = fixLength(b, st)
+				b = fixLength(b, s0)
 			}
 		case opLoop:
 			h := (*sliceHeader)(fp)
@@ -209,8 +220,8 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 				i = int(o.jump) // past the opLoopEnd
 				continue
 			}
-			loops[lp&(maxInline-1)] = loopFrame{base: base, left: h.len - 1, op: i}
-			lp++
+			st.loops[st.lp&(maxInline-1)] = loopFrame{base: base, left: h.len - 1, op: i}
+			st.lp++
 			base = h.data
 			if o.tag1 != 0 {
 				b = append(b, o.tag1, 0)
@@ -218,18 +229,18 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 				b = appendTag(b, o.f)
 				b = append(b, 0)
 			}
-			starts[sp&(maxInline-1)] = len(b)
-			sp++
+			st.starts[st.sp&(maxInline-1)] = len(b)
+			st.sp++
 		case opLoopEnd:
 			if o.unkn >= 0 {
 				b = append(b, *(*[]byte)(unsafe.Add(base, o.unkn))...)
 			}
-			if st := starts[(sp-1)&(maxInline-1)]; len(b)-st < 0x80 && st > 0 {
-				b[st-1] = byte(len(b) - st)
+			if s0 := st.starts[(st.sp-1)&(maxInline-1)]; len(b)-s0 < 0x80 && s0 > 0 {
+				b[s0-1] = byte(len(b) - s0)
 			} else {
-				b = fixLength(b, st)
+				b = fixLength(b, s0)
 			}
-			fr := &loops[(lp-1)&(maxInline-1)]
+			fr := &st.loops[(st.lp-1)&(maxInline-1)]
 			if fr.left > 0 {
 				fr.left--
 				fr.j++
@@ -240,17 +251,46 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 					b = appendTag(b, o.f)
 					b = append(b, 0)
 				}
-				starts[(sp-1)&(maxInline-1)] = len(b)
+				st.starts[(st.sp-1)&(maxInline-1)] = len(b)
 				i = int(o.jump) // to the first op of the element
 				continue
 			}
-			sp--
+			st.sp--
 			base = fr.base
-			lp--
+			st.lp--
+		case opPtr:
+			q := *(*unsafe.Pointer)(fp)
+			if q == nil {
+				i = int(o.jump) - 1 // past the opPtrEnd
+				continue
+			}
+			st.ptrs[st.pp&(maxInline-1)] = base
+			st.pp++
+			base = q
+			if o.tag1 != 0 {
+				b = append(b, o.tag1, 0)
+			} else {
+				b = appendTag(b, o.f)
+				b = append(b, 0)
+			}
+			st.starts[st.sp&(maxInline-1)] = len(b)
+			st.sp++
+		case opPtrEnd:
+			st.sp--
+			if o.unkn >= 0 {
+				b = append(b, *(*[]byte)(unsafe.Add(base, o.unkn))...)
+			}
+			if s0 := st.starts[st.sp&(maxInline-1)]; len(b)-s0 < 0x80 && s0 > 0 {
+				b[s0-1] = byte(len(b) - s0)
+			} else {
+				b = fixLength(b, s0)
+			}
+			st.pp--
+			base = st.ptrs[st.pp&(maxInline-1)]
 		case opMessage:
 			b = appendTag(b, o.f)
 			if b, err = appendNested(b, o.f.msg, fp, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path))
+				return b, wrapEncode(err, progPath(prog, st.loops[:st.lp&(maxInline-1)], o.path))
 			}
 		case opScalar:
 			f := o.f
@@ -264,11 +304,11 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 				continue
 			}
 			if b, err = appendElem(b, o.f, fp, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path))
+				return b, wrapEncode(err, progPath(prog, st.loops[:st.lp&(maxInline-1)], o.path))
 			}
 		case opCustom:
 			if b, err = appendElem(b, o.f, fp, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path))
+				return b, wrapEncode(err, progPath(prog, st.loops[:st.lp&(maxInline-1)], o.path))
 			}
 		case opPointer:
 			ep := *(*unsafe.Pointer)(fp)
@@ -276,27 +316,34 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 				continue
 			}
 			if b, err = appendElem(b, o.f, ep, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path))
+				return b, wrapEncode(err, progPath(prog, st.loops[:st.lp&(maxInline-1)], o.path))
 			}
 		case opOneof:
 			// fp is the group's first member; the others are at their
 			// offsets from the struct's base.
 			sb := unsafe.Add(fp, -int(o.f.offset))
-			var set *field
-			var ep unsafe.Pointer
-			for _, mf := range o.f.oneof.members {
-				if q := *(*unsafe.Pointer)(unsafe.Add(sb, mf.offset)); q != nil {
-					if set != nil {
-						return b, oneofConflict(prog, loops[:lp&(maxInline-1)], o, sb)
-					}
-					set, ep = mf, q
+			g := o.f.oneof
+			k, set := oneofScan(sb, g.offsets)
+			if set != 1 {
+				if set == 0 {
+					continue
+				}
+				return b, oneofConflict(prog, st.loops[:st.lp&(maxInline-1)], o, sb)
+			}
+			mf := g.members[k]
+			ep := *(*unsafe.Pointer)(unsafe.Add(sb, g.offsets[k]))
+			if mf.kind == kString && mf.tagLen == 1 {
+				// The commonest member (AnyValue's string_value), without
+				// the call.
+				s := *(*string)(ep)
+				if n := len(s); n < 0x80 && asciiString(s) {
+					b = append(b, mf.tag[0], byte(n))
+					b = append(b, s...)
+					continue
 				}
 			}
-			if set == nil {
-				continue
-			}
-			if b, err = appendElem(b, set, ep, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path+"."+set.goName))
+			if b, err = appendElem(b, mf, ep, depth+int(o.level)); err != nil {
+				return b, wrapEncode(err, progPath(prog, st.loops[:st.lp&(maxInline-1)], o.path+"."+mf.goName))
 			}
 		case opPacked:
 			if h := (*sliceHeader)(fp); h.len > 0 {
@@ -324,12 +371,12 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 					b, err = appendElem(b, f, ep, depth+int(o.level))
 				}
 				if err != nil {
-					return b, wrapEncode(err, fmt.Sprintf("%s[%d]", progPath(prog, loops[:lp&(maxInline-1)], o.path), j))
+					return b, wrapEncode(err, fmt.Sprintf("%s[%d]", progPath(prog, st.loops[:st.lp&(maxInline-1)], o.path), j))
 				}
 			}
 		case opMap:
 			if b, err = o.f.mapOps.append(b, o.f, fp, depth+int(o.level)); err != nil {
-				return b, wrapEncode(err, progPath(prog, loops[:lp&(maxInline-1)], o.path))
+				return b, wrapEncode(err, progPath(prog, st.loops[:st.lp&(maxInline-1)], o.path))
 			}
 		}
 	}
@@ -337,6 +384,25 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 		b = append(b, *(*[]byte)(unsafe.Add(p, m.unknown))...)
 	}
 	return b, nil
+}
+
+// oneofScan returns how many of the pointers at offsets from sb are set,
+// and the index of the last one set. It has no branch per member: which
+// member is set varies from value to value, so such a branch mispredicts
+// often, and as a call of its own the loop keeps its variables in registers
+// (in appendMessage's loop they lived on the stack).
+//
+//go:noinline
+func oneofScan(sb unsafe.Pointer, offsets []uintptr) (k, set int) {
+	for j, off := range offsets {
+		nz := 0
+		if *(*unsafe.Pointer)(unsafe.Add(sb, off)) != nil {
+			nz = 1
+		}
+		k = nz*j + (1-nz)*k
+		set += nz
+	}
+	return k, set
 }
 
 // oneofConflict is the error of a oneof group with several members set in

@@ -1218,6 +1218,12 @@ func TestInteropSerdeToProto(t *testing.T) {
 			t.Errorf("value %d: Append overwrote dst: % x", i, got[:min(len(got), len(prefix))])
 		}
 		got = got[len(prefix):]
+		// Into a buffer with room, the encoder takes its fast path
+		// (appendFast) from the first op; it must write the same.
+		if roomy, err := codec.Append(make([]byte, 0, 2*len(want)+64), &v); err != nil || !bytes.Equal(roomy, got) {
+			t.Errorf("value %d: Append into a buffer with room differs (err %v):\n% x\n% x", i, err, roomy, got)
+			failures++
+		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("value %d: serde bytes differ from proto.Marshal (%d vs %d bytes):\n%s",
 				i, len(got), len(want), wireDiff("All", want, got, allDesc))

@@ -405,6 +405,12 @@ func TestOneofInteropSerdeToProto(t *testing.T) {
 				if err != nil {
 					t.Fatalf("value %d: Append: %v", i, err)
 				}
+				// Into a buffer with room, the encoder takes its fast
+				// path (appendFast) from the first op.
+				if roomy, err := codec.Append(make([]byte, 0, 2*len(want)+64), &v); err != nil || !bytes.Equal(roomy, got) {
+					t.Errorf("value %d: Append into a buffer with room differs (err %v)", i, err)
+					failures++
+				}
 				if !bytes.Equal(got, want) {
 					t.Errorf("value %d: serde bytes differ from proto.Marshal (%d vs %d bytes):\n%s",
 						i, len(got), len(want), wireDiff("OneofAll", want, got, p.ProtoReflect().Descriptor()))

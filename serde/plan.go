@@ -1,6 +1,7 @@
 package serde
 
 import (
+	"encoding/binary"
 	"reflect"
 	"slices"
 	"unsafe"
@@ -59,6 +60,9 @@ type message struct {
 	// those of them that are repeated: the decoder resets the fields whose
 	// bits it did not see, and checks seen repeated fields for empty runs.
 	allBits, sliceBits uint64
+	// ptrBits are the pointer fields among the first 64, which the decoder
+	// resets inline: a fresh AnyValue leaves seven of its eight unseen.
+	ptrBits uint64
 	// fast maps a one-byte key (numbers 1..15) with the field's expected
 	// wire type to the field, so the decoder skips key parsing and checks.
 	fast [128]*field
@@ -75,14 +79,19 @@ type message struct {
 type oneof struct {
 	name    string   // the proto name of the group
 	members []*field // in number order
+	// offsets are the members' offsets, in the order of members: the
+	// encoder scans them for the member set without touching each field.
+	offsets []uintptr
 }
 
 // clearOthers sets every member of g but f to nil in the struct at p: a
 // member read from the wire replaces the one read before, as in protobuf.
 func (g *oneof) clearOthers(f *field, p unsafe.Pointer) {
 	for _, o := range g.members {
-		if o != f {
-			*(*unsafe.Pointer)(unsafe.Add(p, o.offset)) = nil
+		// Stored only when set: a pointer store has a write barrier, and
+		// in a fresh value every member is nil.
+		if pp := (*unsafe.Pointer)(unsafe.Add(p, o.offset)); o != f && *pp != nil {
+			*pp = nil
 		}
 	}
 }
@@ -95,7 +104,7 @@ type encOp struct {
 	op       op
 	tag1     byte   // the key when it is one byte long (numbers 1..15), else 0
 	level    uint8  // inlining depth, added to the nesting depth of calls made here
-	jump     int32  // opLoop: index of its opLoopEnd; opLoopEnd: index of its opLoop
+	jump     int32  // opLoop: index of its opLoopEnd; opLoopEnd: index of its opLoop; opPtr: index past its opPtrEnd
 	unkn     int    // opEnd, opLoopEnd: offset of the inlined struct's Unknown field, or -1
 	path     string // Go path of the field below the program's struct, for errors
 }
@@ -138,6 +147,19 @@ func appendProg(prog []encOp, m *message, base uintptr, level uint8, path string
 				unkn = int(base+f.offset) + f.msg.unknown
 			}
 			prog = append(prog, encOp{f: f, op: opEnd, level: level, unkn: unkn, path: fpath})
+		case f.op == opPointer && f.kind == kMessage && level < maxInline && !slices.Contains(chain, f.msg):
+			// A *struct: its ops run at offsets from the target between
+			// opPtr, which skips to past opPtrEnd when the pointer is nil,
+			// and opPtrEnd.
+			ptr := len(prog)
+			prog = append(prog, encOp{f: f, offset: base + f.offset, op: opPtr, level: level, path: fpath})
+			prog = appendProg(prog, f.msg, 0, level+1, fpath, append(chain[:len(chain):len(chain)], f.msg))
+			unkn := -1
+			if f.msg.hasUnkwn {
+				unkn = f.msg.unknown
+			}
+			prog[ptr].jump = int32(len(prog) + 1)
+			prog = append(prog, encOp{f: f, op: opPtrEnd, level: level, unkn: unkn, path: fpath})
 		case f.op == opRepeated && f.kind == kMessage && !f.elemPtr && level < maxInline && !slices.Contains(chain, f.msg):
 			// A repeated struct held by value: the element's ops run in a
 			// loop between opLoop and opLoopEnd, at offsets from the
@@ -153,8 +175,19 @@ func appendProg(prog []encOp, m *message, base uintptr, level uint8, path string
 			prog = append(prog, encOp{f: f, op: opLoopEnd, level: level, unkn: unkn, elemSize: f.elemSize, jump: int32(loop), path: fpath})
 		default:
 			o := encOp{f: f, offset: base + f.offset, op: f.op, level: level, path: fpath}
-			if o.op == opScalar && f.kind == kInt32 && f.size == 4 {
-				o.op = opInt32
+			if o.op == opScalar {
+				switch {
+				case f.kind == kInt32 && f.size == 4:
+					o.op = opInt32
+				case f.kind == kUint32 && f.size == 4:
+					o.op = opUint32
+				case (f.kind == kFixed64 || f.kind == kSfixed64) && f.size == 8 || f.kind == kDouble:
+					o.op = opFixed64
+				case (f.kind == kFixed32 || f.kind == kSfixed32) && f.size == 4 || f.kind == kFloat:
+					o.op = opFixed32
+				case f.kind == kBytes:
+					o.op = opBytes
+				}
 			}
 			prog = append(prog, o)
 		}
@@ -186,6 +219,7 @@ type field struct {
 	bit          uint64  // 1 << idx for the first 64 fields, else 0
 	tag          [5]byte // the encoded key (number << 3 | wire type)
 	packedTag    [5]byte // the key of a packed repeated scalar (wire type 2)
+	tagWord      uint64  // tag[:tagLen] as a little-endian word, for one 8-byte store
 	num          uint32
 	idx          int // position in message.fields
 
@@ -198,6 +232,10 @@ type field struct {
 	mapVal    *field       // for cMap: the entry's value, at offset 0 of a V
 	mapOps    *mapOps      // for cMap
 	oneof     *oneof       // the group of a oneof member, else nil
+	// slot and sliceType serve Decode's chunked allocation of pointer
+	// targets (alloc.go): the chunk slot, and []elemType.
+	slot      uint32
+	sliceType reflect.Type
 }
 
 // op selects the encode loop's case for a field: card and kind folded into
@@ -220,6 +258,15 @@ const (
 	opLoop    // start of an inlined repeated struct: the first element's key
 	opLoopEnd // end of one element: fix its length, go on with the next
 	opInt32   // singular int32 held in 4 bytes (program only)
+	opPtr     // start of an inlined *struct: skip it if nil, else key and a length placeholder
+	opPtrEnd  // end of an inlined *struct: fix the length, back to the struct holding the pointer
+	// Singular scalars the program writes without calls (program only):
+	// uint32 held in 4 bytes, fixed64/sfixed64/double and
+	// fixed32/sfixed32/float held in their width, bytes.
+	opUint32
+	opFixed64
+	opFixed32
+	opBytes
 	// opOneof is a member of a oneof (a pointer) in field.op, and the whole
 	// group in a program: the member that is set, after all other fields.
 	opOneof
@@ -275,6 +322,9 @@ func (f *field) setTag() {
 	f.setOp()
 	t := appendVarint(nil, uint64(f.num)<<3|uint64(f.wt))
 	f.tagLen = uint8(copy(f.tag[:], t))
+	var w [8]byte
+	copy(w[:], t)
+	f.tagWord = binary.LittleEndian.Uint64(w[:])
 	p := appendVarint(nil, uint64(f.num)<<3|wireBytes)
 	f.packedTagLen = uint8(copy(f.packedTag[:], p))
 }

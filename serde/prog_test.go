@@ -86,3 +86,116 @@ func TestProgErrorPaths(t *testing.T) {
 		}
 	}
 }
+
+// Pointers to structs are inlined in the encode program too (opPtr).
+
+type progPtrLeaf struct {
+	S       string        `proto:"1"`
+	Next    *progPtrLeaf  `proto:"2"` // recursive: not inlined into itself
+	Unknown serde.Unknown `proto:"unknown"`
+}
+
+type progPtrElem struct {
+	P *progPtrLeaf `proto:"1"`
+	N int32        `proto:"2"`
+}
+
+type progPtrTop struct {
+	One   *progPtrLeaf  `proto:"1"`
+	Elems []progPtrElem `proto:"2"`
+	After string        `proto:"3"`
+}
+
+func TestProgPointers(t *testing.T) {
+	c := serde.MustFor[progPtrTop]()
+	long := strings.Repeat("p", 200)
+	v := progPtrTop{
+		One: &progPtrLeaf{S: "a", Next: &progPtrLeaf{S: long}, Unknown: serde.Unknown{0x50, 0x07}}, // field 10, varint 7
+		Elems: []progPtrElem{
+			{},
+			{P: &progPtrLeaf{}},
+			{P: &progPtrLeaf{S: long, Next: &progPtrLeaf{S: "b"}}, N: 3},
+			{N: -1},
+		},
+		After: "z",
+	}
+	b, err := c.Append(nil, &v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Size(&v); n != len(b) {
+		t.Fatalf("Size %d, Append wrote %d", n, len(b))
+	}
+	var got progPtrTop
+	if err := c.Decode(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, v) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, v)
+	}
+	// A nil pointer writes nothing; a pointer to a zero struct an empty
+	// message: the two elements differ by the two bytes of P's key and length.
+	e0, _ := c.Append(nil, &progPtrTop{Elems: v.Elems[:1]})
+	e1, _ := c.Append(nil, &progPtrTop{Elems: v.Elems[1:2]})
+	if len(e1) != len(e0)+2 {
+		t.Errorf("nil pointer element %x, empty struct element %x", e0, e1)
+	}
+
+	bad := []struct {
+		v    progPtrTop
+		path string
+	}{
+		{progPtrTop{One: &progPtrLeaf{S: "\xff"}}, "progPtrTop.One.S"},
+		{progPtrTop{One: &progPtrLeaf{Next: &progPtrLeaf{S: "\xff"}}}, "progPtrTop.One.Next.S"},
+		{progPtrTop{Elems: []progPtrElem{{}, {P: &progPtrLeaf{S: "ok"}}, {P: &progPtrLeaf{S: "bad\xc0"}}}}, "progPtrTop.Elems[2].P.S"},
+	}
+	for _, tc := range bad {
+		_, err := c.Append(nil, &tc.v)
+		var ee *serde.EncodeError
+		if err == nil || !asEncodeError(err, &ee) || ee.Path != tc.path {
+			t.Errorf("want EncodeError at %s, got %v", tc.path, err)
+		}
+	}
+}
+
+type progOneofKinds struct {
+	B *bool    `proto:"1,oneof=v"`
+	I *int64   `proto:"2,oneof=v"`
+	D *float64 `proto:"3,oneof=v"`
+	S *string  `proto:"4,oneof=v"`
+}
+
+// TestProgOneofNarrowMembers checks that the encoder reads a oneof member
+// with its own width: a *bool pointing into a struct whose next bytes are
+// set must still write 1, not the bytes around it.
+func TestProgOneofNarrowMembers(t *testing.T) {
+	c := serde.MustFor[progOneofKinds]()
+	var around struct {
+		B    bool
+		Rest [7]byte
+	}
+	around.B = true
+	around.Rest = [7]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	// With room in the buffer, as the encoder's fast loop needs.
+	b, err := c.Append(make([]byte, 0, 256), &progOneofKinds{B: &around.B})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{0x08, 0x01}; string(b) != string(want) {
+		t.Fatalf("bool member: got %x, want %x", b, want)
+	}
+	i, d, s := int64(-1), 2.5, ""
+	for _, tc := range []struct {
+		v    progOneofKinds
+		want []byte
+	}{
+		{progOneofKinds{I: &i}, []byte{0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+		{progOneofKinds{D: &d}, []byte{0x19, 0, 0, 0, 0, 0, 0, 0x04, 0x40}},
+		{progOneofKinds{S: &s}, []byte{0x22, 0x00}},
+	} {
+		b, err := c.Append(make([]byte, 0, 256), &tc.v)
+		if err != nil || string(b) != string(tc.want) {
+			t.Errorf("got %x (%v), want %x", b, err, tc.want)
+		}
+	}
+}
