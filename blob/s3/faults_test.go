@@ -89,3 +89,23 @@ func TestPutIfAbsentLostResponseUnreadable(t *testing.T) {
 		t.Fatalf("the caller's retry once reads work: %v, want success", err)
 	}
 }
+
+// The probe of New rides out a server that fails a few requests (503
+// SlowDown, 500): the first three requests of the open fail, with one SDK
+// attempt each, and the open still succeeds.
+func TestOpenProbeRetries(t *testing.T) {
+	srv := s3test.Versitygw(t)
+	srv.CreateBucket(t, "flaky")
+	failed := 0
+	p := s3test.NewFaultProxy(t, srv.Endpoint, s3test.FaultConfig{ErrorRate: 1, Filter: func(*http.Request) bool {
+		failed++
+		return failed <= 3
+	}})
+	s := srv.Via(p).Open(t, "flaky", "probe", blobs3.MaxAttempts(1))
+	if err := s.Put(context.Background(), "x", []byte("after the open")); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Errors != 3 {
+		t.Fatalf("proxy stats %+v, want the 3 injected errors", st)
+	}
+}

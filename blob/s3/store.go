@@ -128,8 +128,11 @@ const probeKey = ".eddy-probe-"
 // first checkpoint or prune. A failure becomes an error that says what
 // to fix.
 func (s *Store) probe(ctx context.Context) error {
-	_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
-		Bucket: aws.String(s.bucket), Prefix: aws.String(s.prefix), MaxKeys: aws.Int32(1),
+	err := probeRetry(ctx, func() error {
+		_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
+			Bucket: aws.String(s.bucket), Prefix: aws.String(s.prefix), MaxKeys: aws.Int32(1),
+		})
+		return err
 	})
 	if err != nil {
 		return s.probeError("ListObjectsV2", "s3:ListBucket", err)
@@ -138,22 +141,61 @@ func (s *Store) probe(ctx context.Context) error {
 		return nil
 	}
 	key := aws.String(s.prefix + probeKey + strconv.FormatInt(time.Now().UnixNano(), 36))
-	if _, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.bucket), Key: key, Body: bytes.NewReader([]byte("probe"))}); err != nil {
+	err = probeRetry(ctx, func() error {
+		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.bucket), Key: key, Body: bytes.NewReader([]byte("probe"))})
+		return err
+	})
+	if err != nil {
 		return s.probeError("PutObject", "s3:PutObject", err)
 	}
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: key})
-	if err == nil {
-		_, err = io.Copy(io.Discard, out.Body)
-		out.Body.Close()
-	}
+	err = probeRetry(ctx, func() error {
+		out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: key})
+		if err == nil {
+			_, err = io.Copy(io.Discard, out.Body)
+			out.Body.Close()
+		}
+		return err
+	})
 	if err != nil {
 		_, _ = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: key})
 		return s.probeError("GetObject", "s3:GetObject", err)
 	}
-	if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: key}); err != nil {
+	err = probeRetry(ctx, func() error {
+		_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: key})
+		return err
+	})
+	if err != nil {
 		return s.probeError("DeleteObject", "s3:DeleteObject", err)
 	}
 	return nil
+}
+
+// probeAttempts bounds the tries of each probe request: a server that
+// answers errors or drops connections now and then (as S3 does, with 503
+// SlowDown) must not fail the open, one that keeps doing so must.
+const probeAttempts = 5
+
+// probeRetry runs op until it succeeds, fails with an error no retry can
+// fix (a 4xx answer: credentials, permissions, bucket, clock), ctx ends or
+// probeAttempts tries have failed, backing off between tries.
+func probeRetry(ctx context.Context, op func() error) error {
+	var err error
+	for try := 0; try < probeAttempts; try++ {
+		if err = op(); err == nil || ctx.Err() != nil {
+			return err
+		}
+		if st := httpStatus(err); st >= 400 && st < 500 && st != http.StatusRequestTimeout && st != http.StatusTooManyRequests {
+			return err
+		}
+		t := time.NewTimer(time.Duration(50<<try) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+	return err
 }
 
 // probeError explains the failure of the probe's request op, which needs
