@@ -154,6 +154,12 @@ func treeHash(t *testing.T, dir string) string {
 		if d.Name() == ".lock" {
 			return nil // the storage lock names its holder and since when: not checkpoint data
 		}
+		if rel, _ := filepath.Rel(dir, path); strings.HasPrefix(rel, "void"+string(filepath.Separator)) {
+			// Every attempt makes the ids just past the newest void
+			// (checkpoint.VoidAhead): markers of ids no checkpoint has,
+			// not checkpoint data.
+			return nil
+		}
 		b, err := os.ReadFile(path)
 		h.Write([]byte(path))
 		h.Write(b)
