@@ -23,9 +23,14 @@ type sellerInfo struct {
 	State string `proto:"3"`
 }
 
-// q3Join is the regular inner join of q3's persons and auctions on
-// person id = seller. A person id names one person, so the person side
-// keeps one row; auctions that come before their seller wait for it.
+// q3States are the states whose sellers q3 keeps.
+func q3State(s string) bool { return s == "OR" || s == "ID" || s == "CA" }
+
+// q3Join is the regular inner join of persons and q3's auctions on person
+// id = seller, with the filter on the person's state. A person id names one
+// person, so the person side keeps one row (only the state, for a person
+// of another state, so that their auctions are dropped, not kept waiting);
+// auctions that come before their seller wait for them.
 type q3Join struct {
 	person  *state.Value[sellerInfo]
 	waiting *state.List[int64]
@@ -41,6 +46,11 @@ func (j *q3Join) Open(ctx *eddy.OpenContext) error {
 }
 
 func (j *q3Join) Process1(ctx *eddy.Context[int64, Q3Row], p *nexmark.Person) error {
+	if !q3State(p.State) {
+		j.person.Update(sellerInfo{State: p.State})
+		j.waiting.Clear()
+		return nil
+	}
 	info := sellerInfo{Name: p.Name, City: p.City, State: p.State}
 	j.person.Update(info)
 	for _, id := range j.waiting.Get() {
@@ -51,10 +61,12 @@ func (j *q3Join) Process1(ctx *eddy.Context[int64, Q3Row], p *nexmark.Person) er
 }
 
 func (j *q3Join) Process2(ctx *eddy.Context[int64, Q3Row], a *nexmark.Auction) error {
-	if info, ok := j.person.Get(); ok {
-		ctx.Emit(Q3Row{Name: info.Name, City: info.City, State: info.State, ID: a.ID})
-	} else {
+	info, ok := j.person.Get()
+	switch {
+	case !ok:
 		j.waiting.Add(a.ID)
+	case q3State(info.State):
+		ctx.Emit(Q3Row{Name: info.Name, City: info.City, State: info.State, ID: a.ID})
 	}
 	return nil
 }
@@ -63,11 +75,8 @@ func (j *q3Join) Process2(ctx *eddy.Context[int64, Q3Row], a *nexmark.Auction) e
 // Idaho or California.
 func buildQ3(env *eddy.Env, src *nexmark.Source, dir string) {
 	ev := events(env, src)
-	ps := eddy.Filter(persons(ev), func(p *nexmark.Person) bool {
-		return p.State == "OR" || p.State == "ID" || p.State == "CA"
-	})
 	as := eddy.Filter(auctions(ev), func(a *nexmark.Auction) bool { return a.Category == 10 })
-	cs := eddy.Connect(eddy.KeyBy(ps, func(p *nexmark.Person) int64 { return p.ID }),
+	cs := eddy.Connect(eddy.KeyBy(persons(ev), func(p *nexmark.Person) int64 { return p.ID }),
 		eddy.KeyBy(as, func(a *nexmark.Auction) int64 { return a.Seller }))
 	sink(eddy.CoProcess[int64, nexmark.Person, nexmark.Auction, Q3Row](cs, &q3Join{}, eddy.UID("q3-join")), dir)
 }
