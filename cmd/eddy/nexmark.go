@@ -22,6 +22,8 @@ func nexmarkCmd(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "gen":
 			return nexmarkGen(args[1:], stdout, stderr)
+		case "run":
+			return nexmarkRun(args[1:], stdout, stderr)
 		case "help", "-h", "--help":
 			nexmarkUsage(stdout)
 			return 0
@@ -36,7 +38,11 @@ func nexmarkUsage(w io.Writer) {
 	fmt.Fprintln(w, `usage: eddy nexmark <subcommand> [flags]
 
 subcommands:
-  gen  --events N --seed S [--rate R] --out FILE: write the Nexmark events as JSON lines`)
+  gen  --events N --seed S [--rate R] --out FILE: write the Nexmark events as JSON lines
+  run  --query q0,...|all --events N --seed S [--rate R] [--parallelism P]
+       [--checkpoint-interval D] [--out DIR]: run Nexmark queries on those events;
+       with --out, query qN's result goes to DIR/qN/ as JSON lines, else the
+       results are discarded and events/s and CPU-ns per event are printed`)
 }
 
 // nexmarkGen writes events 0 to N-1 of the Nexmark generator as JSON lines

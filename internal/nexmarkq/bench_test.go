@@ -1,0 +1,112 @@
+package nexmarkq
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector"
+	"github.com/eddyflow/eddy/connector/nexmark"
+)
+
+// runLoop runs a query's hand loop over src's events read with one reader
+// and returns the number of result rows.
+func runLoop(tb testing.TB, name string, src *nexmark.Source) int64 {
+	var rows int64
+	step, end := loops(&rows)[name]()
+	r, err := src.OpenSplit(context.Background(), 0, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer r.Close()
+	var e nexmark.Event
+	for {
+		st, err := r.Next(&e)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if st == connector.End {
+			break
+		}
+		if st == connector.Record {
+			step(&e)
+		}
+	}
+	end()
+	return rows
+}
+
+// TestLoopsMatchModels: the hand loops the benchmarks compare with give as
+// many result rows as the models (the row count of the result table; for
+// q4 and q6, one per closed auction).
+func TestLoopsMatchModels(t *testing.T) {
+	src := testSource(t, nexmark.Splits(1))
+	ps, as, bs := eventsOf(src)
+	for name, model := range models {
+		want := int64(len(model(ps, as, bs)))
+		if name == "q4" || name == "q6" {
+			want = int64(len(winnersOf(as, bs)))
+		}
+		if got := runLoop(t, name, src); got != want {
+			t.Errorf("%s: the loop gives %d rows, the model %d", name, got, want)
+		}
+	}
+}
+
+// BenchmarkQueries compares, per query, the Eddy job at parallelism 1 and
+// 2 (checkpoints every second, results discarded) with the hand loop, on
+// NEXMARK_EVENTS events (default 200,000) at 10,000 events/s of event
+// time. ns/op is per event; cpu-ns/event counts the whole process's CPU.
+func BenchmarkQueries(b *testing.B) {
+	n := int64(200_000)
+	if s := os.Getenv("NEXMARK_EVENTS"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = v
+	}
+	for _, q := range All {
+		b.Run(q.Name+"/loop", func(b *testing.B) {
+			src, err := nexmark.New(nexmark.Events(n), nexmark.Rate(10_000))
+			if err != nil {
+				b.Fatal(err)
+			}
+			measure(b, n, func() { runLoop(b, q.Name, src) })
+		})
+		for _, p := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/eddy-p%d", q.Name, p), func(b *testing.B) {
+				src, err := nexmark.New(nexmark.Events(n), nexmark.Rate(10_000), nexmark.Splits(p))
+				if err != nil {
+					b.Fatal(err)
+				}
+				measure(b, n, func() {
+					env := eddy.New(eddy.Parallelism(p), eddy.Checkpoints("file://"+b.TempDir(), time.Second), eddy.LogOutput(&logBuf{}))
+					q.Build(env, src, "")
+					if err := env.Run(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				})
+			})
+		}
+	}
+}
+
+// measure runs fn b.N times and reports per-event time and CPU.
+func measure(b *testing.B, events int64, fn func()) {
+	b.ResetTimer()
+	cpu := processCPU()
+	for range b.N {
+		fn()
+	}
+	cpu = processCPU() - cpu
+	b.StopTimer()
+	total := float64(events) * float64(b.N)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/event")
+	b.ReportMetric(float64(cpu.Nanoseconds())/total, "cpu-ns/event")
+	b.ReportMetric(0, "ns/op")
+}
