@@ -40,9 +40,10 @@ func nexmarkUsage(w io.Writer) {
 subcommands:
   gen  --events N --seed S [--rate R] --out FILE: write the Nexmark events as JSON lines
   run  --query q0,...|all --events N --seed S [--rate R] [--parallelism P]
-       [--checkpoint-interval D] [--out DIR]: run Nexmark queries on those events;
+       [--checkpoint-interval D] [--out DIR] [--paced]: run Nexmark queries on those events;
        with --out, query qN's result goes to DIR/qN/ as JSON lines, else the
-       results are discarded and events/s and CPU-ns per event are printed`)
+       results are discarded and events/s and CPU-ns per event are printed;
+       --paced emits the events at --rate per second of wall-clock time`)
 }
 
 // nexmarkGen writes events 0 to N-1 of the Nexmark generator as JSON lines

@@ -32,6 +32,7 @@ func nexmarkRun(args []string, stdout, stderr io.Writer) int {
 	par := fs.Int("parallelism", 1, "parallelism of every operator (and number of source splits)")
 	interval := fs.Duration("checkpoint-interval", time.Second, "time between checkpoints; 0: none (only without --out)")
 	out := fs.String("out", "", "write each query's result as JSON lines into DIR/<query>/; without it results are discarded")
+	paced := fs.Bool("paced", false, "emit the events at --rate per second of wall-clock time too (a long run to watch or to kill), instead of as fast as the job takes them")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -54,7 +55,11 @@ func nexmarkRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "eddy nexmark run: --out needs checkpoints (--checkpoint-interval > 0): they commit the output")
 		return 2
 	}
-	src, err := nexmark.New(nexmark.Seed(*seed), nexmark.Events(*events), nexmark.Rate(*rate), nexmark.Splits(*par))
+	srcOpts := []nexmark.Option{nexmark.Seed(*seed), nexmark.Events(*events), nexmark.Rate(*rate), nexmark.Splits(*par)}
+	if *paced {
+		srcOpts = append(srcOpts, nexmark.Paced())
+	}
+	src, err := nexmark.New(srcOpts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "eddy nexmark run: %v\n", err)
 		return 2
