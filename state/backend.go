@@ -456,12 +456,21 @@ func (b *Backend) RestorePart(part []byte, start, end int) error {
 // checkPart decodes the snapshot part p into h and checks its key
 // parallelism and schemas against the declared states.
 func (b *Backend) checkPart(p []byte, h *snapshotHeader) *RestoreError {
+	if len(p) >= len(headerMagic) && string(p[:len(headerMagic)]) == headerMagic {
+		return &RestoreError{Reason: "a state header of a Pebble checkpoint, whose entries are in the checkpoint's files, not a state snapshot"}
+	}
 	if len(p) < len(snapshotMagic) || string(p[:len(snapshotMagic)]) != snapshotMagic {
 		return &RestoreError{Reason: "not a state snapshot (bad magic)"}
 	}
 	if err := decodeSnapshot(p[len(snapshotMagic):], h); err != nil {
 		return &RestoreError{Reason: err.Error()}
 	}
+	return b.checkHeader(h)
+}
+
+// checkHeader checks a decoded snapshot header's key parallelism and
+// schemas against the declared states.
+func (b *Backend) checkHeader(h *snapshotHeader) *RestoreError {
 	if int(h.MaxParallelism) != b.maxPar {
 		return &RestoreError{Reason: fmt.Sprintf("the snapshot has %d key groups (max parallelism) but the job has %d; key groups cannot be remapped", h.MaxParallelism, b.maxPar)}
 	}

@@ -28,6 +28,9 @@ type Config struct {
 	// Materialize (default 10 s).
 	Changelog   bool
 	Materialize time.Duration
+	// PebbleDir, when set, keeps the keyed state in Pebble databases under
+	// this local directory (the Pebble state backend) instead of the heap.
+	PebbleDir string
 }
 
 // WindowSize is the length of the demo's tumbling windows.
@@ -186,6 +189,9 @@ func Env(c Config, opts ...eddy.Option) *eddy.Env {
 			every = 10 * time.Second
 		}
 		base = append(base, eddy.Changelog(every))
+	}
+	if c.PebbleDir != "" {
+		base = append(base, eddy.StateBackend(eddy.Pebble(c.PebbleDir)))
 	}
 	env := eddy.New(append(base, opts...)...)
 	Build(env, c)
