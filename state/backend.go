@@ -34,6 +34,7 @@ type Backend struct {
 	deterministic  bool      // snapshots sort entries by key
 	scratch        []byte    // encoded values for the change log
 	subScratch     []byte    // encoded element keys for the change log
+	elemScratch    []byte    // element sub-keys of the store (elemSub)
 	err            error     // the first change-log failure
 
 	store     Store      // where the state lives, if not in the heap (store.go)

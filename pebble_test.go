@@ -1,0 +1,273 @@
+package eddy_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob/file"
+	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/connector/datagen"
+	eddyfile "github.com/eddyflow/eddy/connector/file"
+	"github.com/eddyflow/eddy/state"
+	"github.com/eddyflow/eddy/state/pebble"
+)
+
+// probeOut is one output line of stateProbe: what the key's states held
+// after one of its records.
+type probeOut struct {
+	Driver string  `json:"driver" proto:"1"`
+	N      int64   `json:"n" proto:"2"`
+	Bucket int64   `json:"bucket" proto:"3"`
+	Recent float64 `json:"recent" proto:"4"`
+	Keys   int64   `json:"keys" proto:"5"`
+}
+
+// stateProbe uses every kind of state per driver: a count (Value), points
+// per speed bucket (Map), the last speeds (List, added to and replaced)
+// and a running sum of the bucket counts (Reducing).
+type stateProbe struct {
+	n      *state.Value[int64]
+	bucket *state.Map[int32, int64]
+	recent *state.List[float32]
+	sum    *state.Reducing[int64]
+}
+
+func (f *stateProbe) Open(ctx *eddy.OpenContext) error {
+	var err error
+	if f.n, err = state.NewValue[int64](ctx.State, "n"); err != nil {
+		return err
+	}
+	if f.bucket, err = state.NewMap[int32, int64](ctx.State, "buckets"); err != nil {
+		return err
+	}
+	if f.recent, err = state.NewList[float32](ctx.State, "recent"); err != nil {
+		return err
+	}
+	f.sum, err = state.NewReducing[int64](ctx.State, "sum", func(a, b int64) int64 { return a + b })
+	return err
+}
+
+func (f *stateProbe) Process(ctx *eddy.Context[string, probeOut], p *datagen.GPSPoint) error {
+	n, _ := f.n.Get()
+	n++
+	f.n.Update(n)
+	b := int32(p.SpeedKmh) / 10
+	c, _ := f.bucket.Get(b)
+	c++
+	if c%7 == 0 {
+		f.bucket.Delete(b) // maps shrink, too
+	} else {
+		f.bucket.Put(b, c)
+	}
+	f.recent.Add(p.SpeedKmh)
+	if xs := f.recent.Get(); len(xs) > 4 {
+		f.recent.Update(xs[len(xs)-3:])
+	}
+	sum := 0.0
+	for _, x := range f.recent.Get() {
+		sum += float64(x)
+	}
+	f.sum.Add(c)
+	s, _ := f.sum.Get()
+	ctx.Emit(probeOut{Driver: p.DriverID, N: n, Bucket: c, Recent: float64(int64(sum * 100)), Keys: s + int64(f.bucket.Len())})
+	return nil
+}
+
+// probeJob is the job the Pebble tests run: 60 000 GPS points of 400
+// drivers through stateProbe, committed exactly once to out.
+type probeJob struct {
+	data, out string
+	par       int
+	pebbleDir string // "": the heap backend
+	rate      float64
+}
+
+func (j probeJob) env(opts ...eddy.Option) *eddy.Env {
+	base := []eddy.Option{eddy.Parallelism(j.par), eddy.Checkpoints(j.data, 10*time.Millisecond), eddy.Restarts(0, 0), eddy.MaxParallelism(64)}
+	if j.pebbleDir != "" {
+		base = append(base, eddy.StateBackend(eddy.Pebble(j.pebbleDir, pebble.Memory(64<<20))))
+	}
+	env := eddy.New(append(base, opts...)...)
+	gps := []datagen.Option{datagen.Seed(9), datagen.Events(60_000), datagen.Drivers(400)}
+	if j.rate > 0 {
+		gps = append(gps, datagen.Rate(j.rate))
+	}
+	pts := eddy.FromSource(env, datagen.GPS(gps...), eddy.Named("gps"))
+	keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
+	out := eddy.Process[string, datagen.GPSPoint, probeOut](keyed, &stateProbe{}, eddy.Named("probe"))
+	eddy.ToSink(out, eddyfile.JSONLines[probeOut](j.out), eddy.Named("out"))
+	return env
+}
+
+// runUntil runs j, cancelling it once it has completed stop checkpoints
+// (0: never); it reports whether the job finished.
+func (j probeJob) runUntil(t *testing.T, stop int) bool {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	err := j.env(eddy.LogOutput(&logBuf{}), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+		if n++; stop > 0 && n == stop {
+			cancel()
+		}
+	})).Run(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("parallelism %d: %v", j.par, err)
+	}
+	return err == nil
+}
+
+// probeReference is the output of the probe job run uninterrupted on the
+// heap.
+func probeReference(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), par: 2}
+	if !j.runUntil(t, 0) {
+		t.Fatal("the reference run did not finish")
+	}
+	return readLines(t, j.out)
+}
+
+func sameOutput(t *testing.T, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d lines, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("line %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+}
+
+// TestPebbleCancelResumeRescale runs the probe job on Pebble, cancelled
+// after a few checkpoints and resumed, at parallelism 2, then 3, then 1
+// (and around again until it finishes): its output equals the heap's
+// uninterrupted run, line for line.
+func TestPebbleCancelResumeRescale(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), rate: 40_000}
+	pars := []int{2, 3, 1}
+	rounds := 0
+	for ; ; rounds++ {
+		j.par = pars[rounds%len(pars)]
+		if j.runUntil(t, 4) {
+			break
+		}
+	}
+	if rounds < 3 {
+		t.Fatalf("the job finished after %d cancellations; it should have been cancelled at each parallelism", rounds)
+	}
+	sameOutput(t, readLines(t, j.out), want)
+	checkPebbleRetention(t, j.data)
+}
+
+// TestPebbleUninterrupted runs the probe job on Pebble without a
+// cancellation: the output is the heap's.
+func TestPebbleUninterrupted(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 3}
+	if !j.runUntil(t, 0) {
+		t.Fatal("did not finish")
+	}
+	sameOutput(t, readLines(t, j.out), want)
+}
+
+// checkPebbleRetention checks what retention left in the checkpoint
+// storage data: every Pebble object a retained manifest lists exists, SST
+// objects are shared by several retained checkpoints, and no Pebble object
+// of a checkpoint up to the newest is left that no retained manifest lists.
+func checkPebbleRetention(t *testing.T, data string) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := file.New(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := checkpoint.NewStorage(store, 3)
+	ids, err := st.List(ctx)
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("checkpoints %v: %v", ids, err)
+	}
+	listed := map[string]int{}
+	for _, id := range ids {
+		m, err := st.Load(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range m.Operators {
+			for _, p := range op.Parts {
+				if p.Pebble == nil {
+					t.Fatalf("checkpoint %d operator %s: a part without Pebble files", id, op.Name)
+				}
+				for _, f := range p.Pebble.Files {
+					listed[f.Object]++
+					if !slices.Contains(m.Files, f.Object) {
+						t.Fatalf("checkpoint %d: %s is not in Files", id, f.Object)
+					}
+				}
+			}
+		}
+	}
+	names, err := store.List(ctx, "checkpoints/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, n := range names {
+		have[n] = true
+		if strings.Contains(n, ".pebble/") && listed[n] == 0 {
+			t.Errorf("%s is left, though no retained checkpoint lists it", n)
+		}
+	}
+	shared := 0
+	for o, n := range listed {
+		if !have[o] {
+			t.Errorf("%s is listed by a retained checkpoint but gone", o)
+		}
+		if n > 1 && strings.HasSuffix(o, ".sst") {
+			shared++
+		}
+	}
+	if shared == 0 && len(ids) > 1 {
+		t.Errorf("no SST object is shared by the %d retained checkpoints", len(ids))
+	}
+}
+
+// TestHeapCheckpointResumesOnPebble cancels the probe job on the heap and
+// resumes it on Pebble (whose databases load the heap snapshot parts):
+// the output is the uninterrupted run's. The other way round, a
+// checkpoint with Pebble files refuses to restore into the heap, with
+// ErrIncompatibleState and a message saying why.
+func TestHeapCheckpointResumesOnPebble(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), par: 2, rate: 40_000}
+	if j.runUntil(t, 4) {
+		t.Fatal("the heap run finished before it was cancelled")
+	}
+	j.pebbleDir, j.par = filepath.Join(dir, "pebble"), 3
+	if j.runUntil(t, 4) {
+		t.Fatal("the Pebble run finished before it was cancelled")
+	}
+	// Now the newest checkpoint holds Pebble files: the heap refuses it.
+	heap := j
+	heap.pebbleDir = ""
+	err := heap.env(eddy.LogOutput(&logBuf{})).Run(context.Background())
+	if !errors.Is(err, eddy.ErrIncompatibleState) || !strings.Contains(err.Error(), "Pebble") {
+		t.Fatalf("heap restore of a Pebble checkpoint: %v", err)
+	}
+	if !j.runUntil(t, 0) {
+		t.Fatal("did not finish")
+	}
+	sameOutput(t, readLines(t, j.out), want)
+}
