@@ -3,11 +3,15 @@ package eddy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob/file"
@@ -270,4 +274,67 @@ func TestHeapCheckpointResumesOnPebble(t *testing.T) {
 		t.Fatal("did not finish")
 	}
 	sameOutput(t, readLines(t, j.out), want)
+}
+
+// TestPebbleMetrics scrapes a Pebble job's metrics while it runs: each
+// keyed subtask's database reports its health under its operator and
+// subtask, the shared block cache its lookups, and client_golang's linter
+// finds nothing to fault.
+func TestPebbleMetrics(t *testing.T) {
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 3, rate: 40_000}
+	reg := prometheus.NewPedanticRegistry()
+	scraped := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	env := j.env(eddy.LogOutput(&logBuf{}), eddy.Metrics(reg), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+		if n++; n != 3 {
+			return
+		}
+		defer cancel()
+		mfs, err := reg.Gather()
+		if err != nil {
+			scraped <- err
+			return
+		}
+		series := map[string]int{}
+		for _, mf := range mfs {
+			series[mf.GetName()] = len(mf.GetMetric())
+			if mf.GetName() == "eddy_pebble_disk_bytes" {
+				for _, m := range mf.GetMetric() {
+					if m.GetGauge().GetValue() <= 0 {
+						scraped <- fmt.Errorf("a database on no disk: %v", m)
+						return
+					}
+				}
+			}
+		}
+		for _, name := range []string{"eddy_pebble_l0_sublevels", "eddy_pebble_l0_files", "eddy_pebble_compaction_debt_bytes", "eddy_pebble_disk_bytes", "eddy_pebble_memtable_bytes"} {
+			if series[name] != 3 {
+				scraped <- fmt.Errorf("%s: %d series, want one per keyed subtask (3)", name, series[name])
+				return
+			}
+		}
+		if series["eddy_pebble_block_cache_lookups_total"] != 2 {
+			scraped <- fmt.Errorf("block cache lookups: %d series", series["eddy_pebble_block_cache_lookups_total"])
+			return
+		}
+		problems, err := testutil.GatherAndLint(reg, "eddy_pebble_l0_sublevels", "eddy_pebble_disk_bytes", "eddy_pebble_block_cache_lookups_total")
+		if err == nil && len(problems) > 0 {
+			err = fmt.Errorf("lint: %v", problems)
+		}
+		scraped <- err
+	}))
+	if err := env.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-scraped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatal("the job ended before its third checkpoint")
+	}
 }
