@@ -43,4 +43,6 @@ func (p pebbleBackend) applyBackend(c *config) {
 // another parallelism. A checkpoint taken with the Heap backend restores
 // into Pebble; one taken with Pebble does not restore into the heap (the
 // restore fails with ErrIncompatibleState). Not yet with Changelog.
-func Pebble(dir string, opts ...pebble.PoolOption) Backend { return pebbleBackend{dir: dir, opts: opts} }
+func Pebble(dir string, opts ...pebble.PoolOption) Backend {
+	return pebbleBackend{dir: dir, opts: opts}
+}
