@@ -2,11 +2,13 @@ package eddy_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,7 +91,41 @@ type probeJob struct {
 	data, out string
 	par       int
 	pebbleDir string // "": the heap backend
-	rate      float64
+	// gate, when not 0, holds every split of the source once it reaches
+	// this event index, so that the run cannot finish: a test cancels it
+	// once blocked says every split waits.
+	gate    int64
+	blocked *atomic.Int64
+}
+
+// gatedSource is a source whose splits stop (Idle) at the event index
+// gate, counting in blocked the splits that have reached it.
+type gatedSource struct {
+	eddy.Source[datagen.GPSPoint]
+	gate    int64
+	blocked *atomic.Int64
+}
+
+func (g gatedSource) OpenSplit(ctx context.Context, split int, pos []byte) (eddy.SplitReader[datagen.GPSPoint], error) {
+	r, err := g.Source.OpenSplit(ctx, split, pos)
+	return &gatedReader{SplitReader: r, src: g}, err
+}
+
+type gatedReader struct {
+	eddy.SplitReader[datagen.GPSPoint]
+	src     gatedSource
+	stopped bool
+}
+
+func (r *gatedReader) Next(rec *datagen.GPSPoint) (eddy.ReadStatus, error) {
+	if pos, n := binary.Uvarint(r.Position()); n > 0 && int64(pos) >= r.src.gate {
+		if !r.stopped {
+			r.stopped = true
+			r.src.blocked.Add(1)
+		}
+		return eddy.Idle, nil
+	}
+	return r.SplitReader.Next(rec)
 }
 
 func (j probeJob) env(opts ...eddy.Option) *eddy.Env {
@@ -98,26 +134,32 @@ func (j probeJob) env(opts ...eddy.Option) *eddy.Env {
 		base = append(base, eddy.StateBackend(eddy.Pebble(j.pebbleDir, pebble.Memory(64<<20))))
 	}
 	env := eddy.New(append(base, opts...)...)
-	gps := []datagen.Option{datagen.Seed(9), datagen.Events(60_000), datagen.Drivers(400)}
-	if j.rate > 0 {
-		gps = append(gps, datagen.Rate(j.rate))
+	var src eddy.Source[datagen.GPSPoint] = datagen.GPS(datagen.Seed(9), datagen.Events(60_000), datagen.Drivers(400))
+	if j.gate > 0 {
+		src = gatedSource{Source: src, gate: j.gate, blocked: j.blocked}
 	}
-	pts := eddy.FromSource(env, datagen.GPS(gps...), eddy.Named("gps"))
+	pts := eddy.FromSource(env, src, eddy.Named("gps"))
 	keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
 	out := eddy.Process[string, datagen.GPSPoint, probeOut](keyed, &stateProbe{}, eddy.Named("probe"))
 	eddy.ToSink(out, eddyfile.JSONLines[probeOut](j.out), eddy.Named("out"))
 	return env
 }
 
-// runUntil runs j, cancelling it once it has completed stop checkpoints
-// (0: never); it reports whether the job finished.
-func (j probeJob) runUntil(t *testing.T, stop int) bool {
+// runUntil runs j up to event index gate of each split (0: to the end),
+// cancelling it once every split waits at the gate and two checkpoints
+// completed since; it reports whether the job finished.
+func (j probeJob) runUntil(t *testing.T, gate int64) bool {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	j.gate, j.blocked = gate, new(atomic.Int64)
+	splits := int64(datagen.GPS().Splits())
 	n := 0
 	err := j.env(eddy.LogOutput(&logBuf{}), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
-		if n++; stop > 0 && n == stop {
+		if j.blocked.Load() < splits {
+			return
+		}
+		if n++; n == 2 {
 			cancel()
 		}
 	})).Run(ctx)
@@ -158,17 +200,16 @@ func sameOutput(t *testing.T, got, want []string) {
 func TestPebbleCancelResumeRescale(t *testing.T) {
 	want := probeReference(t)
 	dir := t.TempDir()
-	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), rate: 40_000}
-	pars := []int{2, 3, 1}
-	rounds := 0
-	for ; ; rounds++ {
-		j.par = pars[rounds%len(pars)]
-		if j.runUntil(t, 4) {
-			break
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble")}
+	for i, par := range []int{2, 3, 1} {
+		j.par = par
+		if j.runUntil(t, int64(i+1)*15_000) {
+			t.Fatalf("run %d finished though its source waits at a gate", i)
 		}
 	}
-	if rounds < 3 {
-		t.Fatalf("the job finished after %d cancellations; it should have been cancelled at each parallelism", rounds)
+	j.par = 2
+	if !j.runUntil(t, 0) {
+		t.Fatal("the last run did not finish")
 	}
 	sameOutput(t, readLines(t, j.out), want)
 	checkPebbleRetention(t, j.data)
@@ -255,12 +296,12 @@ func checkPebbleRetention(t *testing.T, data string) {
 func TestHeapCheckpointResumesOnPebble(t *testing.T) {
 	want := probeReference(t)
 	dir := t.TempDir()
-	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), par: 2, rate: 40_000}
-	if j.runUntil(t, 4) {
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), par: 2}
+	if j.runUntil(t, 20_000) {
 		t.Fatal("the heap run finished before it was cancelled")
 	}
 	j.pebbleDir, j.par = filepath.Join(dir, "pebble"), 3
-	if j.runUntil(t, 4) {
+	if j.runUntil(t, 40_000) {
 		t.Fatal("the Pebble run finished before it was cancelled")
 	}
 	// Now the newest checkpoint holds Pebble files: the heap refuses it.
@@ -282,7 +323,8 @@ func TestHeapCheckpointResumesOnPebble(t *testing.T) {
 // finds nothing to fault.
 func TestPebbleMetrics(t *testing.T) {
 	dir := t.TempDir()
-	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 3, rate: 40_000}
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 3,
+		gate: 30_000, blocked: new(atomic.Int64)}
 	reg := prometheus.NewPedanticRegistry()
 	scraped := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -335,6 +377,6 @@ func TestPebbleMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	default:
-		t.Fatal("the job ended before its third checkpoint")
+		t.Fatal("the job ended before its third checkpoint, though its source waits at a gate")
 	}
 }
