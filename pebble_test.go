@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -96,6 +97,7 @@ type probeJob struct {
 	// once blocked says every split waits.
 	gate    int64
 	blocked *atomic.Int64
+	lift    *atomic.Bool // set: the gate is gone
 }
 
 // gatedSource is a source whose splits stop (Idle) at the event index
@@ -104,6 +106,7 @@ type gatedSource struct {
 	eddy.Source[datagen.GPSPoint]
 	gate    int64
 	blocked *atomic.Int64
+	lift    *atomic.Bool
 }
 
 func (g gatedSource) OpenSplit(ctx context.Context, split int, pos []byte) (eddy.SplitReader[datagen.GPSPoint], error) {
@@ -118,7 +121,7 @@ type gatedReader struct {
 }
 
 func (r *gatedReader) Next(rec *datagen.GPSPoint) (eddy.ReadStatus, error) {
-	if pos, n := binary.Uvarint(r.Position()); n > 0 && int64(pos) >= r.src.gate {
+	if pos, n := binary.Uvarint(r.Position()); n > 0 && int64(pos) >= r.src.gate && (r.src.lift == nil || !r.src.lift.Load()) {
 		if !r.stopped {
 			r.stopped = true
 			r.src.blocked.Add(1)
@@ -136,7 +139,7 @@ func (j probeJob) env(opts ...eddy.Option) *eddy.Env {
 	env := eddy.New(append(base, opts...)...)
 	var src eddy.Source[datagen.GPSPoint] = datagen.GPS(datagen.Seed(9), datagen.Events(60_000), datagen.Drivers(400))
 	if j.gate > 0 {
-		src = gatedSource{Source: src, gate: j.gate, blocked: j.blocked}
+		src = gatedSource{Source: src, gate: j.gate, blocked: j.blocked, lift: j.lift}
 	}
 	pts := eddy.FromSource(env, src, eddy.Named("gps"))
 	keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
@@ -378,5 +381,64 @@ func TestPebbleMetrics(t *testing.T) {
 		}
 	default:
 		t.Fatal("the job ended before its third checkpoint, though its source waits at a gate")
+	}
+}
+
+// TestPebbleDirDeletedRestores deletes the local databases of a running
+// Pebble job: the job fails with the Pebble directory named, restarts from
+// its last checkpoint into fresh databases, and its output is still the
+// uninterrupted run's.
+func TestPebbleDirDeletedRestores(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	logs := &logBuf{}
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 2,
+		gate: 30_000, blocked: new(atomic.Int64), lift: new(atomic.Bool)}
+	splits := int64(datagen.GPS().Splits())
+	n := 0
+	var deleted []string
+	env := j.env(eddy.LogOutput(logs), eddy.Restarts(2, 0), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+		if j.lift.Load() || j.blocked.Load() < splits {
+			return
+		}
+		if n++; n < 2 {
+			return
+		}
+		// Every database of the attempt, while the source waits; then
+		// the records flow again.
+		deleted, _ = filepath.Glob(filepath.Join(j.pebbleDir, "run-*", "*", "probe-*"))
+		for _, d := range deleted {
+			os.RemoveAll(d)
+		}
+		j.lift.Store(true)
+	}))
+	if err := env.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(deleted) != 2 {
+		t.Fatalf("deleted %v, want the 2 databases of the probe operator", deleted)
+	}
+	if st := env.Stats(); st.Restarts < 1 {
+		t.Fatalf("no restart after the databases were deleted: %+v", st)
+	}
+	if !strings.Contains(logs.String(), "pebble: state directory") {
+		t.Fatalf("the failure does not name the state directory:\n%s", logs.String())
+	}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "job failed") {
+			t.Log(l)
+		}
+	}
+	sameOutput(t, readLines(t, j.out), want)
+}
+
+// TestPebbleWithChangelogRefused: the changelog backend does not run on
+// Pebble state yet, and Run says so before anything runs.
+func TestPebbleWithChangelogRefused(t *testing.T) {
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 1}
+	err := j.env(eddy.LogOutput(&logBuf{}), eddy.Changelog(time.Minute)).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "changelog") || !errors.Is(err, eddy.ErrPermanent) {
+		t.Fatalf("Run: %v", err)
 	}
 }
