@@ -68,6 +68,8 @@ func FuzzDecodeManifest(f *testing.F) {
 		f.Fatal(err)
 	}
 	small, _ := encodeManifest(&Manifest{ID: 1})
+	withPebble, _ := encodeManifest(pebbleManifest())
+	f.Add(withPebble)
 	f.Add(good)
 	f.Add(small)
 	f.Add([]byte{})

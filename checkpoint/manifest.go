@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/eddyflow/eddy/blob"
@@ -107,6 +108,31 @@ type StatePart struct {
 	// a restore compares the part it reads against it, so a blob replaced
 	// by another valid one (an older file of the same name) is caught.
 	CRC uint32 `proto:"6,fixed"`
+	// Pebble is set for the part of a subtask whose state lived in a
+	// Pebble database (state/pebble): the database's checkpoint files. Blob
+	// then holds only the state's header (key and value schemas,
+	// watermark), which a heap snapshot reader refuses by its magic. Nil for
+	// a heap snapshot and in manifests from before the Pebble backend.
+	Pebble *PebblePart `proto:"7"`
+}
+
+// PebblePart lists the files of one Pebble database's checkpoint, which a
+// restore downloads into a local directory and opens. The SST objects are
+// shared: a later checkpoint of the database lists the objects of the SSTs
+// it still holds instead of uploading them again, so an object stays as
+// long as any retained manifest lists it in Files.
+type PebblePart struct {
+	Files []PebbleFile `proto:"1"`
+}
+
+// PebbleFile is one file of a Pebble checkpoint: its name in the database
+// directory, the blob holding its bytes, and their size and CRC-32C
+// (Castagnoli), which a restore verifies.
+type PebbleFile struct {
+	Name   string `proto:"1"`
+	Object string `proto:"2"`
+	Size   int64  `proto:"3"`
+	CRC32C uint32 `proto:"4,fixed,name=crc32c"`
 }
 
 // SinkState is what one sink pre-committed in a checkpoint.
@@ -238,6 +264,20 @@ func (m *Manifest) validate() error {
 				return fmt.Errorf("%s: negative size %d", where, p.Size)
 			case p.Blob != "" && !files[p.Blob]:
 				return fmt.Errorf("%s: blob %q is not listed in Files", where, p.Blob)
+			case p.Pebble != nil && p.Blob == "":
+				return fmt.Errorf("%s: Pebble files without a state header blob", where)
+			}
+			if p.Pebble != nil {
+				for j, f := range p.Pebble.Files {
+					switch {
+					case f.Name == "" || strings.ContainsAny(f.Name, "/\\") || f.Name == "." || f.Name == "..":
+						return fmt.Errorf("%s: Pebble file %d: %q is not a file name", where, j, f.Name)
+					case f.Size < 0:
+						return fmt.Errorf("%s: Pebble file %s: negative size %d", where, f.Name, f.Size)
+					case !files[f.Object]:
+						return fmt.Errorf("%s: Pebble file %s: object %q is not listed in Files", where, f.Name, f.Object)
+					}
+				}
 			}
 		}
 		for i, l := range op.Changelog {

@@ -71,6 +71,17 @@ func (s *Storage) PartBlobName(id uint64, operator string, subtask int, tag stri
 	return fmt.Sprintf("%s%s-%d-%s.state", checkpointDir(id), sanitize(operator), subtask, tag)
 }
 
+// PebblePrefix is the name prefix of the Pebble files (state/pebble's
+// CheckpointOptions.Prefix) that subtask of operator uploads in checkpoint
+// id in run tag: "checkpoints/<id>/<operator>-<subtask>-<tag>.pebble". The
+// files are under the directory of the checkpoint that first uploads them,
+// so pruning deletes them like any blob of a checkpoint once no retained
+// manifest lists them, although later checkpoints share them; the tag keeps
+// a fenced writer of the same id from replacing the new owner's files.
+func (s *Storage) PebblePrefix(id uint64, operator string, subtask int, tag string) string {
+	return fmt.Sprintf("%s%s-%d-%s.pebble", checkpointDir(id), sanitize(operator), subtask, tag)
+}
+
 // ManifestName returns the blob name of checkpoint id's manifest,
 // "checkpoints/<id, 20 digits>/MANIFEST".
 func (s *Storage) ManifestName(id uint64) string {

@@ -35,6 +35,7 @@ type Backend struct {
 	deterministic  bool      // snapshots sort entries by key
 	scratch        []byte    // encoded values for the change log
 	subScratch     []byte    // encoded element keys for the change log
+	elemScratch    []byte    // element sub-keys of the store (elemSub)
 	err            error     // the first change-log failure
 
 	eventTime  int64        // the operator's watermark, for event-time TTL
@@ -462,12 +463,21 @@ func (b *Backend) RestorePart(part []byte, start, end int) error {
 // checkPart decodes the snapshot part p into h and checks its key
 // parallelism and schemas against the declared states.
 func (b *Backend) checkPart(p []byte, h *snapshotHeader) *RestoreError {
+	if len(p) >= len(headerMagic) && string(p[:len(headerMagic)]) == headerMagic {
+		return &RestoreError{Reason: "a state header of a Pebble checkpoint, whose entries are in the checkpoint's files, not a state snapshot"}
+	}
 	if len(p) < len(snapshotMagic) || string(p[:len(snapshotMagic)]) != snapshotMagic {
 		return &RestoreError{Reason: "not a state snapshot (bad magic)"}
 	}
 	if err := decodeSnapshot(p[len(snapshotMagic):], h); err != nil {
 		return &RestoreError{Reason: err.Error()}
 	}
+	return b.checkHeader(h)
+}
+
+// checkHeader checks a decoded snapshot header's key parallelism and
+// schemas against the declared states.
+func (b *Backend) checkHeader(h *snapshotHeader) *RestoreError {
 	if int(h.MaxParallelism) != b.maxPar {
 		return &RestoreError{Reason: fmt.Sprintf("the snapshot has %d key groups (max parallelism) but the job has %d; key groups cannot be remapped", h.MaxParallelism, b.maxPar)}
 	}

@@ -15,6 +15,10 @@ type PartInfo struct {
 	Groups         []PartGroup // in the order stored: key groups ascending, states in declaration order
 	Watermark      int64       // Unix nanoseconds, when HasWatermark
 	HasWatermark   bool
+	// Header is set for a state header (Backend.AppendHeader) of a
+	// store-backed backend's checkpoint: schemas and watermark, and no
+	// groups, as the entries are in the store's files.
+	Header bool
 }
 
 // PartState describes one state of a snapshot part.
@@ -38,14 +42,22 @@ type PartGroup struct {
 // neither the schemas nor the entries: see PartGroup.Entries. It never
 // panics on bad input.
 func ReadPart(part []byte) (*PartInfo, error) {
-	if len(part) < len(snapshotMagic) || string(part[:len(snapshotMagic)]) != snapshotMagic {
+	header := len(part) >= len(headerMagic) && string(part[:len(headerMagic)]) == headerMagic
+	if !header && (len(part) < len(snapshotMagic) || string(part[:len(snapshotMagic)]) != snapshotMagic) {
 		return nil, &RestoreError{Reason: "not a state snapshot (bad magic)"}
 	}
+	body := part[len(snapshotMagic):]
+	if header {
+		body = part[len(headerMagic):]
+	}
 	var h snapshotHeader
-	if err := decodeSnapshot(part[len(snapshotMagic):], &h); err != nil {
+	if err := decodeSnapshot(body, &h); err != nil {
 		return nil, &RestoreError{Reason: err.Error()}
 	}
-	info := &PartInfo{MaxParallelism: int(h.MaxParallelism), KeySchema: h.KeySchema}
+	if header && len(h.Groups) != 0 {
+		return nil, &RestoreError{Reason: "state header: " + errHeaderEntries.Error()}
+	}
+	info := &PartInfo{MaxParallelism: int(h.MaxParallelism), KeySchema: h.KeySchema, Header: header}
 	if h.Watermark != nil {
 		info.Watermark, info.HasWatermark = *h.Watermark, true
 	}

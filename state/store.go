@@ -16,9 +16,11 @@ import (
 //
 // A record is addressed by key group, state id (StateID), serialized key
 // and sub-key. The sub-key is empty for a key's whole value; a Map's
-// entries are stored one record each under their serialized map key, and a
-// List's elements added since its last whole-value write under their index
-// (an unsigned varint). Values are serde bytes.
+// entries are stored one record each under the byte 0x01 and their
+// serialized map key, and a List's elements added since its last
+// whole-value write under 0x01 and their index (an unsigned varint): the
+// tag keeps an element whose key serializes to no bytes (a map key 0 or
+// "") apart from the whole value. Values are serde bytes.
 //
 // Writes go to a pending batch that Commit applies; Load and Scan read what
 // was committed. A Store belongs to the goroutine of its Backend.
@@ -151,9 +153,9 @@ func (b *Backend) storeChange(kg int, id uint32, elems bool, op ChangeOp, key, s
 	var err error
 	switch op {
 	case ChangePutElem:
-		err = b.store.Set(kg, id, key, sub, value)
+		err = b.store.Set(kg, id, key, b.elemSub(sub), value)
 	case ChangeDeleteElem:
-		err = b.store.Delete(kg, id, key, sub)
+		err = b.store.Delete(kg, id, key, b.elemSub(sub))
 	case ChangeDelete:
 		err = b.store.DeleteKey(kg, id, key, elems)
 	default:
@@ -198,10 +200,7 @@ func (t *table[E]) storeLoad(kg int, key []byte) *E {
 		b.stale = false
 	}
 	err := b.store.Load(kg, t.id, key, t.elems, func(sub, val []byte) error {
-		if len(sub) == 0 {
-			return t.self.apply(kg, ChangePut, key, nil, val)
-		}
-		return t.self.apply(kg, ChangePutElem, key, sub, val)
+		return t.applyRecord(kg, key, sub, val)
 	})
 	if err != nil {
 		b.fail(&StoreError{Op: "load", State: t.name, Err: err})
@@ -322,14 +321,35 @@ func (t *table[E]) evictGroup(g int) {
 	mem.keys = keyArena{}
 }
 
+// elemTag starts the sub-key of every element record in the store: an
+// element whose own key serializes to no bytes (a Map key 0, "" or false)
+// is then never taken for the key's whole value, whose sub-key is empty.
+const elemTag = 0x01
+
+// elemSub returns the store's sub-key of the element whose key is sub, in
+// a scratch buffer of the backend valid until the next call.
+func (b *Backend) elemSub(sub []byte) []byte {
+	b.elemScratch = append(append(b.elemScratch[:0], elemTag), sub...)
+	return b.elemScratch
+}
+
+// applyRecord puts one record of key loaded from the store into the cache:
+// a whole value (sub empty) or an element (sub is elemTag and its key).
+func (t *table[E]) applyRecord(kg int, key, sub, val []byte) error {
+	if len(sub) == 0 {
+		return t.self.apply(kg, ChangePut, key, nil, val)
+	}
+	if sub[0] != elemTag {
+		return fmt.Errorf("key %x: element record with sub-key %x, which does not start with %#x", key, sub, elemTag)
+	}
+	return t.self.apply(kg, ChangePutElem, key, sub[1:], val)
+}
+
 // loadGroup loads every key of key group kg from the store into the
 // table's map of it, which must be empty.
 func (t *table[E]) loadGroup(kg int) error {
 	err := t.b.store.Scan(kg, t.id, func(key, sub, val []byte) error {
-		if len(sub) == 0 {
-			return t.self.apply(kg, ChangePut, key, nil, val)
-		}
-		return t.self.apply(kg, ChangePutElem, key, sub, val)
+		return t.applyRecord(kg, key, sub, val)
 	})
 	if err != nil {
 		return &StoreError{Op: "scan", State: t.name, Err: fmt.Errorf("key group %d: %w", kg, err)}

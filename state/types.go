@@ -644,7 +644,7 @@ func (m *Map[K, V]) storeSplit(kg int, key []byte, e *map[K]V) error {
 		if b.scratch, err = m.vc.Append(b.scratch[:0], &m.logV); err != nil {
 			return err
 		}
-		if err = b.store.Set(kg, m.id, key, b.subScratch, b.scratch); err != nil {
+		if err = b.store.Set(kg, m.id, key, b.elemSub(b.subScratch), b.scratch); err != nil {
 			return err
 		}
 	}

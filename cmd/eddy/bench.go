@@ -28,6 +28,7 @@ import (
 	"github.com/eddyflow/eddy/connector/discard"
 	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/state"
+	"github.com/eddyflow/eddy/state/pebble"
 )
 
 // benchCmd runs `eddy bench checkpoint`: the changelog experiment of the
@@ -49,7 +50,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	dur := fs.Duration("duration", 20*time.Second, "measuring time per configuration")
 	dir := fs.String("dir", "", "working directory (default: a temporary one, removed after)")
 	which := fs.String("jobs", "value,window", "jobs to run: value, window")
-	modes := fs.String("changelog", "off,on", "configurations to run: off, on")
+	modes := fs.String("changelog", "off,on", "configurations to run: off, on (--backend pebble: off only)")
+	backend := fs.String("backend", "heap", "state backend of every configuration: heap, or pebble (Pebble databases under --dir, incremental checkpoints)")
 	recoveries := fs.Int("recoveries", 3, "restores to time per configuration, alternating between the configurations; round k restores the k-th of the measured run's last checkpoints (medians are reported, with the range of the per-round ratios)")
 	recovery := fs.String("recovery", "cold", "cold: each restore in a new process, as after a crash; warm: in this process, after an untimed restore of the same state and a GC, as a failover inside a running process")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -59,8 +61,25 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	latencySet := false
-	fs.Visit(func(f *flag.Flag) { latencySet = latencySet || f.Name == "latency" })
+	latencySet, modesSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		latencySet = latencySet || f.Name == "latency"
+		modesSet = modesSet || f.Name == "changelog"
+	})
+	switch *backend {
+	case "heap":
+	case "pebble":
+		base.pebble = true
+		if !modesSet {
+			*modes = "off"
+		} else if slices.Contains(strings.Split(*modes, ","), "on") {
+			fmt.Fprintln(stderr, "eddy bench checkpoint: --changelog on does not run on --backend pebble yet")
+			return 2
+		}
+	default:
+		fmt.Fprintf(stderr, "eddy bench checkpoint: --backend %q: want heap or pebble\n", *backend)
+		return 2
+	}
 	if *storeURL != "" && isRemote(*storeURL) && !latencySet {
 		// A remote store has latency of its own.
 		base.latency = false
@@ -111,8 +130,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			}
 		}()
 	}
-	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v (on reads too: %v), recoveries: %s, store: %s\n",
-		base.stateMB, *rate, base.interval, *dur, base.latency, base.readLatency, *recovery, where)
+	fmt.Fprintf(stdout, "eddy bench checkpoint: %d MiB pre-filled state, %.0f events/s, checkpoints every %v, %v per run, latency injected: %v (on reads too: %v), recoveries: %s, store: %s, state backend: %s\n",
+		base.stateMB, *rate, base.interval, *dur, base.latency, base.readLatency, *recovery, where, *backend)
 	var reqRows []string // the rows of the requests table
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "job\tchangelog\tcheckpoints\tp50\tp99\tp99.9\tmax\tsync p99\tstep stall (max)\tuploaded/ckpt (avg)\tfull size (avg)\tfull/state\trecovery (median)\trecovery/state (median of rounds)\t")
@@ -218,7 +237,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 type benchConfig struct {
 	job                        string
 	changelog, latency, warm   bool
-	readLatency                bool // latency on every operation, not only uploads
+	pebble                     bool  // keyed state in Pebble databases under dir/pebble
+	pebbleMemory               int64 // their pebble.Memory; 0: the default
+	readLatency                bool  // latency on every operation, not only uploads
 	stateMB, valueBytes        int
 	rate                       float64
 	dur, interval, materialize time.Duration
@@ -529,6 +550,13 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 func (cfg benchConfig) options(store blob.Store) []eddy.Option {
 	o := []eddy.Option{eddy.Parallelism(2), eddy.CheckpointStore(store, cfg.interval), eddy.LogOutput(io.Discard),
 		eddy.CheckpointTimeout(5 * time.Minute)}
+	if cfg.pebble {
+		var po []pebble.PoolOption
+		if cfg.pebbleMemory > 0 {
+			po = append(po, pebble.Memory(cfg.pebbleMemory))
+		}
+		o = append(o, eddy.StateBackend(eddy.Pebble(filepath.Join(cfg.dir, "pebble"), po...)))
+	}
 	if cfg.changelog {
 		o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio),
 			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90, FlushInterval: cfg.logFlush})))
@@ -659,6 +687,7 @@ func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.valueBytes, "value-bytes", 1024, "bytes per pre-filled value")
 	fs.DurationVar(&cfg.interval, "interval", 10*time.Millisecond, "checkpoint interval")
 	fs.DurationVar(&cfg.materialize, "materialize", 10*time.Second, "changelog materialization interval")
+	fs.Int64Var(&cfg.pebbleMemory, "pebble-memory", 0, "with the Pebble backend: bytes of block cache and memtables of all databases (pebble.Memory; 0: its default)")
 	fs.BoolVar(&cfg.latency, "latency", true, "inject object-store latency (p50 20 ms, p99 200 ms, p99.9 3 s) on uploads")
 	fs.BoolVar(&cfg.readLatency, "read-latency", false, "with --latency, inject it on reads, lists and deletes too")
 	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
@@ -670,6 +699,7 @@ func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
 func (cfg *benchConfig) onceFlags(fs *flag.FlagSet) {
 	fs.StringVar(&cfg.job, "job", "value", "job: value or window")
 	fs.BoolVar(&cfg.changelog, "changelog", false, "the changelog is on")
+	fs.BoolVar(&cfg.pebble, "pebble", false, "keyed state in Pebble databases under --dir")
 	fs.StringVar(&cfg.dir, "dir", "", "the configuration's working directory")
 	fs.StringVar(&cfg.storeURL, "store", "", "the configuration's checkpoint store URL (default: the directory data under --dir)")
 	fs.Uint64Var(&cfg.upto, "checkpoint", 0, "the checkpoint to restore (default: the latest)")

@@ -242,6 +242,13 @@ func printDetails(w io.Writer, d *inspect.Details) {
 			}
 			fmt.Fprintf(w, "    part    subtask %d  key groups [%d, %d)  %s  %s%s\n", p.Subtask, p.KeyGroupStart, p.KeyGroupEnd,
 				orNone(p.Blob), inspect.FormatBytes(p.Size), crc)
+			if p.Pebble != nil {
+				var size int64
+				for _, f := range p.Pebble.Files {
+					size += f.Size
+				}
+				fmt.Fprintf(w, "            Pebble checkpoint: %d files, %s (the part's blob is its state header)\n", len(p.Pebble.Files), inspect.FormatBytes(size))
+			}
 		}
 		for _, l := range op.Changelog {
 			fmt.Fprintf(w, "    log     subtask %d  key groups [%d, %d)  writer %s  changes (%d, %d]  %d objects  %s\n",

@@ -44,8 +44,27 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	kafkaBrokers := fs.String("kafka", "", "run from and to Kafka topics on these brokers (host:port,...)")
 	fs.BoolVar(&c.Changelog, "changelog", false, "use the changelog state backend (durable short-term log + background materialization)")
 	fs.DurationVar(&c.Materialize, "materialize", 10*time.Second, "with --changelog: time between materializations")
+	stateKind := fs.String("state", "heap", "where keyed state lives: heap (memory) or pebble (Pebble databases on local disk, incremental checkpoints)")
+	fs.StringVar(&c.PebbleDir, "state-dir", "./eddy-state", "with --state pebble: the local directory of the databases")
+	fs.Int64Var(&c.PebbleMemory, "state-memory", 0, "with --state pebble: bytes of block cache and memtables of all databases (0: the default, 256 MiB)")
 	admin := fs.String("admin", "", "serve /metrics, the admin API and a web page on this loopback host:port (port 0: any free port)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	switch *stateKind {
+	case "heap":
+		c.PebbleDir, c.PebbleMemory = "", 0
+	case "pebble":
+		if c.PebbleDir == "" {
+			fmt.Fprintln(stderr, "eddy demo: --state pebble needs a --state-dir")
+			return 2
+		}
+		if c.Changelog {
+			fmt.Fprintln(stderr, "eddy demo: --changelog does not run on --state pebble yet")
+			return 2
+		}
+	default:
+		fmt.Fprintf(stderr, "eddy demo: --state %q: choose heap or pebble\n", *stateKind)
 		return 2
 	}
 	if c.Events < 1 || c.Drivers < 1 || c.Parallelism < 1 {

@@ -214,6 +214,22 @@ func TestCrashResumeExactlyOnce(t *testing.T) { crashResume(t, false, localData,
 // materializations, log uploads and log truncation (checkpoint pruning).
 func TestCrashResumeChangelog(t *testing.T) { crashResume(t, true, localData, 0) }
 
+// TestCrashResumePebble is the crash test with the keyed state in Pebble:
+// kills land while databases are restored (downloaded, cut and copied at
+// another parallelism), during their checkpoints' uploads and retention's
+// deletes of shared files. Runs of killed processes leave their local
+// directories behind, which the next run removes.
+func TestCrashResumePebble(t *testing.T) { crashResumeOn(t, pebbleState, localData, 0) }
+
+// stateBackend is the state backend a crash test runs the demo on.
+type stateBackend int
+
+const (
+	heapState stateBackend = iota
+	changelogState
+	pebbleState
+)
+
 // localData keeps the checkpoints in a directory under dir.
 func localData(t *testing.T, dir string) string { return filepath.Join(dir, "data") }
 
@@ -222,6 +238,15 @@ func localData(t *testing.T, dir string) string { return filepath.Join(dir, "dat
 // the kill delays (except the early ones, during start-up) on storage
 // slow to reach a first checkpoint.
 func crashResume(t *testing.T, changelog bool, data func(t *testing.T, dir string) string, slow time.Duration) {
+	b := heapState
+	if changelog {
+		b = changelogState
+	}
+	crashResumeOn(t, b, data, slow)
+}
+
+// crashResumeOn is crashResume on any state backend.
+func crashResumeOn(t *testing.T, backend stateBackend, data func(t *testing.T, dir string) string, slow time.Duration) {
 	seed := testSeed(t, crashSeedEnv) // the kill schedule; kills still land by wall-clock time
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 
@@ -233,7 +258,10 @@ func crashResume(t *testing.T, changelog bool, data func(t *testing.T, dir strin
 	// About 3.75 s uninterrupted on two cores: long enough for the kills
 	// below to land all over the job, checkpoints included.
 	c := Config{Seed: 42, Events: 150_000, Drivers: 300, Data: data(t, dir), Out: filepath.Join(dir, "out"),
-		Rate: 40_000, LateEvery: 29, Changelog: changelog, Materialize: 150 * time.Millisecond}
+		Rate: 40_000, LateEvery: 29, Changelog: backend == changelogState, Materialize: 150 * time.Millisecond}
+	if backend == pebbleState {
+		c.PebbleDir = filepath.Join(dir, "pebble")
+	}
 	want := expected(c)
 
 	var runs, kills, killsWithCheckpoint, killsAfterOwnCheckpoint, restores, endgame int
@@ -343,6 +371,12 @@ func crashResume(t *testing.T, changelog bool, data func(t *testing.T, dir strin
 	noPending(t, c.Out)
 	if !strings.Contains(c.Data, "://") {
 		logLeftovers(t, c.Data)
+	}
+	if c.PebbleDir != "" {
+		// The last runs removed what killed runs left, and their own.
+		if ents, _ := os.ReadDir(c.PebbleDir); len(ents) != 0 {
+			t.Fatalf("%s holds %d entries after the last run, first %s", c.PebbleDir, len(ents), ents[0].Name())
+		}
 	}
 }
 

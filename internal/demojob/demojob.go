@@ -10,6 +10,7 @@ import (
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/file"
 	"github.com/eddyflow/eddy/state"
+	"github.com/eddyflow/eddy/state/pebble"
 )
 
 // Config is the demo's settings.
@@ -28,6 +29,12 @@ type Config struct {
 	// Materialize (default 10 s).
 	Changelog   bool
 	Materialize time.Duration
+	// PebbleDir, when set, keeps the keyed state in Pebble databases under
+	// this local directory (the Pebble state backend) instead of the heap.
+	PebbleDir string
+	// PebbleMemory is the Pebble databases' memory (pebble.Memory); 0:
+	// the default.
+	PebbleMemory int64
 }
 
 // WindowSize is the length of the demo's tumbling windows.
@@ -186,6 +193,13 @@ func Env(c Config, opts ...eddy.Option) *eddy.Env {
 			every = 10 * time.Second
 		}
 		base = append(base, eddy.Changelog(every))
+	}
+	if c.PebbleDir != "" {
+		var po []pebble.PoolOption
+		if c.PebbleMemory > 0 {
+			po = append(po, pebble.Memory(c.PebbleMemory))
+		}
+		base = append(base, eddy.StateBackend(eddy.Pebble(c.PebbleDir, po...)))
 	}
 	env := eddy.New(append(base, opts...)...)
 	Build(env, c)

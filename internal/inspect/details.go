@@ -63,6 +63,9 @@ type PartDetails struct {
 	Blob          string `json:"blob"`
 	Size          int64  `json:"size"`
 	CRC           uint32 `json:"crc32c,omitempty"`
+	// Pebble lists the files of a Pebble checkpoint; Blob is then its
+	// state header.
+	Pebble *checkpoint.PebblePart `json:"pebble,omitempty"`
 }
 
 // LogDetails is a checkpoint.LogPart.

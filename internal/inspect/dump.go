@@ -237,6 +237,9 @@ func (d *dumper) readPart(ctx context.Context, p checkpoint.StatePart) (*state.P
 	if info.MaxParallelism != d.maxPar {
 		return nil, fmt.Errorf("state part %s of operator %q has %d key groups, the manifest says %d", p.Blob, d.op.Name, info.MaxParallelism, d.maxPar)
 	}
+	if info.Header || p.Pebble != nil {
+		return nil, fmt.Errorf("state part %s of operator %q: the state is in the files of a Pebble checkpoint, which this tool does not read (only heap snapshots)", p.Blob, d.op.Name)
+	}
 	return info, nil
 }
 

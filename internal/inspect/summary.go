@@ -89,6 +89,11 @@ func manifestSize(m *checkpoint.Manifest) int64 {
 	for _, op := range m.Operators {
 		for _, p := range op.Parts {
 			n += p.Size
+			if p.Pebble != nil {
+				for _, f := range p.Pebble.Files {
+					n += f.Size
+				}
+			}
 		}
 		for _, l := range op.Changelog {
 			n += l.Size

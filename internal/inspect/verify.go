@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 
 	"github.com/eddyflow/eddy/blob"
@@ -70,10 +71,16 @@ func Verify(ctx context.Context, store blob.Store, id uint64, progress func(done
 	// What each file is, so each is read once and checked for what it is.
 	parts := map[string][]partRef{}
 	logs := map[string][]logRef{}
+	pebbleFiles := map[string][]pebbleRef{}
 	for _, op := range m.Operators {
 		for i, p := range op.Parts {
 			if p.Blob != "" {
 				parts[p.Blob] = append(parts[p.Blob], partRef{op: op.Name, maxPar: op.MaxParallelism, index: i, part: p})
+			}
+			if p.Pebble != nil {
+				for _, f := range p.Pebble.Files {
+					pebbleFiles[f.Object] = append(pebbleFiles[f.Object], pebbleRef{op: op.Name, index: i, file: f})
+				}
 			}
 		}
 		for i, l := range op.Changelog {
@@ -107,6 +114,9 @@ func Verify(ctx context.Context, store blob.Store, id uint64, progress func(done
 			if refs := logs[f]; len(refs) > 0 {
 				r.checkLog(f, data, refs)
 			}
+			for _, ref := range pebbleFiles[f] {
+				r.checkPebbleFile(f, data, ref)
+			}
 		case isDamage(err):
 			r.problem(f, err)
 		default:
@@ -125,6 +135,27 @@ type partRef struct {
 	index  int
 	part   checkpoint.StatePart
 }
+
+type pebbleRef struct {
+	op    string
+	index int // of the part
+	file  checkpoint.PebbleFile
+}
+
+// checkPebbleFile checks one file of a Pebble checkpoint against the size
+// and CRC-32C its part records, as a restore does.
+func (r *Report) checkPebbleFile(file string, data []byte, ref pebbleRef) {
+	where := fmt.Sprintf("Pebble file %s of state part %d of operator %q", ref.file.Name, ref.index, ref.op)
+	if int64(len(data)) != ref.file.Size {
+		r.Problems = append(r.Problems, Problem{file, fmt.Sprintf("%s: %d bytes, the manifest records %d", where, len(data), ref.file.Size)})
+		return
+	}
+	if got := crc32.Checksum(data, castagnoli); got != ref.file.CRC32C {
+		r.Problems = append(r.Problems, Problem{file, fmt.Sprintf("%s: crc32c %08x, the manifest records %08x", where, got, ref.file.CRC32C)})
+	}
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 type logRef struct {
 	op     string

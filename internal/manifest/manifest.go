@@ -115,6 +115,14 @@ func Assemble(id uint64, job string, createdAt int64, maxParallelism int, acks [
 				files[p.Part.Blob] = true
 			}
 			r.Full += p.Part.Size
+			if pp := p.Part.Pebble; pp != nil {
+				// Shared with other checkpoints, but listed by each that
+				// uses them: retention keeps them while one is retained.
+				for _, f := range pp.Files {
+					files[f.Object] = true
+					r.Full += f.Size
+				}
+			}
 		}
 		for _, w := range a.Watermarks {
 			op := opState(w.UID)

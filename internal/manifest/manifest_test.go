@@ -70,3 +70,26 @@ func TestAssemble(t *testing.T) {
 		}
 	}
 }
+
+// TestAssemblePebbleFiles: the objects of a Pebble part's files go into
+// Files (retention keeps what Files lists), each once although parts share
+// them, and count into the full size; the bytes uploaded are the acks'.
+func TestAssemblePebbleFiles(t *testing.T) {
+	shared := checkpoint.PebbleFile{Name: "000004.sst", Object: "c/1/op-0-r.pebble/sst/r-000004.sst", Size: 100}
+	part := func(sub uint32, start, end uint32, own string) OpPart {
+		return OpPart{UID: "op", Part: checkpoint.StatePart{Subtask: sub, KeyGroupStart: start, KeyGroupEnd: end, Blob: own + ".state", Size: 10,
+			Pebble: &checkpoint.PebblePart{Files: []checkpoint.PebbleFile{shared, {Name: "MANIFEST-000001", Object: own + "/MANIFEST-000001", Size: 5}}}}}
+	}
+	acks := []Ack{
+		{Stage: 1, Subtask: 0, ID: 2, Parallelism: 2, Bytes: 15, Parts: []OpPart{part(0, 0, 4, "c/2/op-0")}},
+		{Stage: 1, Subtask: 1, ID: 2, Parallelism: 2, Bytes: 115, Parts: []OpPart{part(1, 4, 8, "c/2/op-1")}},
+	}
+	r := Assemble(2, "job", 1, 8, acks, nil)
+	want := []string{"c/1/op-0-r.pebble/sst/r-000004.sst", "c/2/op-0.state", "c/2/op-0/MANIFEST-000001", "c/2/op-1.state", "c/2/op-1/MANIFEST-000001"}
+	if !reflect.DeepEqual(r.Manifest.Files, want) {
+		t.Fatalf("files %v, want %v", r.Manifest.Files, want)
+	}
+	if r.Full != 2*(10+100+5) || r.Bytes != 130 {
+		t.Fatalf("full %d, bytes %d", r.Full, r.Bytes)
+	}
+}

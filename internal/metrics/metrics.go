@@ -29,6 +29,8 @@ type Collector struct {
 		dstlInFlight, dstlUploaded, dstlUploads, dstlAttempts *prometheus.Desc
 		dstlChanges, dstlBlocked, dstlBlockedTime             *prometheus.Desc
 		blobRequests, dstlLatency, sourceLag                  *prometheus.Desc
+		pebbleL0Sublevels, pebbleL0Files, pebbleDebt          *prometheus.Desc
+		pebbleDisk, pebbleMemtable, pebbleCache               *prometheus.Desc
 	}
 	build    prometheus.Labels
 	duration prometheus.Histogram
@@ -91,6 +93,12 @@ func New(job string, m *runtime.Metrics) *Collector {
 	c.desc.dstlBlockedTime = d("eddy_dstl_blocked_seconds_total", "Time state changes waited for bytes in flight to drop.")
 	c.desc.blobRequests = d("eddy_blob_requests_total", "Requests made of the checkpoint store (what an object store bills), hedges and retries included, by operation (put, get, list, delete) and outcome (ok: success or an answer such as not found; failed).", "op", "outcome")
 	c.desc.dstlLatency = d("eddy_dstl_upload_duration_seconds", "How long changelog batches took to become durable in the store, hedges and retries included.")
+	c.desc.pebbleL0Sublevels = d("eddy_pebble_l0_sublevels", "Sublevels of L0 of a keyed subtask's Pebble database: reads consult each, and Pebble slows writes as they grow (about 20 stalls them).", sub...)
+	c.desc.pebbleL0Files = d("eddy_pebble_l0_files", "Files in L0 of a keyed subtask's Pebble database.", sub...)
+	c.desc.pebbleDebt = d("eddy_pebble_compaction_debt_bytes", "Bytes Pebble estimates its compactions must rewrite for a keyed subtask's database to settle; steady growth means writes outpace compactions.", sub...)
+	c.desc.pebbleDisk = d("eddy_pebble_disk_bytes", "Local disk space a keyed subtask's Pebble database takes, files held by a checkpoint being uploaded included.", sub...)
+	c.desc.pebbleMemtable = d("eddy_pebble_memtable_bytes", "Bytes in the memtables of a keyed subtask's Pebble database.", sub...)
+	c.desc.pebbleCache = d("eddy_pebble_block_cache_lookups_total", "Lookups in the block cache all Pebble databases of the process share, by result (hit, miss).", "result")
 	c.build = buildLabels()
 	c.duration = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "eddy_checkpoint_duration_seconds",
 		Help: "Checkpoint duration, trigger to sinks committed.", ConstLabels: jl, Buckets: durationBuckets})
@@ -159,7 +167,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.desc.size, c.desc.lastCompleted, c.desc.lastID, c.desc.restarts, c.desc.restore, c.desc.restoredID, c.desc.ready,
 		c.desc.subtasks, c.desc.started, c.desc.materializations, c.desc.materializationStall, c.desc.bld,
 		c.desc.dstlInFlight, c.desc.dstlUploaded, c.desc.dstlUploads, c.desc.dstlAttempts, c.desc.dstlChanges,
-		c.desc.dstlBlocked, c.desc.dstlBlockedTime, c.desc.blobRequests, c.desc.dstlLatency, c.desc.sourceLag} {
+		c.desc.dstlBlocked, c.desc.dstlBlockedTime, c.desc.blobRequests, c.desc.dstlLatency, c.desc.sourceLag,
+		c.desc.pebbleL0Sublevels, c.desc.pebbleL0Files, c.desc.pebbleDebt, c.desc.pebbleDisk, c.desc.pebbleMemtable, c.desc.pebbleCache} {
 		ch <- d
 	}
 	c.duration.Describe(ch)
@@ -244,6 +253,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			buckets[b.Seconds()] = uint64(lat.Buckets[i])
 		}
 		ch <- prometheus.MustNewConstHistogram(c.desc.dstlLatency, uint64(lat.Count), lat.Sum.Seconds(), buckets)
+	}
+	if dbs, on := c.m.Pebble(); on {
+		var hits, misses int64
+		for _, h := range dbs {
+			l := []string{h.Operator, strconv.Itoa(h.Subtask)}
+			gauge(c.desc.pebbleL0Sublevels, float64(h.L0Sublevels), l...)
+			gauge(c.desc.pebbleL0Files, float64(h.L0Files), l...)
+			gauge(c.desc.pebbleDebt, float64(h.CompactionDebt), l...)
+			gauge(c.desc.pebbleDisk, float64(h.DiskBytes), l...)
+			gauge(c.desc.pebbleMemtable, float64(h.MemTableBytes), l...)
+			// The cache is the pool's: every database reports the same.
+			hits, misses = max(hits, h.CacheHits), max(misses, h.CacheMisses)
+		}
+		counter(c.desc.pebbleCache, float64(hits), "hit")
+		counter(c.desc.pebbleCache, float64(misses), "miss")
 	}
 	reqs, reqsFailed := c.m.BlobRequests()
 	for _, r := range []struct {

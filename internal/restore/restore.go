@@ -100,7 +100,9 @@ const PartFetches = 8
 const MaxHedgedPart = 16 << 20
 
 // LoadParts fetches parts, up to PartFetches at a time, and loads each into
-// b as it arrives. A part counts only for the key groups it is listed for
+// b as it arrives. The part of a Pebble checkpoint is its state header
+// only (Backend.RestoreHeader): the caller restored b's store from its
+// files before. A part counts only for the key groups it is listed for
 // (a changelog subtask may carry a wider old part for its own range); the
 // parts of a checkpoint list disjoint key groups, so the order they load in
 // does not matter. Each fetcher reuses its buffer once its part is loaded,
@@ -165,7 +167,12 @@ func LoadParts(ctx context.Context, store blob.Store, hedger *blob.Hedger, b *st
 					err = &blob.CorruptError{Name: p.Blob, Reason: fmt.Sprintf("the manifest records CRC-32C %08x, the blob holds %08x (replaced by another file?)", p.CRC, got)}
 				}
 			}
-			if err == nil {
+			if err == nil && p.Pebble != nil {
+				// The entries are in the Pebble files, which the runtime
+				// restored into b's store before: the header's schemas
+				// are checked and its watermark taken.
+				err = b.RestoreHeader(f.data)
+			} else if err == nil {
 				err = b.RestorePart(f.data, int(p.KeyGroupStart), int(p.KeyGroupEnd))
 			}
 			if err != nil {

@@ -26,11 +26,28 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 	var size int64 // bytes of the keyed state at its last snapshot or restore
 	var waits []snapshot.Wait
 	for _, k := range sc.keyed {
-		if err := k.backend.Err(); err != nil {
+		if err := k.backend.Err(); err != nil && k.db == nil {
 			return fmt.Errorf("eddy: %s subtask %d: writing the changelog: %w", k.uid, sc.subtask, err)
 		}
 		if k.watermark != math.MinInt64 {
 			k.backend.SetWatermark(k.watermark)
+		}
+		if k.db != nil {
+			// Counting a store's entries reads all of it: its size on
+			// disk stands for the state's instead.
+			size += int64(k.db.Health().DiskBytes)
+			if sc.job.storage == nil {
+				if err := k.backend.Flush(); err != nil {
+					return fmt.Errorf("eddy: %s subtask %d: %w", k.uid, sc.subtask, err)
+				}
+				continue
+			}
+			p, err := k.pebblePart(sc, id)
+			if err != nil {
+				return err
+			}
+			parts = append(parts, p)
+			continue
 		}
 		a.Entries += int64(k.backend.Entries())
 		start, end := k.backend.KeyGroups()

@@ -16,6 +16,10 @@
 //   - internal/restore: where keyed state comes back from;
 //   - internal/changelog: the changelog state backend per keyed operator,
 //     and the attempt's log (OpenLog);
+//   - state/pebble: the Pebble state backend (pebble.go): one Pool per
+//     Run, one database per keyed operator subtask in the attempt's
+//     directory, flushed after each batch, checkpointed at the barrier
+//     and uploaded in the background after the subtask's previous upload;
 //   - internal/timers: keyed timers.
 //
 // What stays here is what binds them: the attempt (restore choice, void

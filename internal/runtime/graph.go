@@ -33,6 +33,7 @@ type Stage struct {
 	source      *SourceEntry
 	inputs      []*Edge // the shuffles feeding this stage, in the order of their inbox inputs
 	outs        []*Edge // the shuffles this stage feeds
+	keyedOps    int     // keyed operators chained (at most: each has a state backend)
 }
 
 // Parallelism is the stage's number of subtasks.

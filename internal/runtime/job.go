@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,7 @@ type Job struct {
 	stopPrune  context.CancelFunc // cancels pruneCtx
 	prunes     sync.WaitGroup     // retention goroutines
 	pruneID    atomic.Uint64      // the checkpoint whose retention runs now, 0 if none: one runs at a time
+	pebble     *pebbleAttempt     // the attempt's Pebble databases, with the Pebble state backend
 }
 
 // newRunID returns a token that names one attempt's state parts, log
@@ -166,6 +168,11 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		j.nextID = id
 	}
 	j.building.Store(j.nextID)
+	if e.pebble != nil {
+		j.pebble = &pebbleAttempt{run: e.pebble, dir: filepath.Join(e.pebble.dir, j.runID)}
+		// Deferred: runs once the subtasks and uploads are done.
+		defer j.pebble.end(e.metrics)
+	}
 	if cfg := e.cfg.Changelog; cfg != nil && j.blobs != nil {
 		var err error
 		if j.dlog, j.partHedger, err = changelog.OpenLog(j.blobs, cfg, j.building.Load, j.runID); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/eddyflow/eddy/internal/timers"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/eddyflow/eddy/state"
+	"github.com/eddyflow/eddy/state/pebble"
 )
 
 // Keyed is the runtime of one keyed operator in one subtask: its state
@@ -27,14 +28,37 @@ type Keyed struct {
 	fireProc    func(kb []byte, kg int, at int64) error
 	end         func() error
 	cl          *changelog.Operator // with the changelog state backend
+
+	// With the Pebble state backend (pebble.go):
+	db       *pebble.DB         // where the state lives
+	openErr  error              // opening or restoring db failed; Start returns it
+	prev     *pebble.Checkpoint // the last uploaded checkpoint of db, whose files the next reuses
+	uploaded chan struct{}      // closed once the last checkpoint's upload is over
 }
 
 // OpenKeyed creates the state backend of keyed operator uid in subtask sc,
 // for keys of schema ksch. Declare the operator's state on State, then
-// call Start.
+// call Start. With the Pebble state backend it opens the operator's
+// database, restoring it from the checkpoint's Pebble files if there are.
 func OpenKeyed(sc *Subtask, uid string, ksch serde.Schema) *Keyed {
 	kgs, kge := sc.keyGroups()
-	return &Keyed{uid: uid, backend: state.NewBackend(sc.job.env.cfg.MaxParallelism, kgs, kge, ksch), watermark: math.MinInt64}
+	maxPar := sc.job.env.cfg.MaxParallelism
+	k := &Keyed{uid: uid, watermark: math.MinInt64}
+	if sc.job.pebble != nil {
+		began := time.Now()
+		db, err := sc.openStore(uid, kgs, kge)
+		if err == nil {
+			k.db, k.prev = db, db.Restored()
+			k.backend = state.NewStoreBackend(maxPar, kgs, kge, ksch, db)
+			if sc.job.restored != nil {
+				storeMax(&sc.job.env.stats.recovery, int64(time.Since(began)))
+			}
+			return k
+		}
+		k.openErr = err // the state is declared on a heap backend, unused
+	}
+	k.backend = state.NewBackend(maxPar, kgs, kge, ksch)
+	return k
 }
 
 // State is the backend the operator's state is declared on.
@@ -72,6 +96,9 @@ func (k *Keyed) DeleteEventTimer(kb []byte, kg int, at int64) { k.eventTimers.De
 // attempt's recovery time is its slowest subtask's), the changelog, and
 // its watermark; from then on the subtask runs it.
 func (k *Keyed) Start(sc *Subtask) error {
+	if k.openErr != nil {
+		return k.openErr
+	}
 	var err error
 	if k.procTimers, err = timers.New(k.backend, "eddy.timers"); err != nil {
 		return err

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"github.com/eddyflow/eddy/blob"
 	"math"
 	"slices"
 	"strconv"
@@ -10,7 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/dstl"
+	"github.com/eddyflow/eddy/state/pebble"
 )
 
 // Metrics are the live measurements of one Run of a job graph, kept across
@@ -24,10 +25,11 @@ type Metrics struct {
 	subtasks [][]SubtaskMetrics // [stage][subtask]
 	total    int                // subtasks of the graph
 
-	attempt atomic.Int64 // attempts started
-	running atomic.Bool  // an attempt is running
-	started atomic.Int64 // subtasks of the current attempt that restored and run
-	failed  atomic.Int64 // checkpoints failed (timed out, an upload or the manifest failed)
+	attempt  atomic.Int64 // attempts started
+	running  atomic.Bool  // an attempt is running
+	started  atomic.Int64 // subtasks of the current attempt that restored and run
+	failed   atomic.Int64 // checkpoints failed (timed out, an upload or the manifest failed)
+	pebbleOn atomic.Bool  // a Pebble database was opened
 
 	mu       sync.Mutex
 	history  []CheckpointStats // the newest last, at most historyLen
@@ -39,6 +41,57 @@ type Metrics struct {
 	dlogSeen bool
 
 	blobs blob.Counter // requests made of the checkpoint store
+
+	pebbleMu sync.Mutex // guards pebble; held while a DB's health is read, so it is not closed meanwhile
+	pebble   []pebbleDB // the open databases of the Pebble state backend
+}
+
+// pebbleDB is an open database of the Pebble state backend and whose it is.
+type pebbleDB struct {
+	uid     string
+	subtask int
+	db      *pebble.DB
+}
+
+// PebbleHealth is the health of the Pebble database of one keyed operator
+// subtask.
+type PebbleHealth struct {
+	Operator string
+	Subtask  int
+	pebble.Health
+}
+
+// Pebble returns the health of the open Pebble databases of the current
+// attempt, by operator and subtask, and whether the job keeps its state in
+// Pebble at all.
+func (m *Metrics) Pebble() ([]PebbleHealth, bool) {
+	m.pebbleMu.Lock()
+	defer m.pebbleMu.Unlock()
+	out := make([]PebbleHealth, 0, len(m.pebble))
+	for _, d := range m.pebble {
+		out = append(out, PebbleHealth{Operator: d.uid, Subtask: d.subtask, Health: d.db.Health()})
+	}
+	slices.SortFunc(out, func(a, b PebbleHealth) int {
+		if c := strings.Compare(a.Operator, b.Operator); c != 0 {
+			return c
+		}
+		return a.Subtask - b.Subtask
+	})
+	return out, m.pebbleOn.Load()
+}
+
+func (m *Metrics) addPebble(uid string, subtask int, db *pebble.DB) {
+	m.pebbleOn.Store(true)
+	m.pebbleMu.Lock()
+	m.pebble = append(m.pebble, pebbleDB{uid: uid, subtask: subtask, db: db})
+	m.pebbleMu.Unlock()
+}
+
+// dropPebble forgets db, which is about to be closed.
+func (m *Metrics) dropPebble(db *pebble.DB) {
+	m.pebbleMu.Lock()
+	m.pebble = slices.DeleteFunc(m.pebble, func(d pebbleDB) bool { return d.db == db })
+	m.pebbleMu.Unlock()
 }
 
 // BlobRequests returns the requests Run made of the checkpoint store, in
@@ -194,6 +247,9 @@ func (st *Stage) Name() string {
 // stage.
 func (st *Stage) AddOperator(op string, keyed bool) {
 	st.ops = append(st.ops, op)
+	if keyed {
+		st.keyedOps++
+	}
 	if keyed && st.name == "" {
 		if _, id, ok := strings.Cut(op, " "); ok {
 			st.name = id

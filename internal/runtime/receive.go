@@ -74,12 +74,18 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	armed := int64(0)
-	dirty := false // output batches may be partly filled
+	dirty := false             // output batches may be partly filled
+	stores := sc.storeBacked() // state in Pebble: flushed after each batch
 	// onTimer fires due processing-time timers and forces re-arming.
 	onTimer := func() error {
 		armed = -1
 		if err := sc.fireTimers(); err != nil {
 			return err
+		}
+		if stores {
+			if err := sc.flushStores(); err != nil {
+				return err
+			}
 		}
 		if sc.job.dlog != nil {
 			if err := sc.materialize(); err != nil {
@@ -124,6 +130,11 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 			cur = from
 			if err := process(from, m.Batch, onMark); err != nil {
 				return err
+			}
+			if stores {
+				if err := sc.flushStores(); err != nil {
+					return err
+				}
 			}
 			dirty = true
 			for _, k := range sc.keyed {

@@ -37,6 +37,7 @@ type Config struct {
 	Logger            *slog.Logger
 	OnCheckpoint      func(CheckpointStats)
 	Changelog         *ChangelogConfig // nil: the heap backend alone
+	Pebble            *PebbleConfig    // nil: keyed state in the heap
 	// Fingerprint is recorded in every manifest; a restore from a
 	// checkpoint with another one is refused unless AllowChangedJob.
 	Fingerprint     string
@@ -81,6 +82,7 @@ type runner struct {
 	metrics *Metrics
 	// unusable are the checkpoints found corrupt or incomplete, and why.
 	unusable map[uint64]string
+	pebble   *pebbleRun // with the Pebble state backend
 }
 
 // Run runs the job graph g until its bounded inputs are exhausted and their
@@ -93,6 +95,16 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 	e := &runner{cfg: cfg, stages: g.stages, sources: g.sources, sinks: g.sinks, stats: stats, metrics: cfg.Metrics, unusable: map[uint64]string{}}
 	if e.metrics == nil {
 		e.metrics = NewMetrics(g, stats)
+	}
+	if cfg.Pebble != nil {
+		if cfg.Changelog != nil {
+			return errs.Kind(errs.Permanent, errors.New("eddy: the changelog state backend does not run on Pebble state yet; choose one of eddy.Changelog and the Pebble state backend"), true)
+		}
+		var err error
+		if e.pebble, err = openPebble(cfg.Pebble, e.stages); err != nil {
+			return err
+		}
+		defer e.pebble.close()
 	}
 	var store *checkpoint.Storage
 	bs := cfg.Store

@@ -22,6 +22,10 @@ type Part struct {
 	// Release, if not nil, is called once Data is no longer needed
 	// (written, failed or dropped), to recycle its buffer.
 	Release func()
+	// Upload, if not nil, writes the part instead of a Put of Data to Name:
+	// a Pebble checkpoint's files and header. It returns the part for the
+	// manifest and the bytes it uploaded.
+	Upload func(ctx context.Context, store blob.Store) (checkpoint.StatePart, int64, error)
 }
 
 // Wait blocks until something the checkpoint depends on is durable (the
@@ -97,6 +101,16 @@ func (k *Acker) Ack(ctx context.Context, a *manifest.Ack, store blob.Store, part
 			}
 		}
 		for _, p := range parts {
+			if p.Upload != nil {
+				sp, n, err := p.Upload(ctx, store)
+				if err != nil {
+					a.Err = errs.Kind(errs.Storage, fmt.Errorf("writing state of %s subtask %d: %w", p.UID, p.Subtask, err), false)
+					break
+				}
+				a.Parts = append(a.Parts, manifest.OpPart{UID: p.UID, Part: sp})
+				a.Bytes += n
+				continue
+			}
 			if err := store.Put(ctx, p.Name, p.Data); err != nil {
 				a.Err = errs.Kind(errs.Storage, fmt.Errorf("writing state of %s subtask %d to %s: %w", p.UID, p.Subtask, p.Name, err), false)
 				break

@@ -42,13 +42,15 @@
 //
 // The formats are described in docs/pebble.md.
 //
-// Integration into the runtime (next step; the runtime is not changed
-// here): a keyed subtask opens its DB from a process-wide Pool (or
-// Pool.Restore), builds its backend with state.NewStoreBackend, calls
-// Backend.Flush after each batch (failing the task on an error), and at a
-// barrier calls DB.TakeCheckpoint, then Upload in the background with Prev
-// = the last completed checkpoint of the subtask (DB.Restored after a
-// restore), putting the returned Checkpoint into its manifest entry
-// together with the backend's key and value schemas; retention deletes
-// Unreferenced(dropped, retained).
+// The runtime (internal/runtime/pebble.go, eddy.Pebble) uses it so: one
+// Pool per Run; a keyed subtask opens its DB (or Pool.Restore with the
+// operator's Pebble parts of the restored checkpoint), builds its backend
+// with state.NewStoreBackend, calls Backend.Flush after each batch (failing
+// the task on an error), and at a barrier calls DB.TakeCheckpoint, then
+// Upload in the background, after the subtask's previous upload, with Prev
+// = that upload (DB.Restored after a restore); the manifest's part lists the
+// returned files, next to a blob with the backend's state header (key and
+// value schemas, watermark: state.Backend.AppendHeader). Retention needs no
+// Unreferenced there: every manifest lists the objects it uses, and the
+// checkpoint storage deletes what no retained manifest lists.
 package pebble

@@ -62,6 +62,12 @@ func Memory(bytes int64) PoolOption { return func(c *poolConfig) { c.memory = by
 // which sizes each DB's share of the memtable budget; Open fails past it.
 func MaxDBs(n int) PoolOption { return func(c *poolConfig) { c.maxDBs = n } }
 
+// MinMemory is the least Memory a pool of maxDBs DBs takes: each DB's
+// memtables of at least 1 MiB, a quarter of the whole.
+func MinMemory(maxDBs int) int64 {
+	return 4 * memtablesPerDB * minMemTable * int64(max(maxDBs, 1))
+}
+
 // NewPool returns a pool. It fails if the memory is too small to give each
 // of MaxDBs DBs its memtables of at least 1 MiB.
 func NewPool(opts ...PoolOption) (*Pool, error) {

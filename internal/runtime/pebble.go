@@ -1,0 +1,312 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/internal/errs"
+	"github.com/eddyflow/eddy/internal/restore"
+	"github.com/eddyflow/eddy/internal/snapshot"
+	"github.com/eddyflow/eddy/state"
+	"github.com/eddyflow/eddy/state/pebble"
+)
+
+// PebbleConfig turns on the Pebble state backend: every keyed operator
+// subtask keeps its state in a Pebble database of its own under Dir, all
+// of them sharing one pebble.Pool per Run.
+type PebbleConfig struct {
+	Dir  string              // the local directory the databases go under
+	Pool []pebble.PoolOption // the pool's memory; MaxDBs defaults to the job's keyed subtasks
+}
+
+// pebbleRun is the Pebble state of one Run: the pool every database of
+// every attempt takes its memory from, and the Run's directory, locked for
+// as long as the Run lasts.
+type pebbleRun struct {
+	pool   *pebble.Pool
+	dir    string // <Dir>/run-<token>; each attempt's databases under <dir>/<attempt>
+	unlock func()
+}
+
+// runDirPrefix starts the name of a Run's directory under PebbleConfig.Dir.
+const runDirPrefix = "run-"
+
+// openPebble creates the pool and the directory of a Run of graph g. The
+// directories that Runs of killed processes left under cfg.Dir (their
+// lock is free) are removed first; the databases are never reopened from
+// them: a restore downloads the checkpoint's files.
+func openPebble(cfg *PebbleConfig, stages []*Stage) (*pebbleRun, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("eddy: the Pebble state backend needs a local directory")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("eddy: Pebble state directory: %w", err)
+	}
+	removeStaleRuns(cfg.Dir)
+	dbs := 0
+	for _, st := range stages {
+		dbs += st.parallelism * st.keyedOps
+	}
+	dbs = max(dbs, 1)
+	opts := append([]pebble.PoolOption{pebble.MaxDBs(dbs), pebble.Memory(max(pebble.DefaultMemory, pebble.MinMemory(dbs)))}, cfg.Pool...)
+	pool, err := pebble.NewPool(opts...)
+	if err != nil {
+		return nil, errs.Kind(errs.Permanent, fmt.Errorf("eddy: the job has %d keyed operator subtasks: %w", dbs, err), true)
+	}
+	dir, err := os.MkdirTemp(cfg.Dir, runDirPrefix)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("eddy: Pebble state directory: %w", err)
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		pool.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("eddy: Pebble state directory: %w", err)
+	}
+	return &pebbleRun{pool: pool, dir: dir, unlock: unlock}, nil
+}
+
+// close releases the pool and removes the Run's directory.
+func (p *pebbleRun) close() {
+	p.pool.Close()
+	os.RemoveAll(p.dir)
+	p.unlock()
+}
+
+// removeStaleRuns removes the Run directories under dir whose lock no
+// process holds.
+func removeStaleRuns(dir string) {
+	if !dirLocks {
+		return
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), runDirPrefix) {
+			continue
+		}
+		d := filepath.Join(dir, e.Name())
+		unlock, err := lockDir(d)
+		if err != nil {
+			continue // held: a Run of another process uses it
+		}
+		os.RemoveAll(d)
+		unlock()
+	}
+}
+
+// pebbleAttempt is the Pebble state of one attempt: its databases, closed
+// and removed when the attempt ends.
+type pebbleAttempt struct {
+	run *pebbleRun
+	dir string
+	mu  sync.Mutex
+	dbs []*pebble.DB
+}
+
+// end closes the attempt's databases (once its subtasks and uploads are
+// done) and removes their directory.
+func (a *pebbleAttempt) end(m *Metrics) {
+	a.mu.Lock()
+	dbs := a.dbs
+	a.dbs = nil
+	a.mu.Unlock()
+	for _, db := range dbs {
+		m.dropPebble(db)
+		db.Close()
+	}
+	os.RemoveAll(a.dir)
+}
+
+// openStore returns the database of keyed operator uid in subtask sc: the
+// checkpoint's Pebble parts of the operator restored into it, or a new one.
+// Heap snapshot parts of a checkpoint taken with the heap backend are
+// loaded later, by Start, through the backend.
+func (sc *Subtask) openStore(uid string, start, end int) (*pebble.DB, error) {
+	j := sc.job
+	a := j.pebble
+	dir := filepath.Join(a.dir, fmt.Sprintf("%s-%d", sanitizeDir(uid), sc.subtask))
+	maxPar := j.env.cfg.MaxParallelism
+	parts, err := pebbleParts(j.restored, uid, maxPar, start, end)
+	if err != nil {
+		return nil, err
+	}
+	var db *pebble.DB
+	if parts == nil {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+		db, err = a.run.pool.Open(dir, maxPar, start, end)
+	} else {
+		db, err = a.run.pool.Restore(sc.ctx, j.blobs, dir, maxPar, start, end, parts)
+		if err != nil {
+			id := j.restored.ID
+			var ce *pebble.CorruptFileError
+			if errors.As(err, &ce) {
+				return nil, &restore.Error{ID: id, Err: fmt.Errorf("operator %s subtask %d: %w", uid, sc.subtask, err)}
+			}
+			var de *pebble.DirError
+			if !errors.As(err, &de) {
+				err = restore.Failure(id, fmt.Errorf("operator %s subtask %d: %w", uid, sc.subtask, err))
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.dbs = append(a.dbs, db)
+	a.mu.Unlock()
+	j.env.metrics.addPebble(uid, sc.subtask, db)
+	return db, nil
+}
+
+// pebbleParts returns the Pebble checkpoints of operator uid in m that
+// overlap the key groups [start, end), or nil if m has none (no
+// checkpoint, a new operator, heap snapshot parts, or key groups of
+// another max parallelism, which restore.Keyed refuses). Every part of the
+// operator is returned, for Pool.Restore to plan with; an operator whose
+// parts are partly heap snapshots and partly Pebble files is refused.
+func pebbleParts(m *checkpoint.Manifest, uid string, maxPar, start, end int) ([]pebble.Checkpoint, error) {
+	if m == nil {
+		return nil, nil
+	}
+	for _, op := range m.Operators {
+		if op.Name != uid || int(op.MaxParallelism) != maxPar {
+			continue
+		}
+		var out []pebble.Checkpoint
+		heap, overlap := false, false
+		for _, p := range op.Parts {
+			if p.Pebble == nil {
+				heap = true
+				continue
+			}
+			if int(p.KeyGroupEnd) > start && int(p.KeyGroupStart) < end {
+				overlap = true
+			}
+			c := pebble.Checkpoint{MaxParallelism: op.MaxParallelism, Start: p.KeyGroupStart, End: p.KeyGroupEnd}
+			for _, f := range p.Pebble.Files {
+				c.Files = append(c.Files, pebble.File(f))
+			}
+			out = append(out, c)
+		}
+		if heap && out != nil {
+			return nil, &restore.Error{ID: m.ID, Err: fmt.Errorf("operator %s: the checkpoint mixes heap snapshot parts and Pebble parts", uid)}
+		}
+		if !overlap {
+			return nil, nil
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+// sanitizeDir makes an operator id a safe directory name.
+func sanitizeDir(uid string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9', r == '-', r == '_', r == '.':
+			return r
+		}
+		return '_'
+	}, uid)
+}
+
+// flushStores commits what the last batch of records wrote to the keyed
+// operators' Pebble databases. The heap backend has nothing to flush, and
+// a subtask without a store-backed operator does not call it.
+func (sc *Subtask) flushStores() error {
+	for _, k := range sc.keyed {
+		if k.db == nil {
+			continue
+		}
+		if err := k.backend.Flush(); err != nil {
+			return fmt.Errorf("eddy: %s subtask %d: %w", k.uid, sc.subtask, err)
+		}
+	}
+	return nil
+}
+
+// pebblePart takes the synchronous half of a Pebble checkpoint of k at
+// barrier id: the batch's writes flushed, the database's checkpoint taken
+// (hard links) and the state header encoded. The upload runs in the
+// background, after the previous checkpoint's of k, whose files it reuses.
+func (k *Keyed) pebblePart(sc *Subtask, id uint64) (snapshot.Part, error) {
+	j := sc.job
+	if err := k.backend.Flush(); err != nil {
+		return snapshot.Part{}, fmt.Errorf("eddy: %s subtask %d: %w", k.uid, sc.subtask, err)
+	}
+	header, err := k.backend.AppendHeader(nil)
+	if err != nil {
+		return snapshot.Part{}, fmt.Errorf("eddy: state header of %s subtask %d: %w", k.uid, sc.subtask, err)
+	}
+	lc, err := k.db.TakeCheckpoint(id)
+	if err != nil {
+		return snapshot.Part{}, fmt.Errorf("eddy: checkpoint of %s subtask %d: %w", k.uid, sc.subtask, err)
+	}
+	start, end := k.backend.KeyGroups()
+	name := j.storage.PartBlobName(id, k.uid, sc.subtask, j.runID)
+	opts := pebble.CheckpointOptions{Prefix: j.storage.PebblePrefix(id, k.uid, sc.subtask, j.runID), Run: j.runID, ID: id}
+	prevDone := k.uploaded
+	done := make(chan struct{})
+	k.uploaded = done
+	// done closes once this upload is over, or once the part is released
+	// without one (an earlier part of the ack failed): the next waits.
+	finish := sync.OnceFunc(func() { close(done) })
+	upload := func(ctx context.Context, store blob.Store) (checkpoint.StatePart, int64, error) {
+		defer finish()
+		if prevDone != nil {
+			select {
+			case <-prevDone:
+			case <-ctx.Done():
+				return checkpoint.StatePart{}, 0, ctx.Err()
+			}
+		}
+		// Only this goroutine touches k.prev now: the previous upload
+		// closed prevDone after writing it, the next waits for done.
+		opts.Prev = k.prev
+		c, st, err := lc.Upload(ctx, store, opts)
+		if err != nil {
+			return checkpoint.StatePart{}, 0, err
+		}
+		if err := store.Put(ctx, name, header); err != nil {
+			return checkpoint.StatePart{}, 0, err
+		}
+		k.prev = &c
+		files := make([]checkpoint.PebbleFile, len(c.Files))
+		for i, f := range c.Files {
+			files[i] = checkpoint.PebbleFile(f)
+		}
+		return checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end),
+			Blob: name, Size: int64(len(header)), CRC: blob.Checksum(header), Pebble: &checkpoint.PebblePart{Files: files}}, st.UploadedBytes + int64(len(header)), nil
+	}
+	return snapshot.Part{UID: k.uid, Subtask: sc.subtask, KeyGroupStart: start, KeyGroupEnd: end, Name: name,
+		Upload: upload, Release: func() {
+			finish()
+			_ = lc.Remove()
+		}}, nil
+}
+
+// storeBacked reports whether some keyed operator of the subtask keeps its
+// state in a store, which the subtask then flushes after each batch.
+func (sc *Subtask) storeBacked() bool {
+	for _, k := range sc.keyed {
+		if k.db != nil {
+			return true
+		}
+	}
+	return false
+}
+
+var _ state.Store = (*pebble.DB)(nil)

@@ -1,0 +1,444 @@
+package eddy_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob/file"
+	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/connector/datagen"
+	eddyfile "github.com/eddyflow/eddy/connector/file"
+	"github.com/eddyflow/eddy/state"
+	"github.com/eddyflow/eddy/state/pebble"
+)
+
+// probeOut is one output line of stateProbe: what the key's states held
+// after one of its records.
+type probeOut struct {
+	Driver string  `json:"driver" proto:"1"`
+	N      int64   `json:"n" proto:"2"`
+	Bucket int64   `json:"bucket" proto:"3"`
+	Recent float64 `json:"recent" proto:"4"`
+	Keys   int64   `json:"keys" proto:"5"`
+}
+
+// stateProbe uses every kind of state per driver: a count (Value), points
+// per speed bucket (Map), the last speeds (List, added to and replaced)
+// and a running sum of the bucket counts (Reducing).
+type stateProbe struct {
+	n      *state.Value[int64]
+	bucket *state.Map[int32, int64]
+	recent *state.List[float32]
+	sum    *state.Reducing[int64]
+}
+
+func (f *stateProbe) Open(ctx *eddy.OpenContext) error {
+	var err error
+	if f.n, err = state.NewValue[int64](ctx.State, "n"); err != nil {
+		return err
+	}
+	if f.bucket, err = state.NewMap[int32, int64](ctx.State, "buckets"); err != nil {
+		return err
+	}
+	if f.recent, err = state.NewList[float32](ctx.State, "recent"); err != nil {
+		return err
+	}
+	f.sum, err = state.NewReducing[int64](ctx.State, "sum", func(a, b int64) int64 { return a + b })
+	return err
+}
+
+func (f *stateProbe) Process(ctx *eddy.Context[string, probeOut], p *datagen.GPSPoint) error {
+	n, _ := f.n.Get()
+	n++
+	f.n.Update(n)
+	b := int32(p.SpeedKmh) / 10
+	c, _ := f.bucket.Get(b)
+	c++
+	if c%7 == 0 {
+		f.bucket.Delete(b) // maps shrink, too
+	} else {
+		f.bucket.Put(b, c)
+	}
+	f.recent.Add(p.SpeedKmh)
+	if xs := f.recent.Get(); len(xs) > 4 {
+		f.recent.Update(xs[len(xs)-3:])
+	}
+	sum := 0.0
+	for _, x := range f.recent.Get() {
+		sum += float64(x)
+	}
+	f.sum.Add(c)
+	s, _ := f.sum.Get()
+	ctx.Emit(probeOut{Driver: p.DriverID, N: n, Bucket: c, Recent: float64(int64(sum * 100)), Keys: s + int64(f.bucket.Len())})
+	return nil
+}
+
+// probeJob is the job the Pebble tests run: 60 000 GPS points of 400
+// drivers through stateProbe, committed exactly once to out.
+type probeJob struct {
+	data, out string
+	par       int
+	pebbleDir string // "": the heap backend
+	// gate, when not 0, holds every split of the source once it reaches
+	// this event index, so that the run cannot finish: a test cancels it
+	// once blocked says every split waits.
+	gate    int64
+	blocked *atomic.Int64
+	lift    *atomic.Bool // set: the gate is gone
+}
+
+// gatedSource is a source whose splits stop (Idle) at the event index
+// gate, counting in blocked the splits that have reached it.
+type gatedSource struct {
+	eddy.Source[datagen.GPSPoint]
+	gate    int64
+	blocked *atomic.Int64
+	lift    *atomic.Bool
+}
+
+func (g gatedSource) OpenSplit(ctx context.Context, split int, pos []byte) (eddy.SplitReader[datagen.GPSPoint], error) {
+	r, err := g.Source.OpenSplit(ctx, split, pos)
+	return &gatedReader{SplitReader: r, src: g}, err
+}
+
+type gatedReader struct {
+	eddy.SplitReader[datagen.GPSPoint]
+	src     gatedSource
+	stopped bool
+}
+
+func (r *gatedReader) Next(rec *datagen.GPSPoint) (eddy.ReadStatus, error) {
+	if pos, n := binary.Uvarint(r.Position()); n > 0 && int64(pos) >= r.src.gate && (r.src.lift == nil || !r.src.lift.Load()) {
+		if !r.stopped {
+			r.stopped = true
+			r.src.blocked.Add(1)
+		}
+		return eddy.Idle, nil
+	}
+	return r.SplitReader.Next(rec)
+}
+
+func (j probeJob) env(opts ...eddy.Option) *eddy.Env {
+	base := []eddy.Option{eddy.Parallelism(j.par), eddy.Checkpoints(j.data, 10*time.Millisecond), eddy.Restarts(0, 0), eddy.MaxParallelism(64)}
+	if j.pebbleDir != "" {
+		base = append(base, eddy.StateBackend(eddy.Pebble(j.pebbleDir, pebble.Memory(64<<20))))
+	}
+	env := eddy.New(append(base, opts...)...)
+	var src eddy.Source[datagen.GPSPoint] = datagen.GPS(datagen.Seed(9), datagen.Events(60_000), datagen.Drivers(400))
+	if j.gate > 0 {
+		src = gatedSource{Source: src, gate: j.gate, blocked: j.blocked, lift: j.lift}
+	}
+	pts := eddy.FromSource(env, src, eddy.Named("gps"))
+	keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
+	out := eddy.Process[string, datagen.GPSPoint, probeOut](keyed, &stateProbe{}, eddy.Named("probe"))
+	eddy.ToSink(out, eddyfile.JSONLines[probeOut](j.out), eddy.Named("out"))
+	return env
+}
+
+// runUntil runs j up to event index gate of each split (0: to the end),
+// cancelling it once every split waits at the gate and two checkpoints
+// completed since; it reports whether the job finished.
+func (j probeJob) runUntil(t *testing.T, gate int64) bool {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	j.gate, j.blocked = gate, new(atomic.Int64)
+	splits := int64(datagen.GPS().Splits())
+	n := 0
+	err := j.env(eddy.LogOutput(&logBuf{}), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+		if j.blocked.Load() < splits {
+			return
+		}
+		if n++; n == 2 {
+			cancel()
+		}
+	})).Run(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("parallelism %d: %v", j.par, err)
+	}
+	return err == nil
+}
+
+// probeReference is the output of the probe job run uninterrupted on the
+// heap.
+func probeReference(t *testing.T) []string {
+	t.Helper()
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), par: 2}
+	if !j.runUntil(t, 0) {
+		t.Fatal("the reference run did not finish")
+	}
+	return readLines(t, j.out)
+}
+
+func sameOutput(t *testing.T, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d lines, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("line %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+}
+
+// TestPebbleCancelResumeRescale runs the probe job on Pebble, cancelled
+// after a few checkpoints and resumed, at parallelism 2, then 3, then 1
+// (and around again until it finishes): its output equals the heap's
+// uninterrupted run, line for line.
+func TestPebbleCancelResumeRescale(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble")}
+	for i, par := range []int{2, 3, 1} {
+		j.par = par
+		if j.runUntil(t, int64(i+1)*15_000) {
+			t.Fatalf("run %d finished though its source waits at a gate", i)
+		}
+	}
+	j.par = 2
+	if !j.runUntil(t, 0) {
+		t.Fatal("the last run did not finish")
+	}
+	sameOutput(t, readLines(t, j.out), want)
+	checkPebbleRetention(t, j.data)
+}
+
+// TestPebbleUninterrupted runs the probe job on Pebble without a
+// cancellation: the output is the heap's.
+func TestPebbleUninterrupted(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 3}
+	if !j.runUntil(t, 0) {
+		t.Fatal("did not finish")
+	}
+	sameOutput(t, readLines(t, j.out), want)
+}
+
+// checkPebbleRetention checks what retention left in the checkpoint
+// storage data: every Pebble object a retained manifest lists exists, SST
+// objects are shared by several retained checkpoints, and no Pebble object
+// of a checkpoint up to the newest is left that no retained manifest lists.
+func checkPebbleRetention(t *testing.T, data string) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := file.New(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := checkpoint.NewStorage(store, 3)
+	ids, err := st.List(ctx)
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("checkpoints %v: %v", ids, err)
+	}
+	listed := map[string]int{}
+	for _, id := range ids {
+		m, err := st.Load(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range m.Operators {
+			for _, p := range op.Parts {
+				if p.Pebble == nil {
+					t.Fatalf("checkpoint %d operator %s: a part without Pebble files", id, op.Name)
+				}
+				for _, f := range p.Pebble.Files {
+					listed[f.Object]++
+					if !slices.Contains(m.Files, f.Object) {
+						t.Fatalf("checkpoint %d: %s is not in Files", id, f.Object)
+					}
+				}
+			}
+		}
+	}
+	names, err := store.List(ctx, "checkpoints/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, n := range names {
+		have[n] = true
+		if strings.Contains(n, ".pebble/") && listed[n] == 0 {
+			t.Errorf("%s is left, though no retained checkpoint lists it", n)
+		}
+	}
+	shared := 0
+	for o, n := range listed {
+		if !have[o] {
+			t.Errorf("%s is listed by a retained checkpoint but gone", o)
+		}
+		if n > 1 && strings.HasSuffix(o, ".sst") {
+			shared++
+		}
+	}
+	if shared == 0 && len(ids) > 1 {
+		t.Errorf("no SST object is shared by the %d retained checkpoints", len(ids))
+	}
+}
+
+// TestHeapCheckpointResumesOnPebble cancels the probe job on the heap and
+// resumes it on Pebble (whose databases load the heap snapshot parts):
+// the output is the uninterrupted run's. The other way round, a
+// checkpoint with Pebble files refuses to restore into the heap, with
+// ErrIncompatibleState and a message saying why.
+func TestHeapCheckpointResumesOnPebble(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), par: 2}
+	if j.runUntil(t, 20_000) {
+		t.Fatal("the heap run finished before it was cancelled")
+	}
+	j.pebbleDir, j.par = filepath.Join(dir, "pebble"), 3
+	if j.runUntil(t, 40_000) {
+		t.Fatal("the Pebble run finished before it was cancelled")
+	}
+	// Now the newest checkpoint holds Pebble files: the heap refuses it.
+	heap := j
+	heap.pebbleDir = ""
+	err := heap.env(eddy.LogOutput(&logBuf{})).Run(context.Background())
+	if !errors.Is(err, eddy.ErrIncompatibleState) || !strings.Contains(err.Error(), "Pebble") {
+		t.Fatalf("heap restore of a Pebble checkpoint: %v", err)
+	}
+	if !j.runUntil(t, 0) {
+		t.Fatal("did not finish")
+	}
+	sameOutput(t, readLines(t, j.out), want)
+}
+
+// TestPebbleMetrics scrapes a Pebble job's metrics while it runs: each
+// keyed subtask's database reports its health under its operator and
+// subtask, the shared block cache its lookups, and client_golang's linter
+// finds nothing to fault.
+func TestPebbleMetrics(t *testing.T) {
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 3,
+		gate: 30_000, blocked: new(atomic.Int64)}
+	reg := prometheus.NewPedanticRegistry()
+	scraped := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	env := j.env(eddy.LogOutput(&logBuf{}), eddy.Metrics(reg), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+		if n++; n != 3 {
+			return
+		}
+		defer cancel()
+		mfs, err := reg.Gather()
+		if err != nil {
+			scraped <- err
+			return
+		}
+		series := map[string]int{}
+		for _, mf := range mfs {
+			series[mf.GetName()] = len(mf.GetMetric())
+			if mf.GetName() == "eddy_pebble_disk_bytes" {
+				for _, m := range mf.GetMetric() {
+					if m.GetGauge().GetValue() <= 0 {
+						scraped <- fmt.Errorf("a database on no disk: %v", m)
+						return
+					}
+				}
+			}
+		}
+		for _, name := range []string{"eddy_pebble_l0_sublevels", "eddy_pebble_l0_files", "eddy_pebble_compaction_debt_bytes", "eddy_pebble_disk_bytes", "eddy_pebble_memtable_bytes"} {
+			if series[name] != 3 {
+				scraped <- fmt.Errorf("%s: %d series, want one per keyed subtask (3)", name, series[name])
+				return
+			}
+		}
+		if series["eddy_pebble_block_cache_lookups_total"] != 2 {
+			scraped <- fmt.Errorf("block cache lookups: %d series", series["eddy_pebble_block_cache_lookups_total"])
+			return
+		}
+		problems, err := testutil.GatherAndLint(reg, "eddy_pebble_l0_sublevels", "eddy_pebble_disk_bytes", "eddy_pebble_block_cache_lookups_total")
+		if err == nil && len(problems) > 0 {
+			err = fmt.Errorf("lint: %v", problems)
+		}
+		scraped <- err
+	}))
+	if err := env.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-scraped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatal("the job ended before its third checkpoint, though its source waits at a gate")
+	}
+}
+
+// TestPebbleDirDeletedRestores deletes the local databases of a running
+// Pebble job: the job fails with the Pebble directory named, restarts from
+// its last checkpoint into fresh databases, and its output is still the
+// uninterrupted run's.
+func TestPebbleDirDeletedRestores(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	logs := &logBuf{}
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 2,
+		gate: 30_000, blocked: new(atomic.Int64), lift: new(atomic.Bool)}
+	splits := int64(datagen.GPS().Splits())
+	n := 0
+	var deleted []string
+	env := j.env(eddy.LogOutput(logs), eddy.Restarts(2, 0), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+		if j.lift.Load() || j.blocked.Load() < splits {
+			return
+		}
+		if n++; n < 2 {
+			return
+		}
+		// Every database of the attempt, while the source waits; then
+		// the records flow again.
+		deleted, _ = filepath.Glob(filepath.Join(j.pebbleDir, "run-*", "*", "probe-*"))
+		for _, d := range deleted {
+			os.RemoveAll(d)
+		}
+		j.lift.Store(true)
+	}))
+	if err := env.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(deleted) != 2 {
+		t.Fatalf("deleted %v, want the 2 databases of the probe operator", deleted)
+	}
+	if st := env.Stats(); st.Restarts < 1 {
+		t.Fatalf("no restart after the databases were deleted: %+v", st)
+	}
+	if !strings.Contains(logs.String(), "pebble: state directory") {
+		t.Fatalf("the failure does not name the state directory:\n%s", logs.String())
+	}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "job failed") {
+			t.Log(l)
+		}
+	}
+	sameOutput(t, readLines(t, j.out), want)
+}
+
+// TestPebbleWithChangelogRefused: the changelog backend does not run on
+// Pebble state yet, and Run says so before anything runs.
+func TestPebbleWithChangelogRefused(t *testing.T) {
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 1}
+	err := j.env(eddy.LogOutput(&logBuf{}), eddy.Changelog(time.Minute)).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "changelog") || !errors.Is(err, eddy.ErrPermanent) {
+		t.Fatalf("Run: %v", err)
+	}
+}
