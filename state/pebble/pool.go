@@ -15,6 +15,9 @@ type Pool struct {
 	memory   int64
 	maxDBs   int
 	memtable uint64 // MemTableSize of each DB
+	// noCompactions turns Pebble's automatic compactions off (tests that
+	// need the files of one checkpoint to outlive the next).
+	noCompactions bool
 
 	mu    sync.Mutex
 	nopen int
@@ -24,8 +27,9 @@ type Pool struct {
 type PoolOption func(*poolConfig)
 
 type poolConfig struct {
-	memory int64
-	maxDBs int
+	memory        int64
+	maxDBs        int
+	noCompactions bool
 }
 
 // DefaultMemory is the memory of a Pool without a Memory option.
@@ -83,7 +87,7 @@ func NewPool(opts ...PoolOption) (*Pool, error) {
 		return nil, fmt.Errorf("pebble: Memory(%d) is too small for MaxDBs(%d): each DB needs %d bytes of memtables; give Memory at least %d bytes or lower MaxDBs",
 			c.memory, c.maxDBs, memtablesPerDB*minMemTable, 4*memtablesPerDB*minMemTable*c.maxDBs)
 	}
-	return &Pool{cache: pebble.NewCache(c.memory - c.memory/4), memory: c.memory, maxDBs: c.maxDBs, memtable: mem}, nil
+	return &Pool{cache: pebble.NewCache(c.memory - c.memory/4), memory: c.memory, maxDBs: c.maxDBs, memtable: mem, noCompactions: c.noCompactions}, nil
 }
 
 // Close releases the pool's cache once every DB of it is closed.
@@ -117,6 +121,7 @@ func (p *Pool) options(bgErr func(error)) *pebble.Options {
 		MemTableStopWritesThreshold: memtablesPerDB,
 		FormatMajorVersion:          pebble.FormatNewest,
 		Logger:                      quietLogger{},
+		DisableAutomaticCompactions: p.noCompactions,
 	}
 	o.EventListener = &pebble.EventListener{
 		BackgroundError: bgErr,
