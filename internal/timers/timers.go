@@ -14,7 +14,7 @@ type Service struct {
 	backend *state.Backend
 	st      *state.List[int64]
 	queue   []timerEntry
-	keys    map[string]string // interned keys, so queue entries share them
+	keys    map[string]string // interned keys of the keys with timers, so queue entries share them
 }
 
 // New returns the timer service of backend b, keeping its timers in a list
@@ -38,9 +38,29 @@ func (t *Service) intern(kb []byte) string {
 	if k, ok := t.keys[string(kb)]; ok {
 		return k
 	}
+	if len(t.keys) >= 2*len(t.queue)+minInterned {
+		t.sweep()
+	}
 	k := string(kb)
 	t.keys[k] = k
 	return k
+}
+
+// minInterned is how many interned keys the service keeps before it
+// sweeps out those without timers.
+const minInterned = 1024
+
+// sweep forgets the interned keys that no queued timer uses: without it,
+// the map would keep every key that ever had a timer (a job keyed by
+// auction or session grows without bound). It runs when the map has grown
+// to twice the queue, so its cost is constant per interned key, and keys
+// with timers pending keep their copy.
+func (t *Service) sweep() {
+	live := make(map[string]string, 2*len(t.queue))
+	for _, e := range t.queue {
+		live[e.key] = e.key
+	}
+	t.keys = live
 }
 
 // keyBytes views an interned key as bytes without copying; nobody writes

@@ -73,3 +73,26 @@ func TestFireInTimeOrder(t *testing.T) {
 		t.Fatalf("after restore fired %v, want %v", fired, want)
 	}
 }
+
+// TestKeysForgottenOnceFired: the service does not keep every key that
+// ever had a timer: once the timers of many keys have fired, the interned
+// keys shrink back to about those with timers pending.
+func TestKeysForgottenOnceFired(t *testing.T) {
+	_, s := newService(t)
+	fire := func([]byte, int, int64) error { return nil }
+	for round := range 20 {
+		for i := range 1000 {
+			kb := []byte(fmt.Sprint("auction-", round, "-", i))
+			s.Register(kb, state.KeyGroupFor(kb, 8), int64(round*1000+i))
+		}
+		if err := s.FireDue(int64(round*1000+990), fire); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// At most twice the largest queue (about 1,000) plus minInterned,
+	// plus the keys of one round since the last sweep: far below the
+	// 20,000 keys that had timers.
+	if n := len(s.keys); n > 2*1010+minInterned+1000 {
+		t.Fatalf("%d keys interned after 20,000 keys came and went, %d timers pending", n, len(s.queue))
+	}
+}
