@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -447,11 +448,16 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 		}), eddy.RetainCheckpoints(max(cfg.restores, 3)))
 		return append(o, extra...)
 	}
-	if cfg.job == "value" {
+	switch cfg.job {
+	case "value":
 		// Pre-fill, as fast as possible, ending with a final checkpoint.
 		env := eddy.New(opts()...)
 		cfg.buildValue(env, keySource{name: "prefill", from: 0, n: cfg.keys(), splits: 8})
 		if err := env.Run(context.Background()); err != nil {
+			return res, fmt.Errorf("pre-fill: %w", err)
+		}
+	case "window":
+		if err := cfg.prefillWindows(opts()); err != nil {
 			return res, fmt.Errorf("pre-fill: %w", err)
 		}
 	}
@@ -622,7 +628,7 @@ func (cfg benchConfig) build(env *eddy.Env, rate float64) {
 	case "value":
 		cfg.buildValue(env, keySource{name: "new-keys", from: cfg.keys(), n: 1 << 40, rate: rate, splits: 8})
 	case "window":
-		buildWindows(env, rate)
+		buildWindows(env, datagen.GPS(append(cfg.gpsOptions(), datagen.Rate(rate))...))
 	}
 }
 
@@ -764,11 +770,115 @@ func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// buildWindows adds job (b): GPS points from 10 000 drivers into 1-minute
-// sliding windows with a 10-second slide.
-func buildWindows(env *eddy.Env, rate float64) {
-	pts := eddy.FromSource(env, datagen.GPS(datagen.Drivers(10_000), datagen.Rate(rate), datagen.Spacing(100*time.Microsecond)),
-		eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
+// The window job (b) holds about --state-mb of window state, as job (a)
+// holds that much value state: the number of drivers is chosen for it.
+// Each driver reports once per windowReport (10 s) of event time, so each
+// of its points falls in 6 windows (1 minute sliding by 10 s), opening
+// one and updating five, and each window entry is written 6 times before
+// its window fires and deletes it. At a fixed event rate, a larger state
+// means more drivers, so event time advances more slowly: windowReport /
+// drivers per event, at 50k events/s and 1 GiB about 0.11 s per second
+// (a slide's windows fire every 90 s or so, all drivers' at once), at
+// 256 MiB 0.45 s per second (every 22 s).
+const (
+	windowReport = 10 * time.Second
+	// windowBytesPerDriver is the bytes of a full snapshot of the window
+	// state per driver at the steady state, measured: 6 to 7 open
+	// windows per driver, each an entry of the driver's map.
+	windowBytesPerDriver = 240
+	minWindowDrivers     = 10_000
+)
+
+// drivers is the number of drivers of the window job (b): about
+// --state-mb of window state.
+func (cfg benchConfig) drivers() int {
+	return max(minWindowDrivers, int(int64(cfg.stateMB)<<20/windowBytesPerDriver))
+}
+
+// gpsOptions are the options of the window job's source, but its rate.
+func (cfg benchConfig) gpsOptions() []datagen.Option {
+	n := cfg.drivers()
+	return []datagen.Option{datagen.Drivers(n), datagen.Spacing(windowReport / time.Duration(n))}
+}
+
+// prefillWindows fills the window job's state, as fast as possible, with
+// a window's length and a slide of event time, so that every driver's
+// windows are open as in the steady state, and stops with a savepoint
+// (not at the end of the input, whose watermark would fire and delete
+// every window). The measured run resumes the source where it stopped.
+func (cfg benchConfig) prefillWindows(opts []eddy.Option) error {
+	n := int64(cfg.drivers())
+	src := &pausingSource[datagen.GPSPoint]{Source: datagen.GPS(cfg.gpsOptions()...), at: n * int64(time.Minute+10*time.Second) / int64(windowReport),
+		paused: make(chan struct{})}
+	env := eddy.New(opts...)
+	buildWindows(env, src)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() {
+		select {
+		case <-src.paused:
+			_, err := env.StopWithSavepoint(ctx)
+			stopped <- err
+		case <-ctx.Done():
+			stopped <- nil
+		}
+	}()
+	err := env.Run(ctx)
+	if err == nil {
+		err = <-stopped
+	}
+	return err
+}
+
+// pausingSource is a datagen source whose splits pause (read Idle) from
+// the global index at on: a bounded run that does not end its input.
+// paused is closed once all splits have.
+type pausingSource[T any] struct {
+	eddy.Source[T]
+	at      int64
+	mu      sync.Mutex
+	done    int
+	paused  chan struct{}
+	counted map[int]bool
+}
+
+func (s *pausingSource[T]) OpenSplit(ctx context.Context, split int, pos []byte) (eddy.SplitReader[T], error) {
+	r, err := s.Source.OpenSplit(ctx, split, pos)
+	if err != nil {
+		return nil, err
+	}
+	return &pausingReader[T]{SplitReader: r, s: s, split: split}, nil
+}
+
+type pausingReader[T any] struct {
+	eddy.SplitReader[T]
+	s     *pausingSource[T]
+	split int
+}
+
+func (r *pausingReader[T]) Next(rec *T) (eddy.ReadStatus, error) {
+	if i, n := binary.Uvarint(r.Position()); n > 0 && int64(i) >= r.s.at {
+		r.s.mu.Lock()
+		if !r.s.counted[r.split] {
+			if r.s.counted == nil {
+				r.s.counted = map[int]bool{}
+			}
+			r.s.counted[r.split] = true
+			if r.s.done++; r.s.done == r.s.Splits() {
+				close(r.s.paused)
+			}
+		}
+		r.s.mu.Unlock()
+		return eddy.Idle, nil
+	}
+	return r.SplitReader.Next(rec)
+}
+
+// buildWindows adds job (b) to env: GPS points from src into 1-minute
+// sliding windows with a 10-second slide, a count per driver and window.
+func buildWindows(env *eddy.Env, src eddy.Source[datagen.GPSPoint]) {
+	pts := eddy.FromSource(env, src, eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
 	ks := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
 	w := eddy.AggregateWindows(ks, eddy.Sliding(time.Minute, 10*time.Second), eddy.Aggregator[string, datagen.GPSPoint, int64, int64]{
 		Add:    func(n int64, _ *datagen.GPSPoint) int64 { return n + 1 },
