@@ -226,6 +226,7 @@ type benchConfig struct {
 	logRatio                   float64
 	hedgeP90                   float64       // the log's dstl.Options.HedgeAfterP90
 	logFlush                   time.Duration // the log's dstl.Options.FlushInterval
+	persistDelay               time.Duration // the log's dstl.Options.PersistDelay
 	dir                        string
 	storeURL                   string // the configuration's checkpoint store; "" for dir/data
 	restores                   int    // how many of the measured run's last checkpoints recoveries restore
@@ -537,7 +538,7 @@ func (cfg benchConfig) options(store blob.Store) []eddy.Option {
 		eddy.CheckpointTimeout(5 * time.Minute)}
 	if cfg.changelog {
 		o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio),
-			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90, FlushInterval: cfg.logFlush})))
+			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90, FlushInterval: cfg.logFlush, PersistDelay: cfg.persistDelay})))
 	}
 	return o
 }
@@ -669,6 +670,7 @@ func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.readLatency, "read-latency", false, "with --latency, inject it on reads, lists and deletes too")
 	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
 	fs.DurationVar(&cfg.logFlush, "log-flush", dstl.DefaultFlushInterval, "changelog: upload the log's current batch once its first change is this old (dstl.Options.FlushInterval); fewer, larger objects per checkpoint when longer")
+	fs.DurationVar(&cfg.persistDelay, "persist-delay", dstl.DefaultPersistDelay, "changelog: how long a subtask's barrier waits for the other subtasks' before the log's batch is uploaded (dstl.Options.PersistDelay; negative: upload at every barrier)")
 	fs.Float64Var(&cfg.hedgeP90, "hedge-p90", dstl.DefaultHedgeAfterP90, "changelog: hedge a log upload after this many times the recent p90 (dstl.Options.HedgeAfterP90; negative: after the 1 s UploadTimeout only)")
 }
 
