@@ -328,6 +328,21 @@ func (l *Log) sealSignal() chan struct{} {
 	return l.gen
 }
 
+// anyCut reports whether a writer's Cut waits for its batch.
+func (l *Log) anyCut() bool {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	for _, w := range l.writers {
+		w.mu.Lock()
+		cut := w.cut != nil
+		w.mu.Unlock()
+		if cut {
+			return true
+		}
+	}
+	return false
+}
+
 // allCut reports whether a Cut waits and every writer holding unsealed
 // changes has cut: the batch of a checkpoint barrier is complete.
 func (l *Log) allCut() bool {
@@ -382,11 +397,15 @@ func (l *Log) waitRoom() error {
 // seal ends the current batch: it takes the unsealed changes of every
 // writer, those up to its Cut for a writer whose Cut waits, and starts
 // uploading them as one object. With all, the changes a waiting writer
-// appended after its Cut are sealed too, into a second object.
+// appended after its Cut are sealed too, into a second object; without,
+// it seals only if a Cut waits (writers racing to end one barrier's
+// batch end it once).
 func (l *Log) seal(all bool) {
 	l.sealMu.Lock()
 	defer l.sealMu.Unlock()
-	for l.sealBatch() && all {
+	if all || l.anyCut() {
+		for l.sealBatch() && all {
+		}
 	}
 	l.cutWait.Store(false)
 	l.genMu.Lock()
