@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/connector/datagen"
 )
 
 // TestMain lets the test binary stand in for eddy when the bench runs a
@@ -167,5 +169,73 @@ func TestKeepSlowKeepsTheSlowest(t *testing.T) {
 	explainSlow(&b, "value", true, r)
 	if n := strings.Count(b.String(), "\n"); n != slowestKept || !strings.Contains(b.String(), "checkpoint 6 took 12ms") {
 		t.Fatalf("explanation (%d lines):\n%s", n, b.String())
+	}
+}
+
+// TestBenchWindowStateFollowsStateMB: the window job (b) holds about
+// --state-mb of window state (its drivers are chosen for it), in the full
+// size of the run without the changelog, and runs with it too.
+func TestBenchWindowStateFollowsStateMB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs jobs for seconds")
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "checkpoint", "--jobs", "window", "--state-mb", "8", "--duration", "500ms",
+		"--latency=false", "--recoveries", "1", "--dir", t.TempDir()}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	t.Log(out.String())
+	rows, reqs := benchTables(out.String(), "window")
+	if len(rows) != 2 || rows[0][1] != "false" || rows[1][1] != "true" {
+		t.Fatalf("want a row without and one with the changelog:\n%s", out.String())
+	}
+	wantRequestRows(t, rows, reqs, out.String())
+	// job, changelog, checkpoints, p50, p99, p99.9, max, sync p99, stall,
+	// uploaded (2 fields), full size (2 fields), ...
+	off := rows[0]
+	mb, err := strconv.ParseFloat(off[11], 64)
+	if err != nil || off[12] != "MiB" || mb < 4 || mb > 16 {
+		t.Fatalf("full size of the window state without the changelog %q %q, want about 8 MiB", off[11], off[12])
+	}
+}
+
+// TestPausingSourcePausesEverySplit: the pre-fill's source yields every
+// event below the pause index, then reads Idle, and says so once every
+// split has paused.
+func TestPausingSourcePausesEverySplit(t *testing.T) {
+	const drivers, at = 40, 1000
+	src := &pausingSource[datagen.GPSPoint]{Source: datagen.GPS(datagen.Drivers(drivers), datagen.Splits(4)), at: at, paused: make(chan struct{})}
+	seen := 0
+	for split := range src.Splits() {
+		r, err := src.OpenSplit(context.Background(), split, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p datagen.GPSPoint
+		for {
+			st, err := r.Next(&p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st == eddy.Idle {
+				break
+			}
+			if i := p.Timestamp.Sub(datagen.DefaultStartTime) / datagen.EventInterval; i >= at {
+				t.Fatalf("split %d yielded event %d, at or past the pause at %d", split, i, at)
+			}
+			seen++
+		}
+		if st, _ := r.Next(&p); st != eddy.Idle {
+			t.Fatalf("split %d resumed after pausing", split)
+		}
+	}
+	if seen != at {
+		t.Errorf("yielded %d events before the pause, want %d", seen, at)
+	}
+	select {
+	case <-src.paused:
+	default:
+		t.Fatal("paused not closed once every split paused")
 	}
 }
