@@ -29,6 +29,7 @@ import (
 	"github.com/eddyflow/eddy/connector/discard"
 	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/state"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // benchCmd runs `eddy bench checkpoint`: the changelog experiment of the
@@ -206,9 +207,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintln(stdout, "\nstore requests (Put, Get, List, Delete calls at the store, hedges and failures included; per checkpoint and per minute of the measured run; per recovery: the requests made of the measured run's store by a restore and the first checkpoint after it, whose writes go to a local scratch directory; median of rounds)")
+	fmt.Fprintln(stdout, "\nstore requests (Put, Get, List, Delete calls at the store, hedges and failures included; per checkpoint and per minute of the measured run; log objects/ckpt: the changelog objects uploaded per checkpoint, of the PUTs, winning attempts only; per recovery: the requests made of the measured run's store by a restore and the first checkpoint after it, whose writes go to a local scratch directory; median of rounds)")
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "job\tchangelog\tPUT/ckpt\tGET/ckpt\tLIST/ckpt\tDELETE/ckpt\tPUT/min\tGET/min\tLIST/min\tDELETE/min\tGET/recovery\tLIST/recovery\t")
+	fmt.Fprintln(tw, "job\tchangelog\tPUT/ckpt\tGET/ckpt\tLIST/ckpt\tDELETE/ckpt\tlog objects/ckpt\tPUT/min\tGET/min\tLIST/min\tDELETE/min\tGET/recovery\tLIST/recovery\t")
 	for _, row := range reqRows {
 		fmt.Fprintln(tw, row+"\t")
 	}
@@ -248,6 +249,7 @@ type benchResult struct {
 	// checkpoint's completion, the checkpoints completed in between
 	// (the last included), and the time between.
 	reqs      blob.Requests
+	logObjs   float64 // changelog objects uploaded in the same period (eddy_dstl_uploads_total)
 	reqCkpts  int
 	reqPeriod time.Duration
 	slowest   []eddy.CheckpointStats // the measured run's slowest checkpoints, slowest first
@@ -405,6 +407,9 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	// from the first measured one's: not from the pre-fill's, which would
 	// count the measured job's restore.
 	var reqFrom blob.Requests
+	var logFrom float64
+	// The measured job's metrics: the changelog objects it uploads.
+	reg := prometheus.NewRegistry()
 	var fromAt time.Time
 	var mu sync.Mutex
 	measuring := false
@@ -429,9 +434,11 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 			case current == nil:
 			case measuring && !fromAt.IsZero():
 				res.reqs, res.reqPeriod = r.Sub(reqFrom), now.Sub(fromAt)
+				res.logObjs = logObjects(reg) - logFrom
 				res.reqCkpts++
 			default:
 				reqFrom, fromAt = r, now
+				logFrom = logObjects(reg)
 			}
 			if measuring {
 				slow.check(s)
@@ -476,7 +483,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	}()
 	// The measured job takes over the pre-fill's keyed state under
 	// another source: a changed job, on purpose.
-	env := eddy.New(append(opts(), eddy.AllowChangedJob())...)
+	env := eddy.New(append(opts(), eddy.AllowChangedJob(), eddy.Metrics(reg))...)
 	mu.Lock()
 	current = env
 	mu.Unlock()
@@ -530,6 +537,30 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 		return d, reqs, err
 	}
 	return res, nil
+}
+
+// logObjects is the number of changelog objects the job registered in
+// reg has uploaded (eddy_dstl_uploads_total with outcome ok), 0 without a
+// changelog.
+func logObjects(reg *prometheus.Registry) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "eddy_dstl_uploads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == "ok" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 // options are the settings the runs of cfg share.
@@ -898,12 +929,13 @@ func (r *benchResult) requestColumns() string {
 		for _, v := range []int64{r.reqs.Put, r.reqs.Get, r.reqs.List, r.reqs.Delete} {
 			cells = append(cells, fmt.Sprintf("%.1f", float64(v)/n))
 		}
+		cells = append(cells, fmt.Sprintf("%.1f", r.logObjs/n))
 		for _, v := range []int64{r.reqs.Put, r.reqs.Get, r.reqs.List, r.reqs.Delete} {
 			cells = append(cells, fmt.Sprintf("%.0f", float64(v)/mins))
 		}
 	} else {
 		// Fewer than two measured checkpoints: no interval to divide by.
-		for range 8 {
+		for range 9 {
 			cells = append(cells, "-")
 		}
 	}
