@@ -31,9 +31,18 @@ func (s *Storage) Savepoints(ctx context.Context) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return savepointIDs(names), nil
+}
+
+// savepointIDs are the ids of the savepoint markers among names, in the
+// order listed.
+func savepointIDs(names []string) []uint64 {
 	var ids []uint64
 	for _, n := range names {
-		rest, _ := strings.CutPrefix(n, savepointsDir)
+		rest, ok := strings.CutPrefix(n, savepointsDir)
+		if !ok {
+			continue
+		}
 		if len(rest) != idDigits {
 			continue
 		}
@@ -41,5 +50,5 @@ func (s *Storage) Savepoints(ctx context.Context) ([]uint64, error) {
 			ids = append(ids, id)
 		}
 	}
-	return ids, nil
+	return ids
 }

@@ -320,10 +320,22 @@ func (s *Storage) Prune(ctx context.Context, m *Manifest) error {
 // before deleting anything, and deletes manifests before the files they
 // list, so a crash mid-prune never leaves a manifest whose files are gone.
 func (s *Storage) prune(ctx context.Context, m *Manifest) error {
-	names, err := s.list(ctx, checkpointsDir)
+	// One listing of the whole store for the checkpoints and the void,
+	// savepoint and quarantine markers: a LIST is a billed request on an
+	// object store, and a prune follows most checkpoints.
+	all, err := s.list(ctx, "")
 	if err != nil {
 		return err
 	}
+	var names, markers []string
+	for _, n := range all {
+		if strings.HasPrefix(n, checkpointsDir) {
+			names = append(names, n)
+		} else {
+			markers = append(markers, n)
+		}
+	}
+	void, savepoints, quarantined := markedIDs(markers, voidDir), savepointIDs(markers), markedIDs(markers, quarantineDir)
 	keep := map[string]bool{}
 	// keepAll keeps a retained checkpoint's manifest and what it uses.
 	keepAll := func(m *Manifest) {
@@ -336,10 +348,6 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 		}
 	}
 	keepAll(m)
-	void, err := s.voided(ctx)
-	if err != nil {
-		return err
-	}
 	var older []uint64 // manifests below m.ID, newest first, but void ones
 	for i := len(names) - 1; i >= 0; i-- {
 		if id, manifest, ok := parseName(names[i]); ok && manifest && id < m.ID && !void[id] {
@@ -358,10 +366,6 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 		kept++
 	}
 	// Savepoints are kept whatever their age, with what they use.
-	savepoints, err := s.Savepoints(ctx)
-	if err != nil {
-		return err
-	}
 	for _, id := range savepoints {
 		if id > m.ID || keep[s.ManifestName(id)] {
 			continue
@@ -376,14 +380,10 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 		keepAll(sp)
 	}
 	var manifests, files []string
-	quarantined, err := s.Quarantined(ctx)
-	if err != nil {
-		return err
-	}
 	for _, n := range names {
 		id, manifest, ok := parseName(n)
 		switch {
-		case !ok || id > m.ID || keep[n] || quarantined[id] != "":
+		case !ok || id > m.ID || keep[n] || quarantined[id]:
 		case manifest:
 			manifests = append(manifests, n)
 		default:
@@ -663,11 +663,19 @@ func (s *Storage) voided(ctx context.Context) (map[uint64]bool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: list void checkpoints: %w", err)
 	}
-	void := map[uint64]bool{}
+	return markedIDs(names, voidDir), nil
+}
+
+// markedIDs are the ids of the markers under dir (void/, quarantine/)
+// among names.
+func markedIDs(names []string, dir string) map[uint64]bool {
+	ids := map[uint64]bool{}
 	for _, n := range names {
-		if id, err := strconv.ParseUint(strings.TrimPrefix(n, voidDir), 10, 64); err == nil {
-			void[id] = true
+		if rest, ok := strings.CutPrefix(n, dir); ok {
+			if id, err := strconv.ParseUint(rest, 10, 64); err == nil {
+				ids[id] = true
+			}
 		}
 	}
-	return void, nil
+	return ids
 }

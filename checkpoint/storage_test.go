@@ -812,3 +812,47 @@ func TestVoidAheadOfNewest(t *testing.T) {
 		t.Fatalf("NextID = %d, %v; want 4", next, err)
 	}
 }
+
+// TestPruneListsTheStoreOnce: a prune takes the checkpoints and the void,
+// savepoint and quarantine markers from one listing (a LIST is a billed
+// request on an object store) and still honours all three: a savepoint
+// and a quarantined checkpoint keep their objects, a void one is deleted.
+func TestPruneListsTheStoreOnce(t *testing.T) {
+	var c blob.Counter
+	fs := newFileStore(t)
+	bs := blob.Count(fs, &c)
+	st := checkpoint.NewStorage(bs, 1)
+	sp := writeCheckpoint(t, st, bs, 1, 1)
+	if err := st.Retain(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	q := writeCheckpoint(t, st, bs, 2, 1)
+	if err := st.Quarantine(ctx, 2, "test"); err != nil {
+		t.Fatal(err)
+	}
+	// A checkpoint in flight when its writer stopped: made void.
+	inflight := st.StateBlobName(3, "agg", 0)
+	if err := bs.Put(ctx, inflight, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.VoidInFlight(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	m := writeCheckpoint(t, st, bs, 4, 1)
+	before := c.Requests()
+	if err := st.Prune(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Requests().Sub(before).List; n != 1 {
+		t.Errorf("prune made %d LISTs, want 1", n)
+	}
+	got := names(t, fs)
+	for _, f := range append(append(sp.Files, q.Files...), st.ManifestName(1), st.ManifestName(2)) {
+		if !slices.Contains(got, f) {
+			t.Errorf("%s of a savepoint or a quarantined checkpoint was deleted", f)
+		}
+	}
+	if slices.Contains(got, inflight) {
+		t.Errorf("the void checkpoint's %s was kept", inflight)
+	}
+}

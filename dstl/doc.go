@@ -14,24 +14,29 @@
 // number. Element operations keep a write to a large collection as small
 // as the element; every operation sets or removes, so applying a change
 // twice is harmless. The Log batches the changes of all
-// writers and uploads each batch as ONE object to the blob store, when
-// FlushInterval has passed since the batch's first change, when FlushBytes
-// are queued, or early when one writer holds WriterFlushBytes. A Persist
+// writers and uploads each batch as ONE object to the blob store: at a
+// checkpoint barrier, once every writer holding changes has called Cut
+// (or PersistDelay after the first Cut), so one object per process per
+// checkpoint; early when FlushBytes are queued or one writer holds
+// WriterFlushBytes; and, without checkpoints, when FlushInterval has
+// passed since the batch's first change. A Persist
 // call is a checkpoint boundary: it ends the current batch at once, waits
 // for every change of the writer after a given sequence number (the last
 // materialization) to be uploaded, and returns a Handle naming the objects
 // holding them. The checkpoint stores the Handle; recovery is the
 // materialized snapshot plus Read, which replays the handles' changes. A
-// subtask that must not wait at its barrier calls Cut there (ending the
-// batch at the barrier) and PersistUpto in the background while it keeps
-// appending. A restored subtask continues its numbering with WriterFrom.
+// subtask that must not wait at its barrier calls Cut there (ending its
+// share of the batch at the barrier; the batch ends when every writer's
+// has) and PersistUpto in the background while it keeps appending. A restored subtask continues its numbering with WriterFrom.
 //
 // # Mapping to Flink's DSTL (FLIP-158, Flink 1.15)
 //
 //   - Per-process batching: Flink's changelog storage batches the changes of
 //     all tasks of a TaskManager into one file per upload to avoid the small
-//     file problem; so does Log, with the same triggers (persist delay, size
-//     threshold, persist at checkpoint).
+//     file problem; so does Log, with the same triggers (persist at
+//     checkpoint, gathered over PersistDelay, and size thresholds). Flink
+//     uploads nothing on a timer; FlushInterval (1s) only bounds how long
+//     changes wait when no checkpoint comes.
 //   - Long-tail latency: Flink retries a write not done within a timeout
 //     (default 1s). Log hedges instead of abandoning: after UploadTimeout a
 //     second attempt under another name ("-h1") runs in parallel with the

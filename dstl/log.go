@@ -56,6 +56,10 @@ type Log struct {
 
 	pending  atomic.Bool   // the current batch has a change and the flusher was told
 	started  chan struct{} // the current batch got its first change
+	cutWait  atomic.Bool   // a writer's Cut waits for the others' (PersistDelay)
+	cutCh    chan struct{} // a Cut began waiting: arm the persist delay
+	genMu    sync.Mutex
+	gen      chan struct{} // closed by the next seal, then replaced
 	kickCh   chan struct{} // seal now (size thresholds, blocked Appends)
 	quit     chan struct{} // closed by Close
 	queued   atomic.Int64  // bytes in writers' unsealed parts
@@ -103,6 +107,8 @@ func Open(store blob.Store, opts Options) (*Log, error) {
 		cancel:  cancel,
 		byName:  map[string]*Writer{},
 		started: make(chan struct{}, 1),
+		cutCh:   make(chan struct{}, 1),
+		gen:     make(chan struct{}),
 		kickCh:  make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		hedger:  blob.NewHedger(o.HedgeAfterP90, o.UploadTimeout),
@@ -276,29 +282,85 @@ func (l *Log) kick() {
 }
 
 // flushLoop seals the current batch FlushInterval after its first change,
-// and whenever kicked.
+// PersistDelay after a Cut that waits for the other writers', and
+// whenever kicked.
 func (l *Log) flushLoop() {
 	defer l.flusher.Done()
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	armed := false
+	cut := time.NewTimer(time.Hour)
+	cut.Stop()
+	armed, cutArmed := false, false
 	for {
 		select {
 		case <-l.quit:
 			t.Stop()
+			cut.Stop()
 			return
 		case <-l.started:
 			if !armed {
 				t.Reset(l.opts.FlushInterval)
 				armed = true
 			}
+		case <-l.cutCh:
+			if !cutArmed {
+				cut.Reset(l.opts.PersistDelay)
+				cutArmed = true
+			}
+		case <-cut.C:
+			cutArmed = false
+			if l.cutWait.Load() {
+				l.seal(false)
+			}
 		case <-t.C:
 			armed = false
-			l.seal(nil)
+			l.seal(true)
 		case <-l.kickCh:
-			l.seal(nil)
+			l.seal(true)
 		}
 	}
+}
+
+// sealSignal returns a channel the next seal closes.
+func (l *Log) sealSignal() chan struct{} {
+	l.genMu.Lock()
+	defer l.genMu.Unlock()
+	return l.gen
+}
+
+// anyCut reports whether a writer's Cut waits for its batch.
+func (l *Log) anyCut() bool {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	for _, w := range l.writers {
+		w.mu.Lock()
+		cut := w.cut != nil
+		w.mu.Unlock()
+		if cut {
+			return true
+		}
+	}
+	return false
+}
+
+// allCut reports whether a Cut waits and every writer holding unsealed
+// changes has cut: the batch of a checkpoint barrier is complete.
+func (l *Log) allCut() bool {
+	l.wmu.Lock()
+	ws := append([]*Writer(nil), l.writers...)
+	l.wmu.Unlock()
+	any := false
+	for _, w := range ws {
+		w.mu.Lock()
+		cut, open := w.cut != nil, !w.closed && w.cur.n > 0
+		w.mu.Unlock()
+		if cut {
+			any = true
+		} else if open {
+			return false
+		}
+	}
+	return any
 }
 
 // broadcast wakes the Appends waiting for room.
@@ -333,12 +395,29 @@ func (l *Log) waitRoom() error {
 }
 
 // seal ends the current batch: it takes the unsealed changes of every
-// writer and starts uploading them as one object. It returns the sequence
-// number of target's last change at that moment (all its changes up to
-// it are then sealed), or 0 for a nil target.
-func (l *Log) seal(target *Writer) (upto uint64) {
+// writer, those up to its Cut for a writer whose Cut waits, and starts
+// uploading them as one object. With all, the changes a waiting writer
+// appended after its Cut are sealed too, into a second object; without,
+// it seals only if a Cut waits (writers racing to end one barrier's
+// batch end it once).
+func (l *Log) seal(all bool) {
 	l.sealMu.Lock()
 	defer l.sealMu.Unlock()
+	if all || l.anyCut() {
+		for l.sealBatch() && all {
+		}
+	}
+	l.cutWait.Store(false)
+	l.genMu.Lock()
+	close(l.gen)
+	l.gen = make(chan struct{})
+	l.genMu.Unlock()
+}
+
+// sealBatch seals one batch: each writer's cut part, or its current part
+// if it has none. It reports whether a writer kept changes (appended after
+// its Cut). sealMu is held.
+func (l *Log) sealBatch() (more bool) {
 	l.pending.Store(false)
 	l.sealing.Store(true)
 	l.wmu.Lock()
@@ -348,15 +427,21 @@ func (l *Log) seal(target *Writer) (upto uint64) {
 	var changes, dropped int64
 	for _, w := range ws {
 		w.mu.Lock()
-		if w == target {
-			upto = w.seq
+		p := w.cut
+		if p == nil && w.cur.n > 0 {
+			p = w.cur
 		}
-		if p := w.cur; !w.closed && p.n > 0 {
+		if p != nil && !w.closed && p.n > 0 {
 			if b == nil {
 				b = &batch{done: make(chan struct{})}
 			}
-			w.cur = w.nextPart()
-			w.dedup.reset()
+			if p == w.cut {
+				w.cut = nil
+				more = more || w.cur.n > 0
+			} else {
+				w.cur = w.nextPart()
+				w.dedup.reset()
+			}
 			w.batches = append(w.batches, sealed{b: b, first: p.first, last: p.last, size: int64(p.kept)})
 			b.parts = append(b.parts, p)
 			b.mu.Lock() // w may release b as soon as w.mu is unlocked
@@ -372,13 +457,15 @@ func (l *Log) seal(target *Writer) (upto uint64) {
 	l.sealing.Store(false)
 	clear(ws)
 	l.scratch = ws[:0]
-	if target != nil && upto == 0 {
-		target.mu.Lock() // closed meanwhile: report what it had
-		upto = target.seq
-		target.mu.Unlock()
+	if more && l.pending.CompareAndSwap(false, true) {
+		// Changes after a Cut stay for the next batch: its flush timer.
+		select {
+		case l.started <- struct{}{}:
+		default:
+		}
 	}
 	if b == nil {
-		return upto
+		return more
 	}
 	l.batchSeq++
 	b.seq = l.batchSeq
@@ -388,5 +475,5 @@ func (l *Log) seal(target *Writer) (upto uint64) {
 	l.m.dropped.Add(dropped)
 	l.uploads.Add(1)
 	go l.upload(b)
-	return upto
+	return more
 }

@@ -1438,3 +1438,86 @@ func TestReadRefusesReplacedObject(t *testing.T) {
 		t.Fatalf("checksum count mismatch: err = %v", err)
 	}
 }
+
+// TestCutsOfOneBarrierShareAnObject: the Cuts of the writers of a process
+// at one barrier end one batch, sealed when the last writer holding
+// changes has cut; a change appended after a writer's Cut (a later
+// checkpoint's) stays out of it, also when the same key changed before
+// the Cut, and replay gives each checkpoint's state.
+func TestCutsOfOneBarrierShareAnObject(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Hour, PersistDelay: time.Hour})
+	a, b, idle := l.Writer("a"), l.Writer("b"), l.Writer("idle")
+	mustAppend(t, a, change{kg: 1, state: 1, key: "k", value: "a1"})
+	mustAppend(t, b, change{kg: 2, state: 1, key: "k", value: "b1"})
+	ua := a.Cut()
+	mustAppend(t, a, change{kg: 1, state: 1, key: "k", value: "a2"}) // after a's barrier
+	if n := l.Metrics().Batches; n != 0 {
+		t.Fatalf("%d batches sealed before b reached the barrier", n)
+	}
+	ub := b.Cut() // idle holds no changes: b is the last
+	if n := l.Metrics().Batches; n != 1 {
+		t.Fatalf("%d batches sealed once every writer cut, want 1", n)
+	}
+	if idle.Cut() != 0 || l.Metrics().Batches != 1 {
+		t.Fatalf("a writer without changes sealed a batch")
+	}
+	ha, err := a.PersistUpto(context.Background(), 0, ua)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := b.PersistUpto(context.Background(), 0, ub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ha.Objects) != 1 || !reflect.DeepEqual(ha.Objects, hb.Objects) || ha.Upto != 1 || hb.Upto != 1 {
+		t.Fatalf("handles %+v and %+v, want one shared object up to 1 each", ha, hb)
+	}
+	got := newSyncModel()
+	if err := Read(context.Background(), store, ReadOptions{}, []Handle{ha, hb}, 0, 10, got.apply); err != nil {
+		t.Fatal(err)
+	}
+	want := model{}
+	for _, c := range []change{{kg: 1, state: 1, key: "k", value: "a1"}, {kg: 2, state: 1, key: "k", value: "b1"}} {
+		want = replay(want, []change{c}, 0, 1)
+	}
+	if d := diff(got.m, want); d != "" {
+		t.Errorf("checkpoint of the barrier: %s", d)
+	}
+	// The change after a's Cut is the next checkpoint's.
+	h2 := mustPersist(t, a)
+	if h2.Upto != 2 || len(h2.Objects) != 2 || h2.Objects[1] == ha.Objects[0] {
+		t.Fatalf("next handle %+v", h2)
+	}
+	got = newSyncModel()
+	if err := Read(context.Background(), store, ReadOptions{}, []Handle{h2}, 0, 10, got.apply); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got.m, replay(model{}, []change{{kg: 1, state: 1, key: "k", value: "a1"}, {kg: 1, state: 1, key: "k", value: "a2"}}, 0, 2)); d != "" {
+		t.Errorf("next checkpoint: %s", d)
+	}
+}
+
+// TestPersistDelaySealsWithoutTheOtherCuts: a writer that does not reach
+// the barrier does not hold the batch back beyond PersistDelay; its
+// changes so far go into the batch.
+func TestPersistDelaySealsWithoutTheOtherCuts(t *testing.T) {
+	store := newMemStore()
+	l := openLog(t, store, Options{FlushInterval: time.Hour, PersistDelay: time.Millisecond})
+	a, b := l.Writer("a"), l.Writer("b")
+	mustAppend(t, a, change{kg: 1, state: 1, key: "k", value: "a1"})
+	mustAppend(t, b, change{kg: 2, state: 1, key: "k", value: "b1"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ha, err := a.PersistUpto(ctx, 0, a.Cut())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := l.Metrics(); m.Batches != 1 || m.Changes != 2 {
+		t.Fatalf("batches %d holding %d changes, want 1 holding both writers' 2", m.Batches, m.Changes)
+	}
+	hb := mustPersist(t, b)
+	if !reflect.DeepEqual(ha.Objects, hb.Objects) {
+		t.Errorf("b's changes before the delay are in %v, a's in %v", hb.Objects, ha.Objects)
+	}
+}

@@ -13,8 +13,18 @@ import (
 type Options struct {
 	// FlushInterval is how long a change may wait in the current batch: the
 	// batch is uploaded once this much time has passed since its first
-	// change was queued. Default 10ms.
+	// change was queued. Checkpoints usually end batches sooner (Cut,
+	// PersistDelay): this bounds how long changes wait without one.
+	// Default 1s.
 	FlushInterval time.Duration
+	// PersistDelay is how long a Cut (a checkpoint barrier) waits for
+	// the other writers' Cuts of the same checkpoint before its batch is
+	// sealed: the batch ends once every writer holding unsealed changes
+	// has cut, or PersistDelay after the first Cut, so the subtasks of a
+	// process reaching one barrier share one object (Flink's
+	// dstl.dfs.batch.persist-delay). Default 10ms; negative seals at
+	// every Cut.
+	PersistDelay time.Duration
 	// FlushBytes uploads the current batch once this many bytes of changes
 	// are queued in it, over all writers. Default 10 MB.
 	FlushBytes int
@@ -73,7 +83,8 @@ type Options struct {
 
 // Defaults.
 const (
-	DefaultFlushInterval    = 10 * time.Millisecond
+	DefaultFlushInterval    = time.Second
+	DefaultPersistDelay     = 10 * time.Millisecond
 	DefaultFlushBytes       = 10 << 20
 	DefaultWriterFlushBytes = 5 << 20
 	DefaultMaxInFlight      = 100 << 20
@@ -117,6 +128,12 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	def(&o.FlushInterval, DefaultFlushInterval)
+	switch {
+	case o.PersistDelay == 0:
+		o.PersistDelay = DefaultPersistDelay
+	case o.PersistDelay < 0:
+		o.PersistDelay = 0
+	}
 	def(&o.UploadTimeout, DefaultUploadTimeout)
 	def(&o.AttemptTimeout, DefaultAttemptTimeout)
 	def(&o.RetryBackoff, DefaultRetryBackoff)

@@ -41,6 +41,7 @@ type Writer struct {
 	mu        sync.Mutex
 	seq       uint64     // last appended sequence number
 	cur       *part      // changes not yet sealed into a batch
+	cut       *part      // changes up to a Cut, waiting for the other writers' Cuts (PersistDelay)
 	spare     *part      // an empty part to continue with after a seal
 	dedup     dedupTable // hash of (kg, state, key) → index of its latest entry in cur
 	batches   []sealed   // sealed batches holding changes after truncated
@@ -266,10 +267,10 @@ func (w *Writer) recycle(p *part) {
 }
 
 // Persist is a checkpoint boundary. It ends the current batch (uploading
-// it now rather than when FlushInterval expires), waits until every change
-// of this writer with a sequence number above after is durable, and
-// returns the Handle of exactly those changes: (after, Seq()]. It is
-// PersistUpto(ctx, after, Cut()).
+// it now rather than when FlushInterval or PersistDelay expires), waits
+// until every change of this writer with a sequence number above after is
+// durable, and returns the Handle of exactly those changes: (after,
+// Seq()].
 //
 // after is the sequence number up to which the caller no longer needs
 // changes (the point of the last materialization). Persist fails if the
@@ -280,22 +281,61 @@ func (w *Writer) Persist(ctx context.Context, after uint64) (Handle, error) {
 	if err := w.log.usable(); err != nil {
 		return Handle{}, err
 	}
-	return w.PersistUpto(ctx, after, w.Cut())
+	upto := w.Cut()
+	w.mu.Lock()
+	waiting := w.cut != nil
+	w.mu.Unlock()
+	if waiting {
+		w.log.seal(false)
+	}
+	return w.PersistUpto(ctx, after, upto)
 }
 
-// Cut ends the current batch at a checkpoint barrier and returns the
-// sequence number of the writer's last change. Changes appended after Cut
-// go to a later batch, so the last-change-per-key deduplication inside a
-// batch never replaces a change up to the barrier with one after it. The
-// subtask calls Cut at the barrier and may then call PersistUpto with the
+// Cut ends the writer's part of the current batch at a checkpoint barrier
+// and returns the sequence number of the writer's last change. Changes
+// appended after Cut go to a later batch, so the last-change-per-key
+// deduplication inside a batch never replaces a change up to the barrier
+// with one after it. The batch itself is sealed once every writer holding
+// unsealed changes has cut, or PersistDelay after the first Cut: the
+// subtasks of a process passing one barrier share one object. The subtask
+// calls Cut at the barrier and may then call PersistUpto with the
 // returned number in the background while it keeps appending.
 func (w *Writer) Cut() uint64 {
+	l := w.log
 	w.mu.Lock()
 	upto := w.seq
-	unsealed := w.cur.n > 0
+	if w.closed || w.cur.n == 0 {
+		waits := w.cut != nil
+		w.mu.Unlock()
+		if !waits && l.cutWait.Load() && l.allCut() {
+			// The last writer of the barrier had nothing to add.
+			l.seal(false)
+		}
+		return upto
+	}
+	if w.cut != nil {
+		// Cut twice before the batch was sealed: the first cut's batch
+		// ends now.
+		w.mu.Unlock()
+		l.seal(false)
+		w.mu.Lock()
+		if w.closed || w.cur.n == 0 {
+			w.mu.Unlock()
+			return upto
+		}
+	}
+	w.cut = w.cur
+	w.cur = w.nextPart()
+	w.dedup.reset()
 	w.mu.Unlock()
-	if unsealed {
-		upto = w.log.seal(w)
+	l.cutWait.Store(true)
+	if l.opts.PersistDelay <= 0 || l.allCut() {
+		l.seal(false)
+		return upto
+	}
+	select {
+	case l.cutCh <- struct{}{}:
+	default:
 	}
 	return upto
 }
@@ -327,9 +367,33 @@ func (w *Writer) PersistUpto(ctx context.Context, after, upto uint64) (Handle, e
 		return Handle{}, fmt.Errorf("dstl: writer %q: persist (%d,%d] with the last change at %d", w.name, after, upto, seq)
 	}
 	if upto == w.seq && w.cur.n > 0 {
+		// Up to now, not a boundary yet: end the batch here.
 		w.mu.Unlock()
-		l.seal(w) // seals at least up to upto
+		w.Cut()
+		l.seal(false)
 		w.mu.Lock()
+	}
+	for w.cut != nil && w.cut.first <= upto && !w.closed {
+		// The batch of a Cut waits for the other writers' Cuts.
+		w.mu.Unlock()
+		sealed := l.sealSignal()
+		w.mu.Lock()
+		if w.cut == nil || w.cut.first > upto || w.closed {
+			break
+		}
+		w.mu.Unlock()
+		select {
+		case <-sealed:
+		case <-l.quit:
+			return Handle{}, ErrClosed
+		case <-ctx.Done():
+			return Handle{}, fmt.Errorf("dstl: writer %q: persist: waiting for the batch of its cut at %d: %w", w.name, upto, ctx.Err())
+		}
+		w.mu.Lock()
+	}
+	if w.closed {
+		w.mu.Unlock()
+		return Handle{}, fmt.Errorf("dstl: writer %q: %w", w.name, ErrClosed)
 	}
 	if after < w.truncated {
 		t := w.truncated
@@ -399,17 +463,24 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.closed = true
-	p := w.cur
-	w.cur = &part{owner: w}
+	p, c := w.cur, w.cut
+	w.cur, w.cut = &part{owner: w}, nil
 	w.spare = nil
 	w.dedup = dedupTable{}
 	batches := w.batches
 	w.batches = nil
-	w.log.inflight.Add(-int64(p.size))
-	w.log.queued.Add(-int64(p.size))
+	for _, x := range []*part{p, c} {
+		if x != nil {
+			w.log.inflight.Add(-int64(x.size))
+			w.log.queued.Add(-int64(x.size))
+		}
+	}
 	w.mu.Unlock()
 	w.log.removeWriter(w)
 	w.log.arena.release(p)
+	if c != nil {
+		w.log.arena.release(c)
+	}
 	for _, s := range batches {
 		w.log.release(s.b)
 	}

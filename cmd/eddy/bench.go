@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/state"
 	"github.com/eddyflow/eddy/state/pebble"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // benchCmd runs `eddy bench checkpoint`: the changelog experiment of the
@@ -224,9 +226,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintln(stdout, "\nstore requests (Put, Get, List, Delete calls at the store, hedges and failures included; per checkpoint and per minute of the measured run; per recovery: the requests made of the measured run's store by a restore and the first checkpoint after it, whose writes go to a local scratch directory; median of rounds)")
+	fmt.Fprintln(stdout, "\nstore requests (Put, Get, List, Delete calls at the store, hedges and failures included; per checkpoint and per minute of the measured run; log objects/ckpt: the changelog objects uploaded per checkpoint, of the PUTs, winning attempts only; per recovery: the requests made of the measured run's store by a restore and the first checkpoint after it, whose writes go to a local scratch directory; median of rounds)")
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "job\tchangelog\tPUT/ckpt\tGET/ckpt\tLIST/ckpt\tDELETE/ckpt\tPUT/min\tGET/min\tLIST/min\tDELETE/min\tGET/recovery\tLIST/recovery\t")
+	fmt.Fprintln(tw, "job\tchangelog\tPUT/ckpt\tGET/ckpt\tLIST/ckpt\tDELETE/ckpt\tlog objects/ckpt\tPUT/min\tGET/min\tLIST/min\tDELETE/min\tGET/recovery\tLIST/recovery\t")
 	for _, row := range reqRows {
 		fmt.Fprintln(tw, row+"\t")
 	}
@@ -246,6 +248,7 @@ type benchConfig struct {
 	logRatio                   float64
 	hedgeP90                   float64       // the log's dstl.Options.HedgeAfterP90
 	logFlush                   time.Duration // the log's dstl.Options.FlushInterval
+	persistDelay               time.Duration // the log's dstl.Options.PersistDelay
 	dir                        string
 	storeURL                   string // the configuration's checkpoint store; "" for dir/data
 	restores                   int    // how many of the measured run's last checkpoints recoveries restore
@@ -267,6 +270,7 @@ type benchResult struct {
 	// checkpoint's completion, the checkpoints completed in between
 	// (the last included), and the time between.
 	reqs      blob.Requests
+	logObjs   float64 // changelog objects uploaded in the same period (eddy_dstl_uploads_total)
 	reqCkpts  int
 	reqPeriod time.Duration
 	slowest   []eddy.CheckpointStats // the measured run's slowest checkpoints, slowest first
@@ -424,6 +428,9 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	// from the first measured one's: not from the pre-fill's, which would
 	// count the measured job's restore.
 	var reqFrom blob.Requests
+	var logFrom float64
+	// The measured job's metrics: the changelog objects it uploads.
+	reg := prometheus.NewRegistry()
 	var fromAt time.Time
 	var mu sync.Mutex
 	measuring := false
@@ -448,9 +455,11 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 			case current == nil:
 			case measuring && !fromAt.IsZero():
 				res.reqs, res.reqPeriod = r.Sub(reqFrom), now.Sub(fromAt)
+				res.logObjs = logObjects(reg) - logFrom
 				res.reqCkpts++
 			default:
 				reqFrom, fromAt = r, now
+				logFrom = logObjects(reg)
 			}
 			if measuring {
 				slow.check(s)
@@ -468,11 +477,16 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 		}), eddy.RetainCheckpoints(max(cfg.restores, 3)))
 		return append(o, extra...)
 	}
-	if cfg.job == "value" {
+	switch cfg.job {
+	case "value":
 		// Pre-fill, as fast as possible, ending with a final checkpoint.
 		env := eddy.New(opts()...)
 		cfg.buildValue(env, keySource{name: "prefill", from: 0, n: cfg.keys(), splits: 8})
 		if err := env.Run(context.Background()); err != nil {
+			return res, fmt.Errorf("pre-fill: %w", err)
+		}
+	case "window":
+		if err := cfg.prefillWindows(opts()); err != nil {
 			return res, fmt.Errorf("pre-fill: %w", err)
 		}
 	}
@@ -490,7 +504,7 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	}()
 	// The measured job takes over the pre-fill's keyed state under
 	// another source: a changed job, on purpose.
-	env := eddy.New(append(opts(), eddy.AllowChangedJob())...)
+	env := eddy.New(append(opts(), eddy.AllowChangedJob(), eddy.Metrics(reg))...)
 	mu.Lock()
 	current = env
 	mu.Unlock()
@@ -546,6 +560,30 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	return res, nil
 }
 
+// logObjects is the number of changelog objects the job registered in
+// reg has uploaded (eddy_dstl_uploads_total with outcome ok), 0 without a
+// changelog.
+func logObjects(reg *prometheus.Registry) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "eddy_dstl_uploads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == "ok" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
 // options are the settings the runs of cfg share.
 func (cfg benchConfig) options(store blob.Store) []eddy.Option {
 	o := []eddy.Option{eddy.Parallelism(2), eddy.CheckpointStore(store, cfg.interval), eddy.LogOutput(io.Discard),
@@ -559,7 +597,7 @@ func (cfg benchConfig) options(store blob.Store) []eddy.Option {
 	}
 	if cfg.changelog {
 		o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio),
-			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90, FlushInterval: cfg.logFlush})))
+			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90, FlushInterval: cfg.logFlush, PersistDelay: cfg.persistDelay})))
 	}
 	return o
 }
@@ -650,7 +688,7 @@ func (cfg benchConfig) build(env *eddy.Env, rate float64) {
 	case "value":
 		cfg.buildValue(env, keySource{name: "new-keys", from: cfg.keys(), n: 1 << 40, rate: rate, splits: 8})
 	case "window":
-		buildWindows(env, rate)
+		buildWindows(env, datagen.GPS(append(cfg.gpsOptions(), datagen.Rate(rate))...))
 	}
 }
 
@@ -692,6 +730,7 @@ func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.readLatency, "read-latency", false, "with --latency, inject it on reads, lists and deletes too")
 	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
 	fs.DurationVar(&cfg.logFlush, "log-flush", dstl.DefaultFlushInterval, "changelog: upload the log's current batch once its first change is this old (dstl.Options.FlushInterval); fewer, larger objects per checkpoint when longer")
+	fs.DurationVar(&cfg.persistDelay, "persist-delay", dstl.DefaultPersistDelay, "changelog: how long a subtask's barrier waits for the other subtasks' before the log's batch is uploaded (dstl.Options.PersistDelay; negative: upload at every barrier)")
 	fs.Float64Var(&cfg.hedgeP90, "hedge-p90", dstl.DefaultHedgeAfterP90, "changelog: hedge a log upload after this many times the recent p90 (dstl.Options.HedgeAfterP90; negative: after the 1 s UploadTimeout only)")
 }
 
@@ -794,11 +833,115 @@ func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// buildWindows adds job (b): GPS points from 10 000 drivers into 1-minute
-// sliding windows with a 10-second slide.
-func buildWindows(env *eddy.Env, rate float64) {
-	pts := eddy.FromSource(env, datagen.GPS(datagen.Drivers(10_000), datagen.Rate(rate), datagen.Spacing(100*time.Microsecond)),
-		eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
+// The window job (b) holds about --state-mb of window state, as job (a)
+// holds that much value state: the number of drivers is chosen for it.
+// Each driver reports once per windowReport (10 s) of event time, so each
+// of its points falls in 6 windows (1 minute sliding by 10 s), opening
+// one and updating five, and each window entry is written 6 times before
+// its window fires and deletes it. At a fixed event rate, a larger state
+// means more drivers, so event time advances more slowly: windowReport /
+// drivers per event, at 50k events/s and 1 GiB about 0.11 s per second
+// (a slide's windows fire every 90 s or so, all drivers' at once), at
+// 256 MiB 0.45 s per second (every 22 s).
+const (
+	windowReport = 10 * time.Second
+	// windowBytesPerDriver is the bytes of a full snapshot of the window
+	// state per driver at the steady state, measured: 6 to 7 open
+	// windows per driver, each an entry of the driver's map.
+	windowBytesPerDriver = 240
+	minWindowDrivers     = 10_000
+)
+
+// drivers is the number of drivers of the window job (b): about
+// --state-mb of window state.
+func (cfg benchConfig) drivers() int {
+	return max(minWindowDrivers, int(int64(cfg.stateMB)<<20/windowBytesPerDriver))
+}
+
+// gpsOptions are the options of the window job's source, but its rate.
+func (cfg benchConfig) gpsOptions() []datagen.Option {
+	n := cfg.drivers()
+	return []datagen.Option{datagen.Drivers(n), datagen.Spacing(windowReport / time.Duration(n))}
+}
+
+// prefillWindows fills the window job's state, as fast as possible, with
+// a window's length and a slide of event time, so that every driver's
+// windows are open as in the steady state, and stops with a savepoint
+// (not at the end of the input, whose watermark would fire and delete
+// every window). The measured run resumes the source where it stopped.
+func (cfg benchConfig) prefillWindows(opts []eddy.Option) error {
+	n := int64(cfg.drivers())
+	src := &pausingSource[datagen.GPSPoint]{Source: datagen.GPS(cfg.gpsOptions()...), at: n * int64(time.Minute+10*time.Second) / int64(windowReport),
+		paused: make(chan struct{})}
+	env := eddy.New(opts...)
+	buildWindows(env, src)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() {
+		select {
+		case <-src.paused:
+			_, err := env.StopWithSavepoint(ctx)
+			stopped <- err
+		case <-ctx.Done():
+			stopped <- nil
+		}
+	}()
+	err := env.Run(ctx)
+	if err == nil {
+		err = <-stopped
+	}
+	return err
+}
+
+// pausingSource is a datagen source whose splits pause (read Idle) from
+// the global index at on: a bounded run that does not end its input.
+// paused is closed once all splits have.
+type pausingSource[T any] struct {
+	eddy.Source[T]
+	at      int64
+	mu      sync.Mutex
+	done    int
+	paused  chan struct{}
+	counted map[int]bool
+}
+
+func (s *pausingSource[T]) OpenSplit(ctx context.Context, split int, pos []byte) (eddy.SplitReader[T], error) {
+	r, err := s.Source.OpenSplit(ctx, split, pos)
+	if err != nil {
+		return nil, err
+	}
+	return &pausingReader[T]{SplitReader: r, s: s, split: split}, nil
+}
+
+type pausingReader[T any] struct {
+	eddy.SplitReader[T]
+	s     *pausingSource[T]
+	split int
+}
+
+func (r *pausingReader[T]) Next(rec *T) (eddy.ReadStatus, error) {
+	if i, n := binary.Uvarint(r.Position()); n > 0 && int64(i) >= r.s.at {
+		r.s.mu.Lock()
+		if !r.s.counted[r.split] {
+			if r.s.counted == nil {
+				r.s.counted = map[int]bool{}
+			}
+			r.s.counted[r.split] = true
+			if r.s.done++; r.s.done == r.s.Splits() {
+				close(r.s.paused)
+			}
+		}
+		r.s.mu.Unlock()
+		return eddy.Idle, nil
+	}
+	return r.SplitReader.Next(rec)
+}
+
+// buildWindows adds job (b) to env: GPS points from src into 1-minute
+// sliding windows with a 10-second slide, a count per driver and window.
+func buildWindows(env *eddy.Env, src eddy.Source[datagen.GPSPoint]) {
+	pts := eddy.FromSource(env, src, eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, time.Second))
 	ks := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
 	w := eddy.AggregateWindows(ks, eddy.Sliding(time.Minute, 10*time.Second), eddy.Aggregator[string, datagen.GPSPoint, int64, int64]{
 		Add:    func(n int64, _ *datagen.GPSPoint) int64 { return n + 1 },
@@ -816,12 +959,13 @@ func (r *benchResult) requestColumns() string {
 		for _, v := range []int64{r.reqs.Put, r.reqs.Get, r.reqs.List, r.reqs.Delete} {
 			cells = append(cells, fmt.Sprintf("%.1f", float64(v)/n))
 		}
+		cells = append(cells, fmt.Sprintf("%.1f", r.logObjs/n))
 		for _, v := range []int64{r.reqs.Put, r.reqs.Get, r.reqs.List, r.reqs.Delete} {
 			cells = append(cells, fmt.Sprintf("%.0f", float64(v)/mins))
 		}
 	} else {
 		// Fewer than two measured checkpoints: no interval to divide by.
-		for range 8 {
+		for range 9 {
 			cells = append(cells, "-")
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"os"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/connector/datagen"
 )
 
 // TestMain lets the test binary stand in for eddy when the bench runs a
@@ -103,10 +105,10 @@ func wantRequestRows(t *testing.T, rows, reqs [][]string, out string) {
 		t.Fatalf("want a row of requests without and one with the changelog:\n%s", out)
 	}
 	for i, r := range reqs {
-		if len(r) != 12 {
-			t.Fatalf("requests row %q: want 12 cells", r)
+		if len(r) != 13 {
+			t.Fatalf("requests row %q: want 13 cells", r)
 		}
-		cells := []int{2, 4, 6, 8} // PUT/ckpt, LIST/ckpt, PUT/min, LIST/min
+		cells := []int{2, 4, 7, 9} // PUT/ckpt, LIST/ckpt, PUT/min, LIST/min
 		if rows[i][2] == "1" {
 			for _, c := range cells {
 				if r[c] != "-" {
@@ -115,7 +117,11 @@ func wantRequestRows(t *testing.T, rows, reqs [][]string, out string) {
 			}
 			cells = nil
 		}
-		for _, c := range append(cells, 10) { // and GET/recovery
+		if i == 1 && rows[i][2] != "1" {
+			// With the changelog: log objects per checkpoint.
+			cells = append(cells, 6)
+		}
+		for _, c := range append(cells, 11) { // and GET/recovery
 			if v, err := strconv.ParseFloat(r[c], 64); err != nil || v <= 0 {
 				t.Errorf("requests row %q: cell %d is %q, want a positive count", r, c+1, r[c])
 			}
@@ -171,5 +177,73 @@ func TestKeepSlowKeepsTheSlowest(t *testing.T) {
 	explainSlow(&b, "value", true, r)
 	if n := strings.Count(b.String(), "\n"); n != slowestKept || !strings.Contains(b.String(), "checkpoint 6 took 12ms") {
 		t.Fatalf("explanation (%d lines):\n%s", n, b.String())
+	}
+}
+
+// TestBenchWindowStateFollowsStateMB: the window job (b) holds about
+// --state-mb of window state (its drivers are chosen for it), in the full
+// size of the run without the changelog, and runs with it too.
+func TestBenchWindowStateFollowsStateMB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs jobs for seconds")
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "checkpoint", "--jobs", "window", "--state-mb", "8", "--duration", "500ms",
+		"--latency=false", "--recoveries", "1", "--dir", t.TempDir()}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	t.Log(out.String())
+	rows, reqs := benchTables(out.String(), "window")
+	if len(rows) != 2 || rows[0][1] != "false" || rows[1][1] != "true" {
+		t.Fatalf("want a row without and one with the changelog:\n%s", out.String())
+	}
+	wantRequestRows(t, rows, reqs, out.String())
+	// job, changelog, checkpoints, p50, p99, p99.9, max, sync p99, stall,
+	// uploaded (2 fields), full size (2 fields), ...
+	off := rows[0]
+	mb, err := strconv.ParseFloat(off[11], 64)
+	if err != nil || off[12] != "MiB" || mb < 4 || mb > 16 {
+		t.Fatalf("full size of the window state without the changelog %q %q, want about 8 MiB", off[11], off[12])
+	}
+}
+
+// TestPausingSourcePausesEverySplit: the pre-fill's source yields every
+// event below the pause index, then reads Idle, and says so once every
+// split has paused.
+func TestPausingSourcePausesEverySplit(t *testing.T) {
+	const drivers, at = 40, 1000
+	src := &pausingSource[datagen.GPSPoint]{Source: datagen.GPS(datagen.Drivers(drivers), datagen.Splits(4)), at: at, paused: make(chan struct{})}
+	seen := 0
+	for split := range src.Splits() {
+		r, err := src.OpenSplit(context.Background(), split, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p datagen.GPSPoint
+		for {
+			st, err := r.Next(&p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st == eddy.Idle {
+				break
+			}
+			if i := p.Timestamp.Sub(datagen.DefaultStartTime) / datagen.EventInterval; i >= at {
+				t.Fatalf("split %d yielded event %d, at or past the pause at %d", split, i, at)
+			}
+			seen++
+		}
+		if st, _ := r.Next(&p); st != eddy.Idle {
+			t.Fatalf("split %d resumed after pausing", split)
+		}
+	}
+	if seen != at {
+		t.Errorf("yielded %d events before the pause, want %d", seen, at)
+	}
+	select {
+	case <-src.paused:
+	default:
+		t.Fatal("paused not closed once every split paused")
 	}
 }

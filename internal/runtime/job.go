@@ -445,7 +445,9 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 	// it without this manifest, or with it: committing now could repeat
 	// its output, so the lease is checked again between the manifest and
 	// the commit. The manifest stays; whoever restores it commits it.
-	if j.storage != nil {
+	// With nothing to commit there is nothing to repeat, and no check
+	// (on an object store, a LIST).
+	if j.storage != nil && anyTxns(commits) {
 		if err := j.checkLease(c.ID, "before committing its output"); err != nil {
 			return nil, err
 		}
@@ -474,6 +476,16 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 		e.cfg.OnCheckpoint(cs)
 	}
 	return r.Pending, nil
+}
+
+// anyTxns reports whether commits holds a transaction to commit.
+func anyTxns(commits map[string][][]byte) bool {
+	for _, txns := range commits {
+		if len(txns) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkLease checks the job's hold on its storage at a step of checkpoint
