@@ -174,12 +174,11 @@ func ProcessBroadcast[K comparable, A, B, OUT any](bc *BroadcastConnected[K, A, 
 	out.sides = map[string]*sideOutput{}
 	edges := runtime.BroadcastInputs[B](ks.st, bc.bs.s.sts, env.cfg.BatchSize, env.cfg.ChannelBatches)
 	bc.bs.s.consume("broadcast", func(sc *runtime.Subtask) (runtime.Push[B], error) {
-		for i, f := range bc.bs.s.sts {
-			if f == sc.Stage() {
-				return runtime.Broadcast[B](sc, edges[i]), nil
-			}
+		e, err := runtime.EdgeFrom(sc, edges)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("eddy: broadcast: subtask of a stage that does not feed it")
+		return runtime.Broadcast[B](sc, e), nil
 	})
 	type both struct {
 		push1 runtime.KeyedPush[K, A]

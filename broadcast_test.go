@@ -100,14 +100,9 @@ func (r *limitReader) Position() []byte { return []byte{byte(r.next)} }
 func (r *limitReader) Close() error     { return nil }
 
 func runSpeeding(t *testing.T, par int, data, out string, cancelAt uint64) error {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel, cancelOpt := cancelAfterCheckpoint(cancelAt)
 	defer cancel()
-	env := eddy.New(eddy.Parallelism(par), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}), eddy.Restarts(0, 0),
-		eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
-			if cancelAt > 0 && s.ID >= cancelAt {
-				cancel()
-			}
-		}))
+	env := eddy.New(eddy.Parallelism(par), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}), eddy.Restarts(0, 0), cancelOpt)
 	pts := eddy.FromSource(env, datagen.GPS(datagen.Seed(10), datagen.Events(30_000), datagen.Drivers(12), datagen.Rate(100_000)), eddy.UID("points"))
 	limits := eddy.FromSource[limit](env, limitSource{limitsOf(12)}, eddy.UID("limits"))
 	bc := eddy.ConnectBroadcast(eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID }), eddy.Broadcast(limits))

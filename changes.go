@@ -120,11 +120,42 @@ type groupState[ACC, OUT any] struct {
 }
 
 type groupAgg[K comparable, IN, ACC, OUT any] struct {
-	agg GroupAggregator[K, IN, ACC, OUT]
-	st  *state.Value[groupState[ACC, OUT]]
+	agg   GroupAggregator[K, IN, ACC, OUT]
+	st    *state.Value[groupState[ACC, OUT]]
+	equal func(a, b OUT) bool // whether a result row changed, chosen once per type
+}
+
+// equalFunc returns how rows of type T are compared: with == when every
+// value of T can be (no interface inside, whose dynamic value could make
+// == panic; no reflection per row), else reflect.DeepEqual.
+func equalFunc[T any]() func(a, b T) bool {
+	if plainComparable(reflect.TypeFor[T]()) {
+		return func(a, b T) bool { return any(a) == any(b) }
+	}
+	return func(a, b T) bool { return reflect.DeepEqual(a, b) }
+}
+
+// plainComparable reports whether == works on every value of t without
+// panicking: t is comparable and holds no interface.
+func plainComparable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Interface:
+		return false
+	case reflect.Array:
+		return plainComparable(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !plainComparable(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return t.Comparable()
 }
 
 func (g *groupAgg[K, IN, ACC, OUT]) Open(ctx *OpenContext) error {
+	g.equal = equalFunc[OUT]()
 	var err error
 	g.st, err = state.NewValue[groupState[ACC, OUT]](ctx.State, "group")
 	return err
@@ -158,7 +189,7 @@ func (g *groupAgg[K, IN, ACC, OUT]) Process(ctx *Context[K, Change[OUT]], in *Ch
 		ctx.Emit(Change[OUT]{Kind: Insert, Row: s.Last})
 	default:
 		next := g.agg.Result(ctx.Key, s.Acc)
-		if reflect.DeepEqual(next, s.Last) {
+		if g.equal(next, s.Last) {
 			break // unchanged: nothing to say
 		}
 		ctx.Emit(Change[OUT]{Kind: UpdateBefore, Row: s.Last})
@@ -171,7 +202,8 @@ func (g *groupAgg[K, IN, ACC, OUT]) Process(ctx *Context[K, Change[OUT]], in *Ch
 
 // GroupAggregate keeps, per key, an aggregate of the input's rows and
 // emits the result table's changes: +I for a new key's row, -U and +U when
-// it changes, nothing when it does not (compared with reflect.DeepEqual).
+// it changes, nothing when it does not (compared with == where the row
+// type allows it, else reflect.DeepEqual).
 func GroupAggregate[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], agg GroupAggregator[K, IN, ACC, OUT], opts ...OperatorOption) *Stream[Change[OUT]] {
 	return Process[K, IN, Change[OUT]](ks, &insertAgg[K, IN, ACC, OUT]{groupAgg: groupAgg[K, IN, ACC, OUT]{agg: agg}}, opts...)
 }

@@ -56,14 +56,9 @@ func (f *tally) OnTimer(ctx *eddy.Context[string, sumOut], _ time.Time) error {
 // another source, keyed the same way, into one tally; cancelAt > 0
 // cancels the run once that checkpoint completed.
 func runTally(t *testing.T, data, out string, cancelAt uint64) error {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel, cancelOpt := cancelAfterCheckpoint(cancelAt)
 	defer cancel()
-	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}), eddy.Restarts(0, 0),
-		eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
-			if cancelAt > 0 && s.ID >= cancelAt {
-				cancel()
-			}
-		}))
+	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}), eddy.Restarts(0, 0), cancelOpt)
 	pts := eddy.FromSource(env, datagen.GPS(datagen.Seed(3), datagen.Events(60_000), datagen.Drivers(30), datagen.Rate(200_000)), eddy.UID("points"))
 	other := eddy.FromSource(env, datagen.GPS(datagen.Seed(4), datagen.Events(30_000), datagen.Drivers(30), datagen.Rate(100_000)), eddy.UID("pings"),
 		eddy.WithParallelism(1))

@@ -15,10 +15,11 @@ type joinBuf[T any] struct {
 	Recs []T `proto:"1"`
 }
 
-// sortedKeys returns the current key's map keys in order, so that what a
-// join emits does not depend on map iteration order.
-func sortedKeys[V any](m *state.Map[int64, V]) []int64 {
-	var ks []int64
+// sortedKeys appends the current key's map keys to dst[:0] in order, so
+// that what a join emits does not depend on map iteration order. Callers
+// pass a scratch slice they keep: no allocation per record.
+func sortedKeys[V any](dst []int64, m *state.Map[int64, V]) []int64 {
+	ks := dst[:0]
 	for k := range m.All() {
 		ks = append(ks, k)
 	}
@@ -56,6 +57,7 @@ type intervalJoin[K comparable, A, B, OUT any] struct {
 	left         *state.Map[int64, joinBuf[A]]
 	right        *state.Map[int64, joinBuf[B]]
 	late         *int64
+	keys         []int64 // scratch of sortedKeys
 }
 
 func (j *intervalJoin[K, A, B, OUT]) Open(ctx *OpenContext) error {
@@ -85,13 +87,9 @@ func (j *intervalJoin[K, A, B, OUT]) Process1(ctx *Context[K, OUT], a *A) error 
 		return err
 	}
 	ts := ctx.ts
-	buf, _ := j.left.Get(ts)
-	buf.Recs = append(buf.Recs, *a)
-	j.left.Put(ts, buf)
-	for _, rts := range sortedKeys(j.right) {
-		if rts < ts+j.lower || rts > ts+j.upper {
-			continue
-		}
+	addAt(j.left, ts, a)
+	j.keys = within(j.keys, j.right, satAdd(ts, j.lower), satAdd(ts, j.upper))
+	for _, rts := range j.keys {
 		rb, _ := j.right.Get(rts)
 		for i := range rb.Recs {
 			ctx.emitAt(max(ts, rts), j.join(ctx.Key, a, &rb.Recs[i]))
@@ -108,13 +106,10 @@ func (j *intervalJoin[K, A, B, OUT]) Process2(ctx *Context[K, OUT], b *B) error 
 		return err
 	}
 	ts := ctx.ts
-	buf, _ := j.right.Get(ts)
-	buf.Recs = append(buf.Recs, *b)
-	j.right.Put(ts, buf)
-	for _, lts := range sortedKeys(j.left) {
-		if ts < lts+j.lower || ts > lts+j.upper {
-			continue
-		}
+	addAt(j.right, ts, b)
+	// b meets the first input's records at times in [b-upper, b-lower].
+	j.keys = within(j.keys, j.left, satAdd(ts, -j.upper), satAdd(ts, -j.lower))
+	for _, lts := range j.keys {
 		lb, _ := j.left.Get(lts)
 		for i := range lb.Recs {
 			ctx.emitAt(max(ts, lts), j.join(ctx.Key, &lb.Recs[i], b))
@@ -122,6 +117,26 @@ func (j *intervalJoin[K, A, B, OUT]) Process2(ctx *Context[K, OUT], b *B) error 
 	}
 	ctx.op.RegisterTimer(true, ctx.kb, ctx.kg, satAdd(ts, -j.lower)+1)
 	return ctx.err
+}
+
+// addAt adds rec to the current key's records at time ts.
+func addAt[T any](m *state.Map[int64, joinBuf[T]], ts int64, rec *T) {
+	buf, _ := m.Get(ts)
+	buf.Recs = append(buf.Recs, *rec)
+	m.Put(ts, buf)
+}
+
+// within is sortedKeys of m (into dst) kept to the times in [lo, hi].
+func within[V any](dst []int64, m *state.Map[int64, V], lo, hi int64) []int64 {
+	ks := sortedKeys(dst, m)
+	n := 0
+	for _, k := range ks {
+		if k >= lo && k <= hi {
+			ks[n] = k
+			n++
+		}
+	}
+	return ks[:n]
 }
 
 // OnTimer drops the records no later record can match any more.
@@ -186,6 +201,8 @@ type tableJoin[K comparable, A, T, OUT any] struct {
 	versions *state.Map[int64, T]          // the table's values by event time
 	pending  *state.Map[int64, joinBuf[A]] // records waiting for the watermark
 	late     *int64
+	vkeys    []int64 // scratch of sortedKeys: versions
+	pkeys    []int64 // and pending times
 }
 
 func (j *tableJoin[K, A, T, OUT]) Open(ctx *OpenContext) error {
@@ -247,8 +264,10 @@ func (j *tableJoin[K, A, T, OUT]) emit(ctx *Context[K, OUT], ts int64, a *A, t *
 // version of its time, then drops the versions nothing can meet any more.
 func (j *tableJoin[K, A, T, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) error {
 	wm := at.UnixNano() - 1 // every record at or before wm is complete
-	versions := sortedKeys(j.versions)
-	for _, ts := range sortedKeys(j.pending) {
+	j.vkeys = sortedKeys(j.vkeys, j.versions)
+	j.pkeys = sortedKeys(j.pkeys, j.pending)
+	versions := j.vkeys
+	for _, ts := range j.pkeys {
 		if ts > wm {
 			break
 		}

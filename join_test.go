@@ -50,14 +50,9 @@ func events(n int64, opts []datagen.Option) []datagen.GPSPoint {
 func runJoin(t *testing.T, data, out string, cancelAt uint64, rate float64,
 	join func(cs *eddy.ConnectedStreams[string, datagen.GPSPoint, datagen.GPSPoint]) *eddy.Stream[joined]) error {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel, cancelOpt := cancelAfterCheckpoint(cancelAt)
 	defer cancel()
-	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}), eddy.Restarts(0, 0),
-		eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
-			if cancelAt > 0 && s.ID >= cancelAt {
-				cancel()
-			}
-		}))
+	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}), eddy.Restarts(0, 0), cancelOpt)
 	ts := eddy.Watermarks(func(p *datagen.GPSPoint) time.Time { return p.Timestamp }, 0)
 	pts := eddy.FromSource(env, datagen.GPS(append(pointOpts, datagen.Rate(rate))...), eddy.UID("points"), ts)
 	pings := eddy.FromSource(env, datagen.GPS(append(pingOpts, datagen.Rate(rate/4))...), eddy.UID("pings"), ts)

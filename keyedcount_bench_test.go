@@ -40,10 +40,10 @@ package eddy_test
 
 import (
 	"context"
+	"github.com/eddyflow/eddy/internal/cputime"
 	"runtime"
 	"runtime/metrics"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -203,14 +203,6 @@ type kcRunStats struct {
 	gc, total, idle float64 // cpu-seconds
 }
 
-func kcProcessCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 var kcCPUMetrics = []string{"/cpu/classes/gc/total:cpu-seconds", "/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds"}
 
 func kcReadCPU() (gc, total, idle float64) {
@@ -230,11 +222,11 @@ func kcMeasure(b *testing.B, fn func() error) kcRunStats {
 	runtime.ReadMemStats(&ms)
 	m0 := ms.Mallocs
 	b.StartTimer()
-	start, cpu0 := time.Now(), kcProcessCPU()
+	start, cpu0 := time.Now(), cputime.Process()
 	if err := fn(); err != nil {
 		b.Fatal(err)
 	}
-	wall, cpu := time.Since(start), kcProcessCPU()-cpu0
+	wall, cpu := time.Since(start), cputime.Process()-cpu0
 	b.StopTimer()
 	runtime.ReadMemStats(&ms)
 	m1 := ms.Mallocs

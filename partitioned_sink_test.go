@@ -17,14 +17,9 @@ import (
 // runPartitioned sums points per driver and writes every running sum to a
 // partition per driver; cancelAt > 0 cancels after that checkpoint.
 func runPartitioned(t *testing.T, data, out string, cancelAt uint64) error {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel, cancelOpt := cancelAfterCheckpoint(cancelAt)
 	defer cancel()
-	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}), eddy.Restarts(0, 0),
-		eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
-			if cancelAt > 0 && s.ID >= cancelAt {
-				cancel()
-			}
-		}))
+	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}), eddy.Restarts(0, 0), cancelOpt)
 	pts := eddy.FromSource(env, datagen.GPS(datagen.Seed(6), datagen.Events(40_000), datagen.Drivers(8), datagen.Rate(200_000)))
 	ones := eddy.Map(pts, func(p *datagen.GPSPoint) sumOut { return sumOut{Driver: p.DriverID, Sum: 1} })
 	sums := eddy.Reduce(eddy.KeyBy(ones, func(s *sumOut) string { return s.Driver }), func(a, b sumOut) sumOut {

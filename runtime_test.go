@@ -128,15 +128,21 @@ func (c *counter[V]) Process(ctx *eddy.Context[string, sumOut], p *datagen.GPSPo
 	return nil
 }
 
-func runCounter[V any](t *testing.T, data, out string, inc func(*V), cancelAfter int64, logs *logBuf) error {
+// cancelAfterCheckpoint returns a context that a job's run is cancelled through once
+// its checkpoint id completes (never for 0), and the option that does it.
+func cancelAfterCheckpoint(id uint64) (context.Context, context.CancelFunc, eddy.Option) {
 	ctx, cancel := context.WithCancel(context.Background())
+	return ctx, cancel, eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
+		if id > 0 && s.ID >= id {
+			cancel()
+		}
+	})
+}
+
+func runCounter[V any](t *testing.T, data, out string, inc func(*V), cancelAfter int64, logs *logBuf) error {
+	ctx, cancel, cancelOpt := cancelAfterCheckpoint(uint64(cancelAfter))
 	defer cancel()
-	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(logs), eddy.Restarts(0, 0),
-		eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
-			if cancelAfter > 0 && int64(s.ID) >= cancelAfter {
-				cancel()
-			}
-		}))
+	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(logs), eddy.Restarts(0, 0), cancelOpt)
 	pts := eddy.FromSource(env, datagen.GPS(datagen.Seed(2), datagen.Events(200_000), datagen.Drivers(50), datagen.Rate(100_000)))
 	keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
 	counts := eddy.Process[string, datagen.GPSPoint, sumOut](keyed, &counter[V]{inc: inc}, eddy.Named("counter"))

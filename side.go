@@ -37,12 +37,20 @@ func Output[K comparable, OUT, T any](ctx *Context[K, OUT], tag OutputTag[T], v 
 	if !ok {
 		return
 	}
-	push, ok := p.(runtime.Push[T])
+	side, ok := p.(*sidePush[T])
 	if !ok {
 		ctx.err = Permanent(fmt.Errorf("eddy: side output %q is consumed as another type than %s", tag.name, typeName[T]()))
 		return
 	}
-	ctx.err = push(ctx.ts, &v)
+	side.slot = v // handed on by pointer without an allocation, as Emit does
+	ctx.err = side.push(ctx.ts, &side.slot)
+}
+
+// sidePush is one subtask's push of a side output, with the slot its
+// records are handed on from.
+type sidePush[T any] struct {
+	push runtime.Push[T]
+	slot T
 }
 
 // SideOutput is the stream of what the operator whose results are s
@@ -62,7 +70,8 @@ func SideOutput[OUT, T any](s *Stream[OUT], tag OutputTag[T]) *Stream[T] {
 		return side
 	}
 	s.sides[tag.name] = &sideOutput{typ: reflect.TypeFor[T](), stream: side, build: func(sc *runtime.Subtask) (any, error) {
-		return side.build(sc)
+		push, err := side.build(sc)
+		return &sidePush[T]{push: push}, err
 	}}
 	return side
 }

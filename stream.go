@@ -314,12 +314,11 @@ func KeyBy[K comparable, T any](s *Stream[T], key func(*T) K, opts ...KeyByOptio
 		env.fail(err)
 	}
 	s.consume("keyBy", func(sc *runtime.Subtask) (runtime.Push[T], error) {
-		for i, f := range s.sts {
-			if f == sc.Stage() {
-				return runtime.Shuffle[K, T](sc, edges[i], key, enc), nil
-			}
+		e, err := runtime.EdgeFrom(sc, edges)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("eddy: keyBy: subtask of a stage that does not feed it")
+		return runtime.Shuffle[K, T](sc, e, key, enc), nil
 	})
 	runtime.SetReceive[K, T](edges, ks.build)
 	return ks

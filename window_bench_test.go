@@ -5,6 +5,7 @@ package eddy_test
 import (
 	"context"
 	"fmt"
+	"github.com/eddyflow/eddy/internal/cputime"
 	"runtime"
 	"testing"
 	"time"
@@ -137,11 +138,11 @@ func runJobBench(b *testing.B, par int, events int64, build func(env *eddy.Env))
 		build(env)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		start, cpu := time.Now(), kcProcessCPU()
+		start, cpu := time.Now(), cputime.Process()
 		if err := env.Run(context.Background()); err != nil {
 			b.Fatal(err)
 		}
-		el, cpu := time.Since(start), kcProcessCPU()-cpu
+		el, cpu := time.Since(start), cputime.Process()-cpu
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(events)/el.Seconds(), "events/s")
 		b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(events), "allocs/event")

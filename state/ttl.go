@@ -44,7 +44,6 @@ func TTL(c TTLConfig) Option { return c }
 type ttl struct {
 	cfg    TTLConfig
 	stamps *Value[int64] // nil for the stamps table itself
-	owner  cleaner       // the state the stamps belong to (on the stamps table)
 	next   int           // the key group the next cleanup scans
 }
 
@@ -115,7 +114,7 @@ func withTTL[E any](t *table[E], self cleaner, opts []Option) error {
 	}
 	stamps := &Value[int64]{table: newTable(t.b, t.name+"/ttl", codec), schema: schema}
 	stamps.self = stamps
-	stamps.ttl = &ttl{cfg: *o.ttl, owner: self}
+	stamps.ttl = &ttl{cfg: *o.ttl}
 	if err := t.b.register(stamps); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/eddyflow/eddy/internal/cputime"
 	"io"
 	"os"
 	"os/signal"
@@ -120,7 +121,7 @@ func runNexmarkQuery(ctx context.Context, q nexmarkq.Query, src *nexmark.Source,
 	}
 	env := eddy.New(opts...)
 	q.Build(env, src, dir)
-	start, cpu := time.Now(), processCPU()
+	start, cpu := time.Now(), cputime.Process()
 	err := env.Run(ctx)
-	return queryRun{elapsed: time.Since(start), cpu: processCPU() - cpu}, err
+	return queryRun{elapsed: time.Since(start), cpu: cputime.Process() - cpu}, err
 }

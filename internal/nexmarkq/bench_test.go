@@ -3,6 +3,7 @@ package nexmarkq
 import (
 	"context"
 	"fmt"
+	"github.com/eddyflow/eddy/internal/cputime"
 	"os"
 	"strconv"
 	"testing"
@@ -99,11 +100,11 @@ func BenchmarkQueries(b *testing.B) {
 // measure runs fn b.N times and reports per-event time and CPU.
 func measure(b *testing.B, events int64, fn func()) {
 	b.ResetTimer()
-	cpu := processCPU()
+	cpu := cputime.Process()
 	for range b.N {
 		fn()
 	}
-	cpu = processCPU() - cpu
+	cpu = cputime.Process() - cpu
 	b.StopTimer()
 	total := float64(events) * float64(b.N)
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/event")

@@ -139,15 +139,32 @@ func (g *Graph) newStage(parallelism int) *Stage {
 // subtasks do with the records with SetReceive.
 func KeyedStage[K comparable, T any](g *Graph, from []*Stage, par, batchSize, channelBatches int) (*Stage, []*Edge) {
 	st := g.newStage(par)
+	return st, addInputs[K, T](st, from, batchSize, channelBatches)
+}
+
+// addInputs adds an edge from each of the stages from to st, carrying
+// records of type T with keys of type K.
+func addInputs[K comparable, T any](st *Stage, from []*Stage, batchSize, channelBatches int) []*Edge {
 	edges := make([]*Edge, len(from))
 	for i, f := range from {
 		// At most every input's credits and open batch are out at once.
-		e := &Edge{from: f, to: st, pool: shuffle.NewPool[K, T](f.parallelism*par*(channelBatches+1), batchSize)}
+		e := &Edge{from: f, to: st, pool: shuffle.NewPool[K, T](f.parallelism*st.parallelism*(channelBatches+1), batchSize)}
 		f.outs = append(f.outs, e)
 		st.inputs = append(st.inputs, e)
 		edges[i] = e
 	}
-	return st, edges
+	return edges
+}
+
+// EdgeFrom is the edge among edges (one per stage feeding a stage) whose
+// sending stage is subtask sc's.
+func EdgeFrom(sc *Subtask, edges []*Edge) (*Edge, error) {
+	for _, e := range edges {
+		if e.from == sc.st {
+			return e, nil
+		}
+	}
+	return nil, fmt.Errorf("eddy: stage %s feeds none of %d edges", sc.st.Name(), len(edges))
 }
 
 // BroadcastInputs adds to stage st broadcast edges of records of type T
@@ -155,14 +172,7 @@ func KeyedStage[K comparable, T any](g *Graph, from []*Stage, par, batchSize, ch
 // what st's subtasks do with them with SetReceive (keys are
 // BroadcastKey{}), and write them with Broadcast.
 func BroadcastInputs[T any](st *Stage, from []*Stage, batchSize, channelBatches int) []*Edge {
-	edges := make([]*Edge, len(from))
-	for i, f := range from {
-		e := &Edge{from: f, to: st, pool: shuffle.NewPool[BroadcastKey, T](f.parallelism*st.parallelism*(channelBatches+1), batchSize)}
-		f.outs = append(f.outs, e)
-		st.inputs = append(st.inputs, e)
-		edges[i] = e
-	}
-	return edges
+	return addInputs[BroadcastKey, T](st, from, batchSize, channelBatches)
 }
 
 // BroadcastKey is the key of a record on a broadcast edge: it has none.

@@ -18,9 +18,8 @@ const ttlCleanupPerBatch = 16
 // of its counters.
 const flushEvery = 16
 
-// fireTimers runs due processing-time timers.
-func (sc *Subtask) fireTimers() error {
-	now := time.Now().UnixNano()
+// fireTimers runs the processing-time timers due at now.
+func (sc *Subtask) fireTimers(now int64) error {
 	for _, rt := range sc.keyed {
 		fire := rt.fireProc
 		if fire == nil {
@@ -79,7 +78,7 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 	// onTimer fires due processing-time timers and forces re-arming.
 	onTimer := func() error {
 		armed = -1
-		if err := sc.fireTimers(); err != nil {
+		if err := sc.fireTimers(time.Now().UnixNano()); err != nil {
 			return err
 		}
 		if stores {

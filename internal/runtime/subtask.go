@@ -98,14 +98,8 @@ func (sc *Subtask) endOfInput() error {
 	if err := sc.advanceWatermark(math.MaxInt64); err != nil {
 		return err
 	}
-	for _, rt := range sc.keyed {
-		fire := rt.fireProc
-		if fire == nil {
-			fire = func([]byte, int, int64) error { return nil }
-		}
-		if err := rt.procTimers.FireDue(math.MaxInt64, fire); err != nil {
-			return err
-		}
+	if err := sc.fireTimers(math.MaxInt64); err != nil {
+		return err
 	}
 	for _, rt := range sc.keyed {
 		if rt.end != nil {

@@ -30,6 +30,17 @@ func (b *KeyedBatch[K, T]) Key(i int) []byte {
 	return b.KeyBuf[start:b.KeyEnd[i]]
 }
 
+// add appends a record with key k (serialized kb) of key group kg and
+// event time ts.
+func (b *KeyedBatch[K, T]) add(k K, kg int32, kb []byte, ts int64, rec *T) {
+	b.Keys = append(b.Keys, k)
+	b.KGs = append(b.KGs, kg)
+	b.KeyBuf = append(b.KeyBuf, kb...)
+	b.KeyEnd = append(b.KeyEnd, int32(len(b.KeyBuf)))
+	b.TS = append(b.TS, ts)
+	b.Recs = append(b.Recs, *rec)
+}
+
 // Reset empties the batch, keeping its memory.
 func (b *KeyedBatch[K, T]) Reset() {
 	b.Keys, b.KGs, b.KeyBuf, b.KeyEnd, b.TS, b.Recs = b.Keys[:0], b.KGs[:0], b.KeyBuf[:0], b.KeyEnd[:0], b.TS[:0], b.Recs[:0]

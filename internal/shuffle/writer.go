@@ -84,21 +84,24 @@ func (w *Writer[K, T]) Push(ts int64, rec *T) error {
 	kg := state.KeyGroupFor(w.scratch, w.maxPar)
 	j := state.SubtaskFor(kg, w.maxPar, w.par)
 	b := w.batch(j)
-	b.Keys = append(b.Keys, w.cur)
-	b.KGs = append(b.KGs, int32(kg))
-	b.KeyBuf = append(b.KeyBuf, w.scratch...)
-	b.KeyEnd = append(b.KeyEnd, int32(len(b.KeyBuf)))
-	b.TS = append(b.TS, ts)
-	b.Recs = append(b.Recs, *rec)
+	b.add(w.cur, int32(kg), w.scratch, ts, rec)
 	if len(b.Recs) >= w.batchSize {
 		if err := w.sendBatch(j); err != nil {
 			return err
 		}
 	}
 	if w.waiting >= 0 {
-		if w.waiting++; w.waiting >= w.staleAfter {
-			return w.flushMarked()
-		}
+		return w.counted()
+	}
+	return nil
+}
+
+// counted counts a pushed record against the oldest unsent mark (there is
+// one): once staleAfter records have passed it, the batches holding marks
+// go.
+func (w *Writer[K, T]) counted() error {
+	if w.waiting++; w.waiting >= w.staleAfter {
+		return w.flushMarked()
 	}
 	return nil
 }
@@ -110,11 +113,7 @@ func (w *Writer[K, T]) Broadcast(ts int64, rec *T) error {
 	var zero K
 	for j := range w.outs {
 		b := w.batch(j)
-		b.Keys = append(b.Keys, zero)
-		b.KGs = append(b.KGs, 0)
-		b.KeyEnd = append(b.KeyEnd, int32(len(b.KeyBuf)))
-		b.TS = append(b.TS, ts)
-		b.Recs = append(b.Recs, *rec)
+		b.add(zero, 0, nil, ts, rec)
 		if len(b.Recs) >= w.batchSize {
 			if err := w.sendBatch(j); err != nil {
 				return err
@@ -122,9 +121,7 @@ func (w *Writer[K, T]) Broadcast(ts int64, rec *T) error {
 		}
 	}
 	if w.waiting >= 0 {
-		if w.waiting++; w.waiting >= w.staleAfter {
-			return w.flushMarked()
-		}
+		return w.counted()
 	}
 	return nil
 }

@@ -1,14 +1,14 @@
 //go:build unix
 
-package nexmarkq
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the CPU time (user and system) the process has used so far.
-func processCPU() time.Duration {
+// Process is the CPU time (user and system) the process has used so far.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
