@@ -98,6 +98,9 @@ type probeJob struct {
 	gate    int64
 	blocked *atomic.Int64
 	lift    *atomic.Bool // set: the gate is gone
+	// settle is how many checkpoints complete after every split waits at
+	// the gate before the run is cancelled (0: 2).
+	settle int
 }
 
 // gatedSource is a source whose splits stop (Idle) at the event index
@@ -149,20 +152,20 @@ func (j probeJob) env(opts ...eddy.Option) *eddy.Env {
 }
 
 // runUntil runs j up to event index gate of each split (0: to the end),
-// cancelling it once every split waits at the gate and two checkpoints
-// completed since; it reports whether the job finished.
+// cancelling it once every split waits at the gate and j.settle (default
+// two) checkpoints completed since; it reports whether the job finished.
 func (j probeJob) runUntil(t *testing.T, gate int64) bool {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	j.gate, j.blocked = gate, new(atomic.Int64)
 	splits := int64(datagen.GPS().Splits())
-	n := 0
+	n, settle := 0, max(j.settle, 2)
 	err := j.env(eddy.LogOutput(&logBuf{}), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
 		if j.blocked.Load() < splits {
 			return
 		}
-		if n++; n == 2 {
+		if n++; n == settle {
 			cancel()
 		}
 	})).Run(ctx)
@@ -206,16 +209,26 @@ func TestPebbleCancelResumeRescale(t *testing.T) {
 	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble")}
 	for i, par := range []int{2, 3, 1} {
 		j.par = par
+		if i == 2 {
+			// The retained checkpoints are the last three of five taken
+			// while the source waits: nothing is written between them, so
+			// they share their SSTs unless retention or the upload of
+			// unchanged files is broken.
+			j.settle = 5
+		}
 		if j.runUntil(t, int64(i+1)*15_000) {
 			t.Fatalf("run %d finished though its source waits at a gate", i)
 		}
 	}
-	j.par = 2
+	checkPebbleRetention(t, j.data, true)
+	j.par, j.settle = 2, 0
 	if !j.runUntil(t, 0) {
 		t.Fatal("the last run did not finish")
 	}
 	sameOutput(t, readLines(t, j.out), want)
-	checkPebbleRetention(t, j.data)
+	// Compactions may have rewritten every file between the final run's
+	// checkpoints, so only what is kept and deleted is checked here.
+	checkPebbleRetention(t, j.data, false)
 }
 
 // TestPebbleUninterrupted runs the probe job on Pebble without a
@@ -234,7 +247,8 @@ func TestPebbleUninterrupted(t *testing.T) {
 // storage data: every Pebble object a retained manifest lists exists, SST
 // objects are shared by several retained checkpoints, and no Pebble object
 // of a checkpoint up to the newest is left that no retained manifest lists.
-func checkPebbleRetention(t *testing.T, data string) {
+// SST sharing is checked when shared is set.
+func checkPebbleRetention(t *testing.T, data string, shared bool) {
 	t.Helper()
 	ctx := context.Background()
 	store, err := file.New(data)
@@ -277,16 +291,16 @@ func checkPebbleRetention(t *testing.T, data string) {
 			t.Errorf("%s is left, though no retained checkpoint lists it", n)
 		}
 	}
-	shared := 0
+	sharedSSTs := 0
 	for o, n := range listed {
 		if !have[o] {
 			t.Errorf("%s is listed by a retained checkpoint but gone", o)
 		}
 		if n > 1 && strings.HasSuffix(o, ".sst") {
-			shared++
+			sharedSSTs++
 		}
 	}
-	if shared == 0 && len(ids) > 1 {
+	if shared && sharedSSTs == 0 && len(ids) > 1 {
 		t.Errorf("no SST object is shared by the %d retained checkpoints", len(ids))
 	}
 }
