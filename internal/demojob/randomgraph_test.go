@@ -47,6 +47,9 @@ type graphSpec struct {
 	// Changelog runs the graph with the changelog state backend,
 	// materializing every this many ms; 0: the default backend.
 	ChangelogMs int `json:"changelog_ms,omitempty"`
+	// Pebble keeps the keyed state in Pebble databases (in a directory
+	// next to the checkpoints) instead of the heap.
+	Pebble bool `json:"pebble,omitempty"`
 }
 
 // sourceSpec is a datagen.GPS source and what consumes it. Each consumer
@@ -311,6 +314,8 @@ func genGraph(rng *rand.Rand) *graphSpec {
 	spec := &graphSpec{}
 	if rng.IntN(4) == 0 {
 		spec.ChangelogMs = 50 + rng.IntN(150)
+	} else {
+		spec.Pebble = rng.IntN(3) == 0
 	}
 	// Each run without kills lasts about this long at the sources' rates.
 	target := 0.7 + 0.6*rng.Float64()
@@ -711,6 +716,9 @@ func (r graphRun) env(opts ...eddy.Option) *eddy.Env {
 	if r.Graph.ChangelogMs > 0 {
 		base = append(base, eddy.Changelog(time.Duration(r.Graph.ChangelogMs)*time.Millisecond))
 	}
+	if r.Graph.Pebble {
+		base = append(base, eddy.StateBackend(eddy.Pebble(r.Data+"-pebble")))
+	}
 	env := eddy.New(append(base, opts...)...)
 	buildGraph(env, r.Graph, r.Out, r.Rated)
 	return env
@@ -908,12 +916,16 @@ func roundTrip(t *testing.T, g *graphSpec) *graphSpec {
 // checkIdentity runs g once in process, uninterrupted, and checks that it
 // fails with ErrDuplicateID exactly when predictDuplicate says so, naming
 // the two parts it predicts. It returns the duplicate id, or for a graph
-// that builds the directory of its output: the reference.
+// that builds the directory of its output: the reference (on the heap).
 func checkIdentity(t *testing.T, g *graphSpec, rng *rand.Rand) (dup, out string) {
 	t.Helper()
 	want := predictDuplicate(g)
 	dir := t.TempDir()
-	r := graphRun{Graph: g, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
+	// The reference keeps its state on the heap, so that a graph on
+	// Pebble is compared with the other backend.
+	heap := *g
+	heap.Pebble = false
+	r := graphRun{Graph: &heap, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
 		Parallelism: 1 + rng.IntN(3), Interval: time.Duration(10+rng.IntN(41)) * time.Millisecond}
 	env := r.env(eddy.LogOutput(testWriter{t}))
 	// Bounded, so that a graph that hangs (as one with two parts under one
