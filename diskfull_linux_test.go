@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -109,4 +110,82 @@ func TestReadOnlyCheckpointDirectory(t *testing.T) {
 		t.Fatalf("Run with a read-only checkpoint directory = %v", err)
 	}
 	t.Log(err)
+}
+
+// fillFS writes a file under dir that takes all of its file system's free
+// space, and returns its path.
+func fillFS(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	return path
+}
+
+// TestPebbleDiskFull fills the file system of a running Pebble job's
+// databases: the job fails naming the state directory and that the disk
+// is full, its committed output holds nothing it will repeat, and once
+// there is room again it resumes from its last checkpoint to the
+// uninterrupted run's output.
+func TestPebbleDiskFull(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 2,
+		gate: 30_000, blocked: new(atomic.Int64), lift: new(atomic.Bool)}
+	if err := os.MkdirAll(j.pebbleDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mountTmpfs(t, j.pebbleDir, "32m", 0)
+	splits := int64(datagen.GPS().Splits())
+	n := 0
+	var filler string
+	logs := &logBuf{}
+	env := j.env(eddy.LogOutput(logs), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+		if j.lift.Load() || j.blocked.Load() < splits {
+			return
+		}
+		if n++; n < 2 {
+			return
+		}
+		// No room left for the next flush; then the records flow again.
+		filler = fillFS(t, j.pebbleDir)
+		j.lift.Store(true)
+	}))
+	err := env.Run(context.Background())
+	if err == nil {
+		t.Fatal("the job finished on a full disk")
+	}
+	if !strings.Contains(err.Error(), j.pebbleDir) || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("Run = %v: does not name the state directory (%s) and the full disk", err, j.pebbleDir)
+	}
+	t.Logf("Run = %v", err)
+	if got := readLines(t, j.out); len(got) >= len(want) {
+		t.Fatalf("%d lines committed before the failure, want fewer than the %d of the whole run", len(got), len(want))
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	j.gate = 0
+	if !j.runUntil(t, 0) {
+		t.Fatal("the resumed run did not finish")
+	}
+	sameOutput(t, readLines(t, j.out), want)
+	fds, _ := filepath.Glob("/proc/self/fd/*")
+	for _, fd := range fds {
+		if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, j.pebbleDir) {
+			t.Errorf("open after the runs: %s", l)
+		}
+	}
 }

@@ -87,6 +87,10 @@ func (d *DB) TakeCheckpoint(id uint64) (*LocalCheckpoint, error) {
 		return nil, &DirError{Dir: dir, Op: "remove an old checkpoint", Err: err}
 	}
 	if err := d.db.Checkpoint(dir); err != nil {
+		// Release what the failed checkpoint holds (on a full disk: the
+		// space of its files), rather than at the next attempt.
+		d.fs.closeUnder(dir)
+		_ = os.RemoveAll(dir)
 		return nil, d.wrap("checkpoint", err)
 	}
 	ents, err := os.ReadDir(dir)

@@ -29,6 +29,7 @@ type DB struct {
 	restored *Checkpoint // the part Restore opened, if any
 	closed   bool
 	failed   chan struct{} // closed with the first background failure
+	fs       *trackingFS
 }
 
 // DirError reports a failure of the DB in a local directory: the disk is
@@ -61,7 +62,7 @@ func (p *Pool) open(dir string, maxParallelism, start, end int, mustExist bool) 
 	if err := p.acquire(); err != nil {
 		return nil, err
 	}
-	d := &DB{pool: p, dir: dir, maxPar: maxParallelism, start: start, end: end, failed: make(chan struct{})}
+	d := &DB{pool: p, dir: dir, maxPar: maxParallelism, start: start, end: end, failed: make(chan struct{}), fs: newTrackingFS()}
 	if !mustExist {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			p.release()
@@ -69,6 +70,7 @@ func (p *Pool) open(dir string, maxParallelism, start, end int, mustExist bool) 
 		}
 	}
 	o := p.options(d.background)
+	o.FS = d.fs
 	o.ErrorIfNotExists = mustExist
 	db, err := pebble.Open(dir, o)
 	if err != nil {
