@@ -101,6 +101,21 @@ type probeJob struct {
 	// settle is how many checkpoints complete after every split waits at
 	// the gate before the run is cancelled (0: 2).
 	settle int
+	// fail, when set, makes the probe fail its next record once.
+	fail *atomic.Bool
+}
+
+// failingProbe is stateProbe failing one record once fail is set.
+type failingProbe struct {
+	stateProbe
+	fail *atomic.Bool
+}
+
+func (f *failingProbe) Process(ctx *eddy.Context[string, probeOut], p *datagen.GPSPoint) error {
+	if f.fail.CompareAndSwap(true, false) {
+		return errors.New("the probe fails once, as asked")
+	}
+	return f.stateProbe.Process(ctx, p)
 }
 
 // gatedSource is a source whose splits stop (Idle) at the event index
@@ -146,7 +161,11 @@ func (j probeJob) env(opts ...eddy.Option) *eddy.Env {
 	}
 	pts := eddy.FromSource(env, src, eddy.Named("gps"))
 	keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
-	out := eddy.Process[string, datagen.GPSPoint, probeOut](keyed, &stateProbe{}, eddy.Named("probe"))
+	var fn eddy.KeyedFunc[string, datagen.GPSPoint, probeOut] = &stateProbe{}
+	if j.fail != nil {
+		fn = &failingProbe{fail: j.fail}
+	}
+	out := eddy.Process[string, datagen.GPSPoint, probeOut](keyed, fn, eddy.Named("probe"))
 	eddy.ToSink(out, eddyfile.JSONLines[probeOut](j.out), eddy.Named("out"))
 	return env
 }
@@ -418,11 +437,15 @@ func TestPebbleDirDeletedRestores(t *testing.T) {
 		if n++; n < 2 {
 			return
 		}
-		// Every database of the attempt, while the source waits; then
-		// the records flow again.
-		deleted, _ = filepath.Glob(filepath.Join(j.pebbleDir, "run-*", "*", "probe-*"))
-		for _, d := range deleted {
+		// Every database of the attempt (and the local checkpoint kept
+		// next to it), while the source waits; then the records flow
+		// again.
+		all, _ := filepath.Glob(filepath.Join(j.pebbleDir, "run-*", "*", "probe-*"))
+		for _, d := range all {
 			os.RemoveAll(d)
+			if !strings.Contains(filepath.Base(d), ".checkpoint-") {
+				deleted = append(deleted, d)
+			}
 		}
 		j.lift.Store(true)
 	}))
@@ -454,5 +477,47 @@ func TestPebbleWithChangelogRefused(t *testing.T) {
 	err := j.env(eddy.LogOutput(&logBuf{}), eddy.Changelog(time.Minute)).Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "changelog") || !errors.Is(err, eddy.ErrPermanent) {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestPebbleLocalRecovery fails the probe job on Pebble once, after
+// checkpoints: the restart restores its databases from the files the
+// failed attempt left on local disk (its databases and newest local
+// checkpoints) instead of downloading them, and the output is the
+// uninterrupted run's.
+func TestPebbleLocalRecovery(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 2,
+		gate: 30_000, blocked: new(atomic.Int64), lift: new(atomic.Bool), fail: new(atomic.Bool)}
+	splits := int64(datagen.GPS().Splits())
+	n := 0
+	env := j.env(eddy.LogOutput(&logBuf{}), eddy.Restarts(1, 0), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+		if j.lift.Load() || j.blocked.Load() < splits {
+			return
+		}
+		if n++; n < 2 {
+			return
+		}
+		j.fail.Store(true)
+		j.lift.Store(true)
+	}))
+	if err := env.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := env.Stats()
+	if st.Restarts != 1 || st.RestoredFrom == 0 {
+		t.Fatalf("stats %+v: want one restart from a checkpoint", st)
+	}
+	// The SSTs come from local disk; only the small mutable files
+	// (MANIFEST, OPTIONS) are downloaded.
+	if st.RestoredLocalBytes == 0 || st.RestoredDownloadedBytes > st.RestoredLocalBytes {
+		t.Fatalf("restored %d bytes from local copies and downloaded %d: want most from local copies", st.RestoredLocalBytes, st.RestoredDownloadedBytes)
+	}
+	t.Logf("restore after the failure: %d bytes local, %d downloaded", st.RestoredLocalBytes, st.RestoredDownloadedBytes)
+	sameOutput(t, readLines(t, j.out), want)
+	// The copies kept for the restart are gone once the job ended.
+	if left, _ := filepath.Glob(filepath.Join(j.pebbleDir, "*", "*")); len(left) != 0 {
+		t.Fatalf("left under the Pebble directory: %v", left)
 	}
 }

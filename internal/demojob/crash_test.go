@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,6 +231,10 @@ const (
 	pebbleState
 )
 
+// localRestore matches the log line of a Pebble restore that took files
+// from local copies.
+var localRestore = regexp.MustCompile(`restored Pebble state.*local_files=[1-9]`)
+
 // localData keeps the checkpoints in a directory under dir.
 func localData(t *testing.T, dir string) string { return filepath.Join(dir, "data") }
 
@@ -264,7 +269,7 @@ func crashResumeOn(t *testing.T, backend stateBackend, data func(t *testing.T, d
 	}
 	want := expected(c)
 
-	var runs, kills, killsWithCheckpoint, killsAfterOwnCheckpoint, restores, endgame int
+	var runs, kills, killsWithCheckpoint, killsAfterOwnCheckpoint, restores, localRestores, endgame int
 	par := 0
 	pickPar := func() int {
 		for {
@@ -285,6 +290,9 @@ func crashResumeOn(t *testing.T, backend stateBackend, data func(t *testing.T, d
 		runs++
 		if strings.Contains(res.stderr, "restoring from checkpoint") {
 			restores++
+		}
+		if localRestore.MatchString(res.stderr) {
+			localRestores++
 		}
 		if res.killed {
 			kills++
@@ -362,6 +370,15 @@ func crashResumeOn(t *testing.T, backend stateBackend, data func(t *testing.T, d
 	if killsWithCheckpoint == 0 || killsAfterOwnCheckpoint == 0 || restores == 0 {
 		t.Fatalf("the kills did not exercise restore: %d with a checkpoint on disk, %d after a checkpoint of the killed run, %d restores",
 			killsWithCheckpoint, killsAfterOwnCheckpoint, restores)
+	}
+	if backend == pebbleState {
+		// Local recovery: restores take the files a killed process left
+		// on local disk, where they are intact (a kill during start-up
+		// leaves none).
+		t.Logf("%d runs restored Pebble files from local copies", localRestores)
+		if localRestores == 0 {
+			t.Fatal("no restore took a Pebble file from the local copies killed processes left")
+		}
 	}
 
 	// A finished job started again, with yet another parallelism, changes

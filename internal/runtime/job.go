@@ -185,6 +185,8 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		defer j.dlog.Close()
 	}
 	e.stats.recovery.Store(0)
+	e.stats.restoredLocal.Store(0)
+	e.stats.restoredDownloaded.Store(0)
 	if j.restored != nil {
 		e.stats.restored.Store(int64(j.restored.ID))
 		e.cfg.Logger.Info("restoring from checkpoint", "checkpoint", j.restored.ID)
@@ -464,6 +466,10 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 	}
 	dur := time.Since(c.Started)
 	e.stats.checkpoints.Add(1)
+	if e.pebble != nil {
+		e.pebble.dropLocal() // every restore that could use them is done
+		j.pebble.completed(c.ID)
+	}
 	e.stats.lastDur.Store(int64(dur))
 	e.stats.lastBytes.Store(bytes)
 	e.stats.stateEntries.Store(entries)

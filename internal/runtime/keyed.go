@@ -52,6 +52,11 @@ func OpenKeyed(sc *Subtask, uid string, ksch serde.Schema) *Keyed {
 			k.backend = state.NewStoreBackend(maxPar, kgs, kge, ksch, db)
 			if sc.job.restored != nil {
 				storeMax(&sc.job.env.stats.recovery, int64(time.Since(began)))
+				rs := db.RestoreStats()
+				sc.job.env.stats.restoredLocal.Add(rs.LocalBytes)
+				sc.job.env.stats.restoredDownloaded.Add(rs.DownloadedBytes)
+				sc.job.env.cfg.Logger.Info("restored Pebble state", "operator", uid, "subtask", sc.subtask,
+					"local_files", rs.LocalFiles, "local_bytes", rs.LocalBytes, "downloaded_files", rs.DownloadedFiles, "downloaded_bytes", rs.DownloadedBytes)
 			}
 			return k
 		}

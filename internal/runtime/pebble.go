@@ -33,6 +33,20 @@ type pebbleRun struct {
 	pool   *pebble.Pool
 	dir    string // <Dir>/run-<token>; each attempt's databases under <dir>/<attempt>
 	unlock func()
+
+	// Local recovery: directories of databases a restore may take
+	// checkpoint files from instead of downloading them — the Run
+	// directories killed processes left (locked by this Run now) and the
+	// attempt directories of this Run's failed attempts. They are removed
+	// once a checkpoint completes after them, or when the Run ends.
+	mu    sync.Mutex
+	local []localCopy
+}
+
+// localCopy is a directory kept for local recovery.
+type localCopy struct {
+	dir    string
+	unlock func() // nil: not locked on its own
 }
 
 // runDirPrefix starts the name of a Run's directory under PebbleConfig.Dir.
@@ -40,8 +54,10 @@ const runDirPrefix = "run-"
 
 // openPebble creates the pool and the directory of a Run of graph g. The
 // directories that Runs of killed processes left under cfg.Dir (their
-// lock is free) are removed first; the databases are never reopened from
-// them: a restore downloads the checkpoint's files.
+// lock is free) are kept for local recovery until the Run's first
+// checkpoint: the databases are never reopened from them, but a restore
+// takes the checkpoint files it finds there intact (pebble.Pool's
+// SetLocalCopies) instead of downloading them.
 func openPebble(cfg *PebbleConfig, stages []*Stage) (*pebbleRun, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("eddy: the Pebble state backend needs a local directory")
@@ -49,7 +65,12 @@ func openPebble(cfg *PebbleConfig, stages []*Stage) (*pebbleRun, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("eddy: Pebble state directory: %w", err)
 	}
-	removeStaleRuns(cfg.Dir)
+	stale := staleRuns(cfg.Dir)
+	fail := func() {
+		for _, c := range stale {
+			c.unlock()
+		}
+	}
 	dbs := 0
 	for _, st := range stages {
 		dbs += st.parallelism * st.keyedOps
@@ -58,39 +79,84 @@ func openPebble(cfg *PebbleConfig, stages []*Stage) (*pebbleRun, error) {
 	opts := append([]pebble.PoolOption{pebble.MaxDBs(dbs), pebble.Memory(max(pebble.DefaultMemory, pebble.MinMemory(dbs)))}, cfg.Pool...)
 	pool, err := pebble.NewPool(opts...)
 	if err != nil {
+		fail()
 		return nil, errs.Kind(errs.Permanent, fmt.Errorf("eddy: the job has %d keyed operator subtasks: %w", dbs, err), true)
 	}
 	dir, err := os.MkdirTemp(cfg.Dir, runDirPrefix)
 	if err != nil {
+		fail()
 		pool.Close()
 		return nil, fmt.Errorf("eddy: Pebble state directory: %w", err)
 	}
 	unlock, err := lockDir(dir)
 	if err != nil {
+		fail()
 		pool.Close()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("eddy: Pebble state directory: %w", err)
 	}
-	return &pebbleRun{pool: pool, dir: dir, unlock: unlock}, nil
+	p := &pebbleRun{pool: pool, dir: dir, unlock: unlock, local: stale}
+	p.setLocal()
+	return p, nil
 }
 
-// close releases the pool and removes the Run's directory.
+// close releases the pool and removes the Run's directory and what it
+// kept for local recovery.
 func (p *pebbleRun) close() {
+	p.dropLocal()
 	p.pool.Close()
 	os.RemoveAll(p.dir)
 	p.unlock()
 }
 
-// removeStaleRuns removes the Run directories under dir whose lock no
-// process holds.
-func removeStaleRuns(dir string) {
-	if !dirLocks {
+// keep adds a failed attempt's directory to the local copies.
+func (p *pebbleRun) keep(dir string) {
+	p.mu.Lock()
+	p.local = append(p.local, localCopy{dir: dir})
+	p.mu.Unlock()
+	p.setLocal()
+}
+
+func (p *pebbleRun) setLocal() {
+	p.mu.Lock()
+	dirs := make([]string, len(p.local))
+	for i, c := range p.local {
+		dirs[i] = c.dir
+	}
+	p.mu.Unlock()
+	p.pool.SetLocalCopies(dirs...)
+}
+
+// dropLocal removes the local copies: a checkpoint completed after every
+// restore that could use them.
+func (p *pebbleRun) dropLocal() {
+	p.mu.Lock()
+	local := p.local
+	p.local = nil
+	p.mu.Unlock()
+	if len(local) == 0 {
 		return
+	}
+	p.pool.SetLocalCopies()
+	for _, c := range local {
+		os.RemoveAll(c.dir)
+		if c.unlock != nil {
+			c.unlock()
+		}
+	}
+}
+
+// staleRuns locks and returns the Run directories under dir whose lock no
+// process holds: those of killed processes.
+func staleRuns(dir string) []localCopy {
+	if !dirLocks {
+		return nil
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return
+		return nil
 	}
+	var out []localCopy
 	for _, e := range ents {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), runDirPrefix) {
 			continue
@@ -100,22 +166,68 @@ func removeStaleRuns(dir string) {
 		if err != nil {
 			continue // held: a Run of another process uses it
 		}
-		os.RemoveAll(d)
-		unlock()
+		out = append(out, localCopy{dir: d, unlock: unlock})
 	}
+	return out
 }
 
 // pebbleAttempt is the Pebble state of one attempt: its databases, closed
-// and removed when the attempt ends.
+// when the attempt ends, and the local checkpoints kept for local
+// recovery.
 type pebbleAttempt struct {
-	run *pebbleRun
-	dir string
-	mu  sync.Mutex
-	dbs []*pebble.DB
+	run    *pebbleRun
+	dir    string
+	mu     sync.Mutex
+	dbs    []*pebble.DB
+	locals []keptCheckpoint
+}
+
+// keptCheckpoint is a local checkpoint of a database, kept until a newer
+// checkpoint of the job completes.
+type keptCheckpoint struct {
+	db *pebble.DB
+	id uint64
+	lc *pebble.LocalCheckpoint
+}
+
+// keepLocal keeps the local checkpoint id of db, uploaded (or given up).
+func (a *pebbleAttempt) keepLocal(db *pebble.DB, id uint64, lc *pebble.LocalCheckpoint) {
+	a.mu.Lock()
+	a.locals = append(a.locals, keptCheckpoint{db: db, id: id, lc: lc})
+	a.mu.Unlock()
+}
+
+// completed removes the local checkpoints that checkpoint id, now
+// complete, makes useless: of each database, those older than its newest
+// one up to id (the one a restore of id reads).
+func (a *pebbleAttempt) completed(id uint64) {
+	a.mu.Lock()
+	newest := map[*pebble.DB]uint64{}
+	for _, k := range a.locals {
+		if k.id <= id && k.id > newest[k.db] {
+			newest[k.db] = k.id
+		}
+	}
+	var drop []*pebble.LocalCheckpoint
+	kept := a.locals[:0]
+	for _, k := range a.locals {
+		if k.id < newest[k.db] {
+			drop = append(drop, k.lc)
+		} else {
+			kept = append(kept, k)
+		}
+	}
+	clear(a.locals[len(kept):])
+	a.locals = kept
+	a.mu.Unlock()
+	for _, lc := range drop {
+		_ = lc.Remove()
+	}
 }
 
 // end closes the attempt's databases (once its subtasks and uploads are
-// done) and removes their directory.
+// done) and keeps their directory for the local recovery of the next
+// attempt, if one comes; the Run removes it.
 func (a *pebbleAttempt) end(m *Metrics) {
 	a.mu.Lock()
 	dbs := a.dbs
@@ -125,7 +237,7 @@ func (a *pebbleAttempt) end(m *Metrics) {
 		m.dropPebble(db)
 		db.Close()
 	}
-	os.RemoveAll(a.dir)
+	a.run.keep(a.dir)
 }
 
 // openStore returns the database of keyed operator uid in subtask sc: the
@@ -294,7 +406,10 @@ func (k *Keyed) pebblePart(sc *Subtask, id uint64) (snapshot.Part, error) {
 	return snapshot.Part{UID: k.uid, Subtask: sc.subtask, KeyGroupStart: start, KeyGroupEnd: end, Name: name,
 		Upload: upload, Release: func() {
 			finish()
-			_ = lc.Remove()
+			// The local checkpoint stays for a local recovery until a
+			// newer checkpoint completes (hard links: they take no space
+			// until compactions delete the files from the database).
+			j.pebble.keepLocal(k.db, id, lc)
 		}}, nil
 }
 

@@ -59,6 +59,10 @@ type Stats struct {
 	MaterializationStall time.Duration
 	Recovery             time.Duration // time the current attempt spent restoring state: its slowest subtask's restore
 	RestoredFrom         uint64        // checkpoint the current attempt restored from (0: none)
+	// RestoredLocalBytes and RestoredDownloadedBytes are the bytes of
+	// Pebble checkpoint files the current attempt's restore took from
+	// local copies (local recovery) and downloaded.
+	RestoredLocalBytes, RestoredDownloadedBytes int64
 }
 
 // Counters are the live counters of a job, updated by the runtime.
@@ -66,6 +70,7 @@ type Counters struct {
 	recordsIn, recordsOut, stateEntries, checkpoints, lastDur, lastBytes, restarts, restored, lateRecords atomic.Int64
 	lastUploaded, lastFull, materializations, lastMaterialization, recovery                               atomic.Int64
 	materializationStall, stallSinceCheckpoint                                                            atomic.Int64
+	restoredLocal, restoredDownloaded                                                                     atomic.Int64
 }
 
 // Stats returns the counters as they are now.
@@ -75,7 +80,8 @@ func (s *Counters) Stats() Stats {
 		Restarts: s.restarts.Load(), RestoredFrom: uint64(s.restored.Load()), LateRecords: s.lateRecords.Load(),
 		LastUploaded: s.lastUploaded.Load(), LastFullSize: s.lastFull.Load(), Materializations: s.materializations.Load(),
 		LastMaterialization: time.Duration(s.lastMaterialization.Load()), Recovery: time.Duration(s.recovery.Load()),
-		MaterializationStall: time.Duration(s.materializationStall.Load())}
+		MaterializationStall: time.Duration(s.materializationStall.Load()),
+		RestoredLocalBytes:   s.restoredLocal.Load(), RestoredDownloadedBytes: s.restoredDownloaded.Load()}
 }
 
 // noteStall records a materialization step that held its subtask for d.

@@ -30,6 +30,8 @@ type DB struct {
 	closed   bool
 	failed   chan struct{} // closed with the first background failure
 	fs       *trackingFS
+
+	restoreStats RestoreStats
 }
 
 // DirError reports a failure of the DB in a local directory: the disk is

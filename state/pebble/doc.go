@@ -27,8 +27,9 @@
 // names carrying the run's token, and the small files of every checkpoint,
 // and returns the Checkpoint to record in the manifest. Unreferenced tells
 // retention which objects the dropped checkpoints free. Pool.Restore
-// downloads a checkpoint's files, verifying each one's size and CRC-32C,
-// and opens them; at another parallelism it opens the part that overlaps
+// downloads a checkpoint's files, verifying each one's size and CRC-32C
+// (or takes intact local copies of them from the directories
+// Pool.SetLocalCopies names: local recovery), and opens them; at another parallelism it opens the part that overlaps
 // most, deletes its foreign key groups with range deletions and copies the
 // other parts' key groups in. Health reports L0 sublevels, compaction debt,
 // cache hits and disk usage.

@@ -21,6 +21,9 @@ type Pool struct {
 
 	mu    sync.Mutex
 	nopen int
+
+	localMu sync.Mutex
+	local   *localCopies // where restores look for files first (SetLocalCopies)
 }
 
 // PoolOption configures a Pool.

@@ -95,13 +95,16 @@ func (p *Pool) Restore(ctx context.Context, store blob.Store, dir string, maxPar
 	if err != nil {
 		return nil, err
 	}
-	if err := download(ctx, store, dir, parts[plan.base].Files); err != nil {
+	local := p.localCopies()
+	st, err := download(ctx, store, dir, parts[plan.base].Files, local)
+	if err != nil {
 		return nil, err
 	}
 	d, err := p.open(dir, maxParallelism, start, end, true)
 	if err != nil {
 		return nil, err
 	}
+	d.restoreStats = st
 	base := parts[plan.base]
 	d.restored = &base
 	if err := d.cut(int(base.Start), int(base.End)); err != nil {
@@ -109,7 +112,7 @@ func (p *Pool) Restore(ctx context.Context, store blob.Store, dir string, maxPar
 		return nil, err
 	}
 	for _, c := range plan.copies {
-		if err := d.copyFrom(ctx, store, parts[c.part], c.from, c.to); err != nil {
+		if err := d.copyFrom(ctx, store, parts[c.part], c.from, c.to, local); err != nil {
 			d.Close()
 			return nil, err
 		}
@@ -144,10 +147,12 @@ func (d *DB) cut(have0, have1 int) error {
 const copyBatch = 4 << 20
 
 // copyFrom copies the key groups [from, to) of part into the DB.
-func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, from, to int) error {
+func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, from, to int, local *localCopies) error {
 	tmp := fmt.Sprintf("%s.part-%d-%d", d.dir, part.Start, part.End)
 	defer os.RemoveAll(tmp)
-	if err := download(ctx, store, tmp, part.Files); err != nil {
+	st, err := download(ctx, store, tmp, part.Files, local)
+	d.restoreStats.add(st)
+	if err != nil {
 		return err
 	}
 	o := d.pool.options(func(error) {})
@@ -185,36 +190,45 @@ func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, fr
 	return d.wrap("write", d.db.Apply(b, pebble.NoSync))
 }
 
-// download replaces dir with the files of a checkpoint, verifying each.
-func download(ctx context.Context, store blob.Store, dir string, files []File) error {
+// download replaces dir with the files of a checkpoint, verifying each,
+// taking those it finds in local from there.
+func download(ctx context.Context, store blob.Store, dir string, files []File, local *localCopies) (RestoreStats, error) {
+	var st RestoreStats
 	if err := os.RemoveAll(dir); err != nil {
-		return &DirError{Dir: dir, Op: "clear", Err: err}
+		return st, &DirError{Dir: dir, Op: "clear", Err: err}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return &DirError{Dir: dir, Op: "create", Err: err}
+		return st, &DirError{Dir: dir, Op: "create", Err: err}
 	}
 	var buf []byte
 	for _, f := range files {
 		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." {
-			return &CorruptFileError{File: f.Name, Object: f.Object, Reason: "not a file name"}
+			return st, &CorruptFileError{File: f.Name, Object: f.Object, Reason: "not a file name"}
+		}
+		if local.take(f, filepath.Join(dir, f.Name)) {
+			st.LocalFiles++
+			st.LocalBytes += f.Size
+			continue
 		}
 		data, err := blob.GetInto(ctx, store, f.Object, &buf)
 		if err != nil {
 			var ce *blob.CorruptError
 			if errors.As(err, &ce) {
-				return &CorruptFileError{File: f.Name, Object: f.Object, Reason: err.Error()}
+				return st, &CorruptFileError{File: f.Name, Object: f.Object, Reason: err.Error()}
 			}
-			return fmt.Errorf("pebble: download of checkpoint file %s: %w", f.Name, err)
+			return st, fmt.Errorf("pebble: download of checkpoint file %s: %w", f.Name, err)
 		}
 		if int64(len(data)) != f.Size {
-			return &CorruptFileError{File: f.Name, Object: f.Object, Reason: fmt.Sprintf("%d bytes, the checkpoint recorded %d", len(data), f.Size)}
+			return st, &CorruptFileError{File: f.Name, Object: f.Object, Reason: fmt.Sprintf("%d bytes, the checkpoint recorded %d", len(data), f.Size)}
 		}
 		if c := crc32.Checksum(data, castagnoli); c != f.CRC32C {
-			return &CorruptFileError{File: f.Name, Object: f.Object, Reason: fmt.Sprintf("CRC-32C %08x, the checkpoint recorded %08x", c, f.CRC32C)}
+			return st, &CorruptFileError{File: f.Name, Object: f.Object, Reason: fmt.Sprintf("CRC-32C %08x, the checkpoint recorded %08x", c, f.CRC32C)}
 		}
 		if err := os.WriteFile(filepath.Join(dir, f.Name), data, 0o644); err != nil {
-			return &DirError{Dir: dir, Op: "write " + f.Name, Err: err}
+			return st, &DirError{Dir: dir, Op: "write " + f.Name, Err: err}
 		}
+		st.DownloadedFiles++
+		st.DownloadedBytes += f.Size
 	}
-	return nil
+	return st, nil
 }
