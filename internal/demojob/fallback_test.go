@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -62,18 +63,23 @@ func checkpointDir(data string, id uint64) string {
 
 // TestCorruptCheckpointFallsBack stops a job after a few checkpoints,
 // damages the newest one (a state part, the manifest, with the changelog on
-// an object of its log; or deletes its manifest) or every one, and checks
+// an object of its log, with Pebble state an SST object, damaged or
+// deleted; or deletes its manifest) or every one, and checks
 // that the next run falls back to an older checkpoint (or the beginning),
 // rolls back the output committed after it (the file sink can), and
 // commits exactly the reference: no loss, no duplicate. The damaged
 // checkpoints are quarantined, not pruned.
 func TestCorruptCheckpointFallsBack(t *testing.T) {
-	for _, what := range []string{"state", "manifest", "log", "manifest-deleted", "every-manifest"} {
+	for _, what := range []string{"state", "manifest", "log", "manifest-deleted", "every-manifest", "pebble-sst", "pebble-sst-missing"} {
 		t.Run(what, func(t *testing.T) {
 			dir := t.TempDir()
 			c := Config{Seed: 5, Events: 60_000, Drivers: 200, Data: filepath.Join(dir, "data"), Out: filepath.Join(dir, "out"),
 				CheckpointInterval: 20 * time.Millisecond, Parallelism: 2, Rate: 40_000,
 				Changelog: what == "log", Materialize: time.Minute}
+			pebbleSST := strings.HasPrefix(what, "pebble-sst")
+			if pebbleSST {
+				c.PebbleDir = filepath.Join(dir, "pebble")
+			}
 			want := expected(c)
 
 			// A partial run, cancelled once six checkpoints are complete.
@@ -100,7 +106,56 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 
 			cdir := checkpointDir(c.Data, newest)
 			var marker string
+			below := newest // the restore must pick a checkpoint below this
 			switch what {
+			case "pebble-sst", "pebble-sst-missing":
+				// An SST of the newest checkpoint, damaged or gone; the
+				// older checkpoints that list it too are as unusable.
+				store, err := blob.Open(c.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := checkpoint.NewStorage(store, 3)
+				m, err := st.Load(context.Background(), newest)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var obj string
+				for _, op := range m.Operators {
+					for _, p := range op.Parts {
+						if p.Pebble == nil {
+							t.Fatalf("operator %s part %d is not a Pebble part", op.Name, p.Subtask)
+						}
+						for _, f := range p.Pebble.Files {
+							if strings.HasSuffix(f.Name, ".sst") && f.Object > obj {
+								obj = f.Object
+							}
+						}
+					}
+				}
+				if obj == "" {
+					t.Fatalf("checkpoint %d lists no SST", newest)
+				}
+				for _, id := range ids {
+					old, err := st.Load(context.Background(), id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if slices.Contains(old.Files, obj) {
+						below = min(below, id)
+					}
+				}
+				path := filepath.Join(c.Data, filepath.FromSlash(obj))
+				if what == "pebble-sst" {
+					flipByte(t, path)
+					marker = fmt.Sprintf("checkpoint=%d ", newest) // found by the restore
+				} else {
+					if err := os.Remove(path); err != nil {
+						t.Fatal(err)
+					}
+					marker = fmt.Sprintf("checkpoint %d:", newest) // found listing it before
+				}
+				t.Logf("%s: %s, listed by checkpoints from %d to %d", what, obj, below, newest)
 			case "state":
 				parts, _ := filepath.Glob(filepath.Join(cdir, "*.state"))
 				if len(parts) == 0 {
@@ -173,8 +228,8 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 					t.Fatalf("restored from checkpoint %d with every manifest corrupt", st.RestoredFrom)
 				}
 			} else {
-				if st.RestoredFrom == 0 || st.RestoredFrom >= newest {
-					t.Fatalf("restored from checkpoint %d, want one before the damaged %d", st.RestoredFrom, newest)
+				if (st.RestoredFrom == 0 && below > ids[0]) || st.RestoredFrom >= below {
+					t.Fatalf("restored from checkpoint %d, want one before %d (the damaged %d and those sharing its file)", st.RestoredFrom, below, newest)
 				}
 				if !strings.Contains(out, fmt.Sprintf("msg=\"restoring from checkpoint\" component=eddy checkpoint=%d\n", st.RestoredFrom)) {
 					t.Fatalf("the log does not say it restores checkpoint %d:\n%s", st.RestoredFrom, out)
