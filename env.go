@@ -235,6 +235,13 @@ func (e *Env) validate() error {
 		if !s.consumed {
 			return fmt.Errorf("eddy: the output of %s is not consumed; end the pipeline in a sink (eddy.ToSink)", s.desc)
 		}
+		if s.reuse {
+			for _, op := range s.ops {
+				if op != "map" && op != "flatMap" {
+					return fmt.Errorf("eddy: %s reuses its records (eddy.ReuseRecords), so only Map and FlatMap may consume it, not %s, which keeps records past the call", s.desc, op)
+				}
+			}
+		}
 	}
 	if e.cfg.Interval != 0 && e.cfg.Interval < 10*time.Millisecond {
 		return fmt.Errorf("eddy: checkpoint interval %v is below the 10ms minimum", e.cfg.Interval)

@@ -48,6 +48,7 @@ type sourceConfig struct {
 	identity
 	parallelism int
 	watermarks  any // *watermarkSpec[T] of the source's record type
+	reuse       bool
 }
 
 type keyByConfig struct{ parallelism int }
@@ -71,6 +72,23 @@ func WithParallelism(n int) interface {
 } {
 	return parallelismOption(n)
 }
+
+// reuseOption is ReuseRecords.
+type reuseOption struct{}
+
+func (reuseOption) applySource(c *sourceConfig) { c.reuse = true }
+
+// ReuseRecords lets the source's readers reuse the memory of the records
+// they returned (connector.SplitReader.Next gets the previous record back)
+// instead of filling a zeroed record each time, which must then own new
+// memory: Flink's object reuse, for sources whose records point to memory
+// (strings aside, which are immutable) that a reader would otherwise
+// allocate per record. A record is then valid only during the call that
+// receives it, so the source's stream may be consumed by Map and FlatMap
+// only, whose functions must copy what they keep or emit rather than keep
+// a pointer into the record; Run refuses any other consumer (a KeyBy, a
+// sink, a Filter), since those keep records past the call.
+func ReuseRecords() SourceOption { return reuseOption{} }
 
 // idOption is Named or UID.
 type idOption struct {

@@ -31,6 +31,10 @@ type Stream[T any] struct {
 type streamInfo struct {
 	desc     string
 	consumed bool
+	// ops are the kinds of the operators that consume the stream; reuse
+	// says its records are valid only during the call (ReuseRecords).
+	ops   []string
+	reuse bool
 }
 
 func newStream[T any](env *Env, sts []*runtime.Stage, desc string) *Stream[T] {
@@ -47,6 +51,7 @@ func (s *Stream[T]) consume(op string, build func(sc *runtime.Subtask) (runtime.
 	}
 	s.next = append(s.next, build)
 	s.info.consumed = true
+	s.info.ops = append(s.info.ops, op)
 }
 
 func (e *Env) fail(err error) {
@@ -87,6 +92,7 @@ func FromSource[T any](env *Env, src Source[T], opts ...SourceOption) *Stream[T]
 	env.node("source", id, how, typeName[T]())
 	st, entry := env.graph.AddSource(par, id, src.Splits())
 	s := newStream[T](env, []*runtime.Stage{st}, "source "+id)
+	s.info.reuse = c.reuse
 	var wm *runtime.WatermarkSpec[T]
 	if c.watermarks != nil {
 		w, ok := c.watermarks.(*runtime.WatermarkSpec[T])
@@ -100,7 +106,7 @@ func FromSource[T any](env *Env, src Source[T], opts ...SourceOption) *Stream[T]
 		if err != nil {
 			return err
 		}
-		return runtime.RunSource(sc, entry, src, push, wm)
+		return runtime.RunSource(sc, entry, src, push, wm, c.reuse)
 	})
 	return s
 }

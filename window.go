@@ -141,6 +141,9 @@ type winState[ACC any] struct {
 	Acc ACC   `proto:"2"`
 }
 
+// span is a stored session's start and end.
+type span struct{ start, end int64 }
+
 // windowFn is the keyed function behind every window operator. A window is
 // keyed by its start in a Map state; an event-time timer at end-1 fires it
 // and one at end-1+lateness removes it.
@@ -156,6 +159,7 @@ type windowFn[K comparable, IN, ACC, OUT any] struct {
 	st       *state.Map[int64, winState[ACC]]
 	emit     func(OUT) // ctx.Emit, made once
 	fireBuf  []int64   // scratch of OnTimer
+	mergeBuf []span    // scratch of addSession
 	dropBuf  []int64   // scratch of OnTimer
 }
 
@@ -267,19 +271,23 @@ func (f *windowFn[K, IN, ACC, OUT]) gone(end, wm int64) bool {
 // addSession adds a record's session [start, end) and merges it with every
 // stored session it overlaps or touches (Flink's TimeWindow.intersects: a
 // session ending where another starts is one session).
+//
+// The merged session is written before the absorbed ones are deleted and
+// its timers registered before theirs are deleted: a session extended by a
+// record (the common case: same start, later end) then overwrites its
+// entry, and the key's window map and timer list never empty in between,
+// which would drop them and allocate them anew.
 func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end int64, in *IN) error {
 	var acc ACC
 	acc = f.add(acc, in)
+	absorbed := f.mergeBuf[:0] // the stored sessions merged in
+	defer func() { f.mergeBuf = absorbed[:0] }()
 	for {
 		found := false
 		for s, ws := range f.st.All() {
-			if s <= end && start <= ws.End {
+			if s <= end && start <= ws.End && !slices.ContainsFunc(absorbed, func(a span) bool { return a.start == s }) {
 				// Overlap or touch: absorb the stored session.
-				f.st.Delete(s)
-				f.unregister(ctx, ws.End-1)
-				if f.lateness > 0 {
-					f.unregister(ctx, ws.End-1+f.lateness)
-				}
+				absorbed = append(absorbed, span{s, ws.End})
 				start, end = min(start, s), max(end, ws.End)
 				acc = f.merge(ws.Acc, acc)
 				found = true
@@ -297,6 +305,17 @@ func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end 
 		wm = start - 1 // the record's time, the clock just before it
 	}
 	f.registerTimers(ctx, end, wm)
+	for _, a := range absorbed {
+		if a.start != start {
+			f.st.Delete(a.start)
+		}
+		if a.end != end {
+			f.unregister(ctx, a.end-1)
+			if f.lateness > 0 {
+				f.unregister(ctx, a.end-1+f.lateness)
+			}
+		}
+	}
 	if end-1 <= wm {
 		return f.fire(ctx, start, ws)
 	}

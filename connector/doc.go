@@ -8,6 +8,8 @@
 // runtime through SplitReader.Next and leaves it through SinkWriter.Write;
 // what a checkpoint stores of a connector is the bytes it returns from
 // SplitReader.Position and SinkWriter.PreCommit, handed back to it on
-// restore (Source.OpenSplit, Sink.Recover). The packages below this one
+// restore (Source.OpenSplit, Sink.Recover). A reader gives the records it
+// returns memory of their own cheaply with Slab and Strings, which carve it
+// from shared chunks. The packages below this one
 // (datagen, file, kafka, discard) are Eddy's own connectors.
 package connector

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ type Backend struct {
 	kgStart, kgEnd int
 	keySchema      serde.Schema
 	key            []byte
+	lastKey        []byte // a copy of key, to tell a new current key from the same one set again
 	kg             int
 	states         []keyedState
 	byName         map[string]keyedState
@@ -193,9 +195,18 @@ func (b *Backend) MaxParallelism() int { return b.maxPar }
 
 // SetCurrentKey scopes every state of the backend to key, of key group kg.
 // The backend keeps the slice until the next call; the caller must not
-// modify it meanwhile.
+// modify it meanwhile. Setting the key that is already current keeps the
+// states' cached entries: a window operator and its timers set the key
+// several times per record, and consecutive records often share a key.
 func (b *Backend) SetCurrentKey(key []byte, kg int) {
+	// Compared with a copy: the caller may have rewritten the bytes that
+	// b.key still points to (a recycled batch) with another key.
+	if kg == b.kg && bytes.Equal(key, b.lastKey) {
+		b.key = key
+		return
+	}
 	b.key, b.kg = key, kg
+	b.lastKey = append(b.lastKey[:0], key...)
 	b.gen++
 }
 

@@ -464,3 +464,37 @@ func TestSnapshotValueLengths(t *testing.T) {
 		}
 	}
 }
+
+// TestSetCurrentKeyAgain: setting the current key again keeps the states'
+// view of it (values written in between stay visible), and a new key
+// written into the buffer the backend was given (as a recycled batch
+// does) is seen as the new key, not served from the old key's cache.
+func TestSetCurrentKeyAgain(t *testing.T) {
+	b := state.NewBackend(4, 0, 4, keySchema(t))
+	v, err := state.NewValue[int64](b, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := []byte("a")
+	b.SetCurrentKey(buf, 1)
+	v.Update(1)
+	b.SetCurrentKey([]byte("a"), 1) // the same key, another slice
+	if x, _ := v.Get(); x != 1 {
+		t.Fatalf("a after setting it again: %d, want 1", x)
+	}
+	v.Update(2)
+	buf[0] = 'b' // the buffer now holds another key
+	b.SetCurrentKey(buf, 1)
+	if x, ok := v.Get(); ok {
+		t.Fatalf("b: %d, want no value", x)
+	}
+	v.Update(3)
+	b.SetCurrentKey([]byte("a"), 2) // a's bytes in another key group
+	if x, ok := v.Get(); ok {
+		t.Fatalf("a in key group 2: %d, want no value", x)
+	}
+	b.SetCurrentKey([]byte("a"), 1)
+	if x, _ := v.Get(); x != 2 {
+		t.Fatalf("a: %d, want 2", x)
+	}
+}

@@ -29,7 +29,8 @@ func benchRead(b *testing.B, reuse bool) {
 func BenchmarkNext(b *testing.B) { benchRead(b, true) }
 
 // BenchmarkNextFresh generates into a zeroed record each time, as Eddy's
-// source loop calls it: the record's Person, Auction or Bid is allocated.
+// source loop calls it without eddy.ReuseRecords: the record's Person,
+// Auction or Bid is new, carved from a chunk (connector.Slab).
 func BenchmarkNextFresh(b *testing.B) { benchRead(b, false) }
 
 // BenchmarkNextJSON generates events and appends them as JSON lines into a

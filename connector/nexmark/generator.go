@@ -3,6 +3,8 @@ package nexmark
 import (
 	"math"
 	"math/bits"
+
+	"github.com/eddyflow/eddy/connector"
 )
 
 // The reference generator's constants.
@@ -158,11 +160,18 @@ type generator struct {
 	person  *Person
 	auction *Auction
 	bid     *Bid
+	// New records and their strings, for an Event whose record is nil (as
+	// the runtime passes them: records must own their memory), are carved
+	// from chunks.
+	persons  connector.Slab[Person]
+	auctions connector.Slab[Auction]
+	bids     connector.Slab[Bid]
+	strs     connector.Strings
 }
 
-// fill makes *e event i. It reuses the records e points to and, for bids,
-// allocates nothing; the strings of a person or an auction share one
-// allocation.
+// fill makes *e event i. It reuses the records e points to and then, for
+// bids, allocates nothing; new records and the strings of a person or an
+// auction come from chunks shared by many events.
 func (g *generator) fill(i int64, e *Event) {
 	if e.Person != nil {
 		g.person, e.Person = e.Person, nil
@@ -180,21 +189,21 @@ func (g *generator) fill(i int64, e *Event) {
 	case PersonEvent:
 		p := g.person
 		if p == nil {
-			p = new(Person)
+			p = g.persons.New()
 		}
 		g.person, e.Person = nil, p
 		g.fillPerson(i, ts, &r, p)
 	case AuctionEvent:
 		a := g.auction
 		if a == nil {
-			a = new(Auction)
+			a = g.auctions.New()
 		}
 		g.auction, e.Auction = nil, a
 		g.fillAuction(i, ts, &r, a)
 	default:
 		b := g.bid
 		if b == nil {
-			b = new(Bid)
+			b = g.bids.New()
 		}
 		g.bid, e.Bid = nil, b
 		g.fillBid(i, ts, &r, b)
@@ -218,7 +227,7 @@ func (g *generator) fillPerson(i, ts int64, r *rng, p *Person) {
 		b = append(b, byte('0'+n/1000), byte('0'+n/100%10), byte('0'+n/10%10), byte('0'+n%10))
 	}
 	g.scratch = b
-	s := string(b)
+	s := g.strs.String(b)
 	p.EmailAddress, p.CreditCard = s[:emailEnd], s[emailEnd:]
 	p.City = usCities[r.intn(int64(len(usCities)))]
 	p.State = usStates[r.intn(int64(len(usStates)))]
@@ -245,7 +254,7 @@ func (g *generator) fillAuction(i, ts int64, r *rng, a *Auction) {
 	nameEnd := len(b)
 	b = appendRandomString(b, r, 100, ' ')
 	g.scratch = b
-	s := string(b)
+	s := g.strs.String(b)
 	a.ItemName, a.Description = s[:nameEnd], s[nameEnd:]
 	a.Reserve = a.InitialBid + g.tab.price(r)
 	size := 8 + len(a.ItemName) + len(a.Description) + 8*5

@@ -15,8 +15,12 @@ import (
 )
 
 // runLoop runs a query's hand loop over src's events read with one reader
-// and returns the number of result rows.
+// and returns the number of result rows. src must have one split: the
+// loops rely on reading every event, in time order.
 func runLoop(tb testing.TB, name string, src *nexmark.Source) int64 {
+	if n := src.Splits(); n != 1 {
+		tb.Fatalf("%s: the loop reads one split, the source has %d", name, n)
+	}
 	var rows int64
 	step, end := loops(&rows)[name]()
 	r, err := src.OpenSplit(context.Background(), 0, nil)
@@ -59,9 +63,10 @@ func TestLoopsMatchModels(t *testing.T) {
 }
 
 // BenchmarkQueries compares, per query, the Eddy job at parallelism 1 and
-// 2 (checkpoints every second, results discarded) with the hand loop, on
-// NEXMARK_EVENTS events (default 200,000) at 10,000 events/s of event
-// time. ns/op is per event; cpu-ns/event counts the whole process's CPU.
+// 2 (checkpoints every second, results discarded; eddy-p2-nockpt without
+// checkpoints, for their cost) with the hand loop, on NEXMARK_EVENTS events
+// (default 200,000) at 10,000 events/s of event time. ns/op is per event;
+// cpu-ns/event counts the whole process's CPU.
 func BenchmarkQueries(b *testing.B) {
 	n := int64(200_000)
 	if s := os.Getenv("NEXMARK_EVENTS"); s != "" {
@@ -73,20 +78,31 @@ func BenchmarkQueries(b *testing.B) {
 	}
 	for _, q := range All {
 		b.Run(q.Name+"/loop", func(b *testing.B) {
-			src, err := nexmark.New(nexmark.Events(n), nexmark.Rate(10_000))
+			src, err := nexmark.New(nexmark.Events(n), nexmark.Rate(10_000), nexmark.Splits(1))
 			if err != nil {
 				b.Fatal(err)
 			}
 			measure(b, n, func() { runLoop(b, q.Name, src) })
 		})
-		for _, p := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%s/eddy-p%d", q.Name, p), func(b *testing.B) {
-				src, err := nexmark.New(nexmark.Events(n), nexmark.Rate(10_000), nexmark.Splits(p))
+		for _, v := range []struct {
+			p    int
+			ckpt bool
+		}{{1, true}, {2, true}, {2, false}} {
+			name := fmt.Sprintf("%s/eddy-p%d", q.Name, v.p)
+			if !v.ckpt {
+				name += "-nockpt"
+			}
+			b.Run(name, func(b *testing.B) {
+				src, err := nexmark.New(nexmark.Events(n), nexmark.Rate(10_000), nexmark.Splits(v.p))
 				if err != nil {
 					b.Fatal(err)
 				}
 				measure(b, n, func() {
-					env := eddy.New(eddy.Parallelism(p), eddy.Checkpoints("file://"+b.TempDir(), time.Second), eddy.LogOutput(&logBuf{}))
+					opts := []eddy.Option{eddy.Parallelism(v.p), eddy.LogOutput(&logBuf{})}
+					if v.ckpt {
+						opts = append(opts, eddy.Checkpoints("file://"+b.TempDir(), time.Second))
+					}
+					env := eddy.New(opts...)
 					q.Build(env, src, "")
 					if err := env.Run(context.Background()); err != nil {
 						b.Fatal(err)

@@ -82,9 +82,11 @@ func EventTime(e *nexmark.Event) time.Time {
 	return time.Time{}
 }
 
-// events is the source table: src with event time and watermarks.
+// events is the source table: src with event time and watermarks. Its
+// readers reuse one Event (eddy.ReuseRecords, as the reference runs Flink
+// with pipeline.object-reuse): the views below copy the record they emit.
 func events(env *eddy.Env, src *nexmark.Source) *eddy.Stream[nexmark.Event] {
-	return eddy.FromSource(env, src, eddy.UID("nexmark"), eddy.Watermarks(EventTime, MaxOutOfOrderness))
+	return eddy.FromSource(env, src, eddy.UID("nexmark"), eddy.Watermarks(EventTime, MaxOutOfOrderness), eddy.ReuseRecords())
 }
 
 // persons, auctions and bids are the reference's views of the source table.

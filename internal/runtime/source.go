@@ -14,8 +14,9 @@ type WatermarkSpec[T any] = source.WatermarkSpec[T]
 
 // RunSource is the loop of a source subtask (internal/source): it reads
 // the subtask's splits of src, restored from the attempt's checkpoint, and
-// pushes their records into the chain.
-func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], push Push[T], wm *WatermarkSpec[T]) error {
+// pushes their records into the chain; with reuse, into one record whose
+// memory the readers reuse.
+func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], push Push[T], wm *WatermarkSpec[T], reuse bool) error {
 	defer sc.closeSinks()
 	var restored []checkpoint.SplitState
 	if m := sc.job.restored; m != nil {
@@ -26,7 +27,7 @@ func RunSource[T any](sc *Subtask, entry *SourceEntry, src connector.Source[T], 
 		}
 	}
 	l := &source.Loop[T]{Name: entry.name, Splits: entry.splits, Subtask: sc.subtask, Parallelism: sc.par, Source: src,
-		Restored: restored, Push: push, Watermarks: wm,
+		Restored: restored, Push: push, Watermarks: wm, Reuse: reuse,
 		Triggers: sc.job.triggers[entry.index][sc.subtask], Slots: sc.job.wmSlots[entry.index],
 		RecordsIn: &sc.recordsIn, Idle: &sc.clk.idle, Watermark: &sc.m.Watermark, Lag: &sc.m.SourceLag}
 	return l.Run(sourceHost{sc})

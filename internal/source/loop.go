@@ -52,7 +52,11 @@ type Loop[T any] struct {
 	Push     shuffle.Push[T]
 	// Watermarks is the watermark strategy, nil for none.
 	Watermarks *WatermarkSpec[T]
-	Triggers   <-chan Trigger
+	// Reuse hands the readers the previous record to fill (its memory
+	// reused) instead of a zeroed one: Push must not keep the record past
+	// its return.
+	Reuse    bool
+	Triggers <-chan Trigger
 	// Slots are the watermarks of every subtask of the source, for
 	// alignment (NewSlots).
 	Slots []atomic.Int64
@@ -252,8 +256,11 @@ func (l *Loop[T]) Run(h Host) error {
 			got := false
 			for n := 0; n < 256; n++ {
 				// Records are copied shallowly into shuffle batches, so a
-				// reader must not reuse the memory of one it returned.
-				rec = zero
+				// reader must not reuse the memory of one it returned,
+				// unless nothing downstream keeps records (Reuse).
+				if !l.Reuse {
+					rec = zero
+				}
 				st, err := sp.r.Next(&rec)
 				if err != nil {
 					return fmt.Errorf("eddy: source %s split %d: %w", l.Name, sp.id, err)

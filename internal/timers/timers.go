@@ -15,6 +15,10 @@ type Service struct {
 	st      *state.List[int64]
 	queue   []timerEntry
 	keys    map[string]string // interned keys of the keys with timers, so queue entries share them
+	// live is the number of timers in state; queue entries beyond it are
+	// deleted timers, skipped when popped, or removed by compact once they
+	// outnumber the live ones.
+	live int
 }
 
 // New returns the timer service of backend b, keeping its timers in a list
@@ -74,6 +78,7 @@ func (t *Service) Register(kb []byte, kg int, at int64) {
 		return
 	}
 	t.st.Add(at)
+	t.live++
 	t.push(timerEntry{at: at, key: t.intern(kb), kg: kg})
 }
 
@@ -84,17 +89,20 @@ func (t *Service) Delete(kb []byte, kg int, at int64) {
 	xs := t.st.Get()
 	if i := slices.Index(xs, at); i >= 0 {
 		t.st.Update(slices.Delete(xs, i, i+1))
+		t.live--
 	}
 }
 
 // Rebuild fills the queue from restored state.
 func (t *Service) Rebuild() {
 	t.queue = t.queue[:0]
+	t.live = 0
 	t.st.Range(func(key []byte, kg int, xs []int64) bool {
 		k := t.intern(key)
 		for _, at := range xs {
 			t.push(timerEntry{at: at, key: k, kg: kg})
 		}
+		t.live += len(xs)
 		return true
 	})
 }
@@ -109,7 +117,12 @@ func (t *Service) Next() int64 {
 
 // FireDue calls fire for every timer at or before now, removing it from
 // state first.
+//
+// FireDue moves the backend's current key.
 func (t *Service) FireDue(now int64, fire func(kb []byte, kg int, at int64) error) error {
+	if len(t.queue) > 2*t.live+minCompact {
+		t.compact()
+	}
 	for len(t.queue) > 0 && t.queue[0].at <= now {
 		e := t.pop()
 		kb := keyBytes(e.key)
@@ -120,6 +133,7 @@ func (t *Service) FireDue(now int64, fire func(kb []byte, kg int, at int64) erro
 			continue // deleted
 		}
 		t.st.Update(slices.Delete(xs, i, i+1))
+		t.live--
 		if err := fire(kb, e.kg, e.at); err != nil {
 			return err
 		}
@@ -149,8 +163,14 @@ func (t *Service) pop() timerEntry {
 	last := len(q) - 1
 	q[0] = q[last]
 	q[last] = timerEntry{}
-	q = q[:last]
-	i := 0
+	t.queue = q[:last]
+	t.down(0)
+	return top
+}
+
+// down moves entry i of the queue down to its place in the heap.
+func (t *Service) down(i int) {
+	q := t.queue
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
 		if l < len(q) && q[l].at < q[m].at {
@@ -165,6 +185,30 @@ func (t *Service) pop() timerEntry {
 		q[i], q[m] = q[m], q[i]
 		i = m
 	}
+}
+
+// minCompact is how many deleted timers the queue holds at least before
+// compact removes them.
+const minCompact = 1024
+
+// compact drops the queue entries of deleted timers and restores the heap.
+// A job that deletes most timers it sets (session windows move a key's
+// timer with every record) would otherwise keep a queue many times the
+// number of timers, whose entries all cost a pop and a state lookup;
+// compacting when they outnumber the live ones costs a lookup per entry,
+// paid for by the deletions since the last compaction. It moves the
+// backend's current key.
+func (t *Service) compact() {
+	q := t.queue[:0]
+	for _, e := range t.queue {
+		t.backend.SetCurrentKey(keyBytes(e.key), e.kg)
+		if slices.Contains(t.st.Get(), e.at) {
+			q = append(q, e)
+		}
+	}
+	clear(t.queue[len(q):])
 	t.queue = q
-	return top
+	for i := len(q)/2 - 1; i >= 0; i-- {
+		t.down(i)
+	}
 }

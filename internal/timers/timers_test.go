@@ -96,3 +96,56 @@ func TestKeysForgottenOnceFired(t *testing.T) {
 		t.Fatalf("%d keys interned after 20,000 keys came and went, %d timers pending", n, len(s.queue))
 	}
 }
+
+// TestMovedTimersCompact moves one timer per key forward many times (as
+// session windows do with every record): the queue stays within a bound of
+// the live timers instead of holding every deleted one, and exactly the
+// last timer of each key fires, in time order, including one re-registered
+// at a time it was deleted from.
+func TestMovedTimersCompact(t *testing.T) {
+	_, s := newService(t)
+	const keys, moves = 50, 400
+	key := func(i int) ([]byte, int) { kb := fmt.Appendf(nil, "k%d", i); return kb, state.KeyGroupFor(kb, 8) }
+	for m := range moves {
+		for i := range keys {
+			kb, kg := key(i)
+			at := int64(1_000_000 + m*keys + i)
+			s.Register(kb, kg, at)
+			if m > 0 {
+				s.Delete(kb, kg, at-keys)
+			}
+		}
+		if m%50 == 0 {
+			// Watermarks come by now and then, before any timer is due.
+			if err := s.FireDue(0, func([]byte, int, int64) error { t.Fatal("fired early"); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(s.queue); n > 2*keys+minCompact+keys*50 {
+				t.Fatalf("after %d moves the queue holds %d entries for %d timers", m+1, n, keys)
+			}
+		}
+	}
+	// Key 0 goes back to a time it was deleted from.
+	kb, kg := key(0)
+	last0 := int64(1_000_000 + (moves-1)*keys)
+	s.Delete(kb, kg, last0)
+	s.Register(kb, kg, 1_000_000)
+	var fired []int64
+	err := s.FireDue(1<<62, func(kb []byte, _ int, at int64) error {
+		fired = append(fired, at)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{1_000_000}
+	for i := 1; i < keys; i++ {
+		want = append(want, int64(1_000_000+(moves-1)*keys+i))
+	}
+	if !slices.Equal(fired, want) {
+		t.Fatalf("fired %d timers %v..., want %d %v...", len(fired), fired[:min(5, len(fired))], len(want), want[:5])
+	}
+	if len(s.queue) != 0 || s.live != 0 {
+		t.Fatalf("after firing all: queue %d, live %d", len(s.queue), s.live)
+	}
+}
