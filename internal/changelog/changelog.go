@@ -73,6 +73,29 @@ type Env struct {
 	// for d; Materialized that a materialization completed, d after its
 	// start. Either may be nil.
 	Stall, Materialized func(d time.Duration)
+	// TakeStore, set for a backend whose state lives in a store
+	// (state.NewStoreBackend on state/pebble), materializes the state as a
+	// checkpoint of the store instead of serializing it: it flushes the
+	// backend and takes the checkpoint's synchronous half, between two
+	// batches of records, for the materialization numbered count.
+	TakeStore func(count int) (*StoreSnapshot, error)
+}
+
+// StoreSnapshot is a materialization of a store-backed backend: a
+// checkpoint of its store taken between two batches of records (state/pebble:
+// flushed and hard-linked), uploaded in the background.
+type StoreSnapshot struct {
+	// Objects are the objects Upload may write. Until the materialization
+	// is the base that checkpoints list, each checkpoint keeps them from
+	// pruning (checkpoint.Manifest.Keep).
+	Objects []string
+	// Upload writes the snapshot and returns its part (StatePart.Pebble
+	// lists its files), the bytes it uploaded (files the previous
+	// materialization holds are not uploaded again) and the bytes of the
+	// whole state it holds.
+	Upload func(ctx context.Context) (part checkpoint.StatePart, uploaded, size int64, err error)
+	// Release drops the local snapshot, after Upload or instead of it.
+	Release func()
 }
 
 // Operator is one keyed operator subtask's changelog: its log writer, the
@@ -135,6 +158,13 @@ type materialization struct {
 	// ... and once all its key groups were serialized: from then on it
 	// only waits for uploads.
 	serialized int64
+	// Of a store's materialization (Env.TakeStore): the objects its upload
+	// may write, and, once the upload is done (under mu), its part and the
+	// bytes it uploaded.
+	keep      []string
+	store     bool
+	storePart checkpoint.StatePart
+	uploaded  int64
 	inFlight   atomic.Int32
 	mu         sync.Mutex
 	putErr     error
@@ -165,6 +195,16 @@ func Attach(env Env, w *dstl.Writer, uid string, subtask int, backend *state.Bac
 		fmt.Fprintf(h, "%s/%d/%s", uid, subtask, env.RunID)
 		o.nextAt = now.Add(time.Duration(uint64(h.Sum32()) % uint64(cfg.Materialize)))
 	}
+	for i, p := range o.base {
+		if p.Pebble != nil && p.Pebble.KeyGroupEnd == 0 {
+			// A part from before databases recorded their key groups:
+			// carried narrowed to a subtask's, it must still say which
+			// key groups its files hold.
+			pp := *p.Pebble
+			pp.KeyGroupStart, pp.KeyGroupEnd = p.KeyGroupStart, p.KeyGroupEnd
+			o.base[i].Pebble = &pp
+		}
+	}
 	backend.SetChangeLog(func(kg, st uint32, op state.ChangeOp, key, sub, value []byte) error {
 		o.appended += int64(len(key)+len(sub)+len(value)) + 8
 		return w.AppendOp(kg, st, dstl.Op(op), key, sub, value)
@@ -179,6 +219,9 @@ func Attach(env Env, w *dstl.Writer, uid string, subtask int, backend *state.Bac
 func (o *Operator) Step(ctx context.Context, wm int64) error {
 	now := time.Now()
 	start, end := o.backend.KeyGroups()
+	if o.env.TakeStore != nil {
+		return o.storeStep(ctx, now, end, wm)
+	}
 	entries := int64(o.backend.Entries())
 	if o.shouldStart(now, end, entries) {
 		o.count++
@@ -208,6 +251,11 @@ func (cl *Operator) shouldStart(now time.Time, end int, entries int64) bool {
 	early := now.Sub(cl.lastStart) >= min(cl.cfg.MinInterval, cl.cfg.Materialize)
 	if len(cl.runs) == 0 {
 		return !now.Before(cl.nextAt) || early && cl.logHeavy(cl.appendedAtBase, cl.baseSize, cl.baseEntries, entries)
+	}
+	if cl.env.TakeStore != nil {
+		// A store's materialization uploads the files the previous one
+		// does not hold: one at a time, each on top of the last.
+		return false
 	}
 	newest := cl.runs[len(cl.runs)-1]
 	if len(cl.runs) >= maxMaterializations || newest.next < end || !early {
@@ -289,6 +337,47 @@ func (o *Operator) materializeStep(ctx context.Context, m *materialization, end 
 	return nil
 }
 
+// storeStep is Step for a store-backed backend: a materialization is a
+// checkpoint of the store, taken at once (Env.TakeStore) and uploaded in
+// the background. The entries of a store are not counted (that would read
+// all of it): a log heavier than Config.LogRatio of the store's size
+// starts one early.
+func (o *Operator) storeStep(ctx context.Context, now time.Time, end int, wm int64) error {
+	if o.shouldStart(now, end, 0) {
+		if wm != math.MinInt64 {
+			o.backend.SetWatermark(wm) // in the snapshot's state header
+		}
+		o.count++
+		o.lastStart = now
+		snap, err := o.env.TakeStore(o.count)
+		if o.env.Stall != nil {
+			o.env.Stall(time.Since(now))
+		}
+		if err != nil {
+			return fmt.Errorf("eddy: materializing %s subtask %d: %w", o.uid, o.subtask, err)
+		}
+		m := &materialization{count: o.count, next: end, seq: o.w.Seq(), started: now, appended: o.appended,
+			serialized: o.appended, keep: snap.Objects, store: true}
+		o.runs = append(o.runs, m)
+		o.env.Uploads.Add(1) // the attempt waits for its uploads
+		m.inFlight.Add(1)
+		go func() {
+			defer o.env.Uploads.Done()
+			defer m.inFlight.Add(-1)
+			defer snap.Release()
+			part, uploaded, size, err := snap.Upload(ctx)
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if err != nil {
+				m.putErr = err
+				return
+			}
+			m.storePart, m.uploaded, m.size = part, uploaded, size
+		}()
+	}
+	return o.finishMaterializations(now, end)
+}
+
 // partBufs recycles the buffers that materialized parts are joined into for
 // their upload (Put has returned, with every attempt, before one is put
 // back), but not a part of one huge key group.
@@ -366,10 +455,15 @@ func (cl *Operator) finishMaterializations(now time.Time, end int) error {
 			continue
 		}
 		cl.failures = 0
-		cl.newBytes += m.size
 		m.mu.Lock()
-		for i := range m.parts {
-			m.parts[i].CRC = m.crcs[m.parts[i].Blob]
+		if m.store {
+			m.parts = []checkpoint.StatePart{m.storePart}
+			cl.newBytes += m.uploaded
+		} else {
+			cl.newBytes += m.size
+			for i := range m.parts {
+				m.parts[i].CRC = m.crcs[m.parts[i].Blob]
+			}
 		}
 		m.mu.Unlock()
 		cl.base, cl.baseSize, cl.baseLogs, cl.after = m.parts, m.size, nil, m.seq
@@ -472,6 +566,7 @@ func (cl *Operator) Checkpoint(a *manifest.Ack, wm int64) func(ctx context.Conte
 		for _, p := range m.parts {
 			a.ExtraFiles = append(a.ExtraFiles, p.Blob)
 		}
+		a.ExtraFiles = append(a.ExtraFiles, m.keep...)
 	}
 	after := cl.after
 	w := cl.w
