@@ -165,10 +165,10 @@ type materialization struct {
 	store     bool
 	storePart checkpoint.StatePart
 	uploaded  int64
-	inFlight   atomic.Int32
-	mu         sync.Mutex
-	putErr     error
-	crcs       map[string]uint32 // the parts' checksums by blob, as their uploads compute them (under mu)
+	inFlight  atomic.Int32
+	mu        sync.Mutex
+	putErr    error
+	crcs      map[string]uint32 // the parts' checksums by blob, as their uploads compute them (under mu)
 }
 
 // maxMaterializations is how many materializations of a subtask may run at
