@@ -184,7 +184,7 @@ const maxMaterializations = 2
 func Attach(env Env, w *dstl.Writer, uid string, subtask int, backend *state.Backend, restoredParts []checkpoint.StatePart,
 	restoredLogs []checkpoint.LogPart) *Operator {
 	cfg := env.Config
-	o := &Operator{cfg: cfg, env: env, uid: uid, subtask: subtask, backend: backend, w: w, base: restoredParts,
+	o := &Operator{cfg: cfg, env: env, uid: uid, subtask: subtask, backend: backend, w: w, base: withDBKeyGroups(restoredParts),
 		baseSize: partsSize(restoredParts), baseLogs: restoredLogs}
 	now := time.Now()
 	if len(restoredParts) > 0 || len(restoredLogs) > 0 {
@@ -195,21 +195,28 @@ func Attach(env Env, w *dstl.Writer, uid string, subtask int, backend *state.Bac
 		fmt.Fprintf(h, "%s/%d/%s", uid, subtask, env.RunID)
 		o.nextAt = now.Add(time.Duration(uint64(h.Sum32()) % uint64(cfg.Materialize)))
 	}
-	for i, p := range o.base {
-		if p.Pebble != nil && p.Pebble.KeyGroupEnd == 0 {
-			// A part from before databases recorded their key groups:
-			// carried narrowed to a subtask's, it must still say which
-			// key groups its files hold.
-			pp := *p.Pebble
-			pp.KeyGroupStart, pp.KeyGroupEnd = p.KeyGroupStart, p.KeyGroupEnd
-			o.base[i].Pebble = &pp
-		}
-	}
 	backend.SetChangeLog(func(kg, st uint32, op state.ChangeOp, key, sub, value []byte) error {
 		o.appended += int64(len(key)+len(sub)+len(value)) + 8
 		return w.AppendOp(kg, st, dstl.Op(op), key, sub, value)
 	})
 	return o
+}
+
+// withDBKeyGroups returns parts with the key groups of each Pebble part's
+// database recorded (checkpoint.PebblePart.KeyGroupStart), as a part
+// carried narrowed to a subtask's key groups must say which key groups its
+// files hold: a part from before they were recorded held its own. The
+// parts' PebbleParts are copied where changed, not modified.
+func withDBKeyGroups(parts []checkpoint.StatePart) []checkpoint.StatePart {
+	out := slices.Clone(parts)
+	for i, p := range out {
+		if p.Pebble != nil && p.Pebble.KeyGroupEnd == 0 {
+			pp := *p.Pebble
+			pp.KeyGroupStart, pp.KeyGroupEnd = p.KeyGroupStart, p.KeyGroupEnd
+			out[i].Pebble = &pp
+		}
+	}
+	return out
 }
 
 // Step advances the materialization by one step: a few key groups
