@@ -18,7 +18,9 @@ func TestPebbleParts(t *testing.T) {
 	files := func(name string) []checkpoint.PebbleFile {
 		return []checkpoint.PebbleFile{{Name: "000005.sst", Object: name, Size: 10, CRC32C: 1}}
 	}
-	pfiles := func(name string) []pebble.File { return []pebble.File{{Name: "000005.sst", Object: name, Size: 10, CRC32C: 1}} }
+	pfiles := func(name string) []pebble.File {
+		return []pebble.File{{Name: "000005.sst", Object: name, Size: 10, CRC32C: 1}}
+	}
 	// Database a held [0, 16) and was restored at parallelism 2 by
 	// subtasks that listed it for their own key groups; one of them
 	// listed its gap [8, 12) from the log alone, the next one a heap
