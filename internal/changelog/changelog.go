@@ -82,18 +82,23 @@ type Env struct {
 }
 
 // StoreSnapshot is a materialization of a store-backed backend: a
-// checkpoint of its store taken between two batches of records (state/pebble:
-// flushed and hard-linked), uploaded in the background.
+// checkpoint of its store started between two batches of records
+// (state/pebble: the memtables' flush started) and taken and uploaded in
+// the background.
 type StoreSnapshot struct {
-	// Objects are the objects Upload may write. Until the materialization
-	// is the base that checkpoints list, each checkpoint keeps them from
-	// pruning (checkpoint.Manifest.Keep).
-	Objects []string
-	// Upload writes the snapshot and returns its part (StatePart.Pebble
-	// lists its files), the bytes it uploaded (files the previous
-	// materialization holds are not uploaded again) and the bytes of the
-	// whole state it holds.
-	Upload func(ctx context.Context) (part checkpoint.StatePart, uploaded, size int64, err error)
+	// Upload takes the snapshot, then names the objects it may write and
+	// passes the function that names them to keep, then writes them. It
+	// returns the snapshot's part (StatePart.Pebble lists its files), the
+	// bytes it uploaded (files the previous materialization holds are not
+	// uploaded again) and the bytes of the whole state it holds.
+	//
+	// keep runs objects and, until the materialization is the base that
+	// checkpoints list, each checkpoint keeps what it returned from
+	// pruning (checkpoint.Manifest.Keep). A barrier is never processed
+	// while objects runs: objects named under the id of the checkpoint
+	// being built (read in objects) are listed by that checkpoint and each
+	// after it, and no checkpoint before it prunes them.
+	Upload func(ctx context.Context, keep func(objects func() []string)) (part checkpoint.StatePart, uploaded, size int64, err error)
 	// Release drops the local snapshot, after Upload or instead of it.
 	Release func()
 }
@@ -158,8 +163,8 @@ type materialization struct {
 	// ... and once all its key groups were serialized: from then on it
 	// only waits for uploads.
 	serialized int64
-	// Of a store's materialization (Env.TakeStore): the objects its upload
-	// may write, and, once the upload is done (under mu), its part and the
+	// Of a store's materialization (Env.TakeStore), under mu: the objects
+	// its upload may write, and, once the upload is done, its part and the
 	// bytes it uploaded.
 	keep      []string
 	store     bool
@@ -364,7 +369,7 @@ func (o *Operator) storeStep(ctx context.Context, now time.Time, end int, wm int
 			return fmt.Errorf("eddy: materializing %s subtask %d: %w", o.uid, o.subtask, err)
 		}
 		m := &materialization{count: o.count, next: end, seq: o.w.Seq(), started: now, appended: o.appended,
-			serialized: o.appended, keep: snap.Objects, store: true}
+			serialized: o.appended, store: true}
 		o.runs = append(o.runs, m)
 		o.env.Uploads.Add(1) // the attempt waits for its uploads
 		m.inFlight.Add(1)
@@ -372,7 +377,11 @@ func (o *Operator) storeStep(ctx context.Context, now time.Time, end int, wm int
 			defer o.env.Uploads.Done()
 			defer m.inFlight.Add(-1)
 			defer snap.Release()
-			part, uploaded, size, err := snap.Upload(ctx)
+			part, uploaded, size, err := snap.Upload(ctx, func(objects func() []string) {
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				m.keep = objects()
+			})
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			if err != nil {
@@ -573,7 +582,13 @@ func (cl *Operator) Checkpoint(a *manifest.Ack, wm int64) func(ctx context.Conte
 		for _, p := range m.parts {
 			a.ExtraFiles = append(a.ExtraFiles, p.Blob)
 		}
-		a.ExtraFiles = append(a.ExtraFiles, m.keep...)
+		if m.store {
+			// Under m.mu: an upload names its objects while no
+			// barrier is processed (StoreSnapshot.Upload).
+			m.mu.Lock()
+			a.ExtraFiles = append(a.ExtraFiles, m.keep...)
+			m.mu.Unlock()
+		}
 	}
 	after := cl.after
 	w := cl.w

@@ -331,12 +331,15 @@ func (k *Keyed) pebblePart(sc *Subtask, id uint64) (snapshot.Part, error) {
 
 // takeStore returns how the changelog materializes k's database: at a
 // materialization, between two batches, the backend is flushed, the state
-// header encoded and the database's checkpoint taken (hard links); the
-// upload then sends the files the previous materialization (or the part
-// the database was restored from) does not hold. The objects are named
-// under the id of the checkpoint being built, which no checkpoint can
-// complete with before the barrier that lists them in Keep: pruning cannot
-// delete them before a manifest references them.
+// header encoded and the flush of the database's memtables started; in the
+// background the database's checkpoint is taken (hard links) once the
+// flush is done, and the files the previous materialization (or the part
+// the database was restored from) does not hold are uploaded, then the
+// header. The objects are named under the id of the checkpoint being built
+// when the checkpoint is taken, while no barrier is processed
+// (changelog.StoreSnapshot): every checkpoint from that id on lists them in
+// Keep until the materialization is the base, and none before it prunes
+// them.
 func (k *Keyed) takeStore(sc *Subtask) func(count int) (*changelog.StoreSnapshot, error) {
 	j := sc.job
 	var mu sync.Mutex
@@ -349,19 +352,29 @@ func (k *Keyed) takeStore(sc *Subtask) func(count int) (*changelog.StoreSnapshot
 		if err != nil {
 			return nil, fmt.Errorf("state header: %w", err)
 		}
-		lc, err := k.db.TakeCheckpoint(uint64(count))
+		take, err := k.db.TakeCheckpointAsync(uint64(count))
 		if err != nil {
 			return nil, err
 		}
-		building := j.building.Load()
-		tag := fmt.Sprintf("m%d-%s", count, j.runID)
-		name := j.storage.PartBlobName(building, k.uid, sc.subtask, tag)
-		opts := pebble.CheckpointOptions{Prefix: j.storage.PebblePrefix(building, k.uid, sc.subtask, tag), Run: j.runID, ID: uint64(count)}
-		mu.Lock()
-		opts.Prev = prev
-		mu.Unlock()
 		start, end := k.backend.KeyGroups()
-		upload := func(ctx context.Context) (checkpoint.StatePart, int64, int64, error) {
+		var lc *pebble.LocalCheckpoint
+		upload := func(ctx context.Context, keep func(objects func() []string)) (checkpoint.StatePart, int64, int64, error) {
+			var err error
+			if lc, err = take(); err != nil {
+				return checkpoint.StatePart{}, 0, 0, err
+			}
+			var name string
+			var opts pebble.CheckpointOptions
+			keep(func() []string {
+				building := j.building.Load()
+				tag := fmt.Sprintf("m%d-%s", count, j.runID)
+				name = j.storage.PartBlobName(building, k.uid, sc.subtask, tag)
+				opts = pebble.CheckpointOptions{Prefix: j.storage.PebblePrefix(building, k.uid, sc.subtask, tag), Run: j.runID, ID: uint64(count)}
+				mu.Lock()
+				opts.Prev = prev
+				mu.Unlock()
+				return append(lc.Objects(opts), name)
+			})
 			c, st, err := lc.Upload(ctx, j.blobs, opts)
 			if err != nil {
 				return checkpoint.StatePart{}, 0, 0, err
@@ -382,7 +395,12 @@ func (k *Keyed) takeStore(sc *Subtask) func(count int) (*changelog.StoreSnapshot
 				Blob: name, Size: int64(len(header)), CRC: blob.Checksum(header),
 				Pebble: &checkpoint.PebblePart{Files: files, KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end)}}, st.UploadedBytes + int64(len(header)), size, nil
 		}
-		return &changelog.StoreSnapshot{Objects: append(lc.Objects(opts), name), Upload: upload, Release: func() { _ = lc.Remove() }}, nil
+		release := func() {
+			if lc != nil {
+				_ = lc.Remove()
+			}
+		}
+		return &changelog.StoreSnapshot{Upload: upload, Release: release}, nil
 	}
 }
 

@@ -99,6 +99,43 @@ func (d *DB) TakeCheckpoint(id uint64) (*LocalCheckpoint, error) {
 	if err := d.Flush(); err != nil {
 		return nil, err
 	}
+	return d.checkpointTo(id)
+}
+
+// TakeCheckpointAsync is TakeCheckpoint in two halves. It commits the
+// pending writes and starts a flush of the memtables, which is what must
+// happen between two batches of records; the function it returns, which
+// may run on another goroutine while the DB takes writes, waits for the
+// flush and takes the checkpoint. The checkpoint holds every write
+// committed before TakeCheckpointAsync, and may hold later ones: a
+// snapshot that a log of the writes since makes exact, as the changelog
+// state backend's materializations are (replaying a set or a delete that
+// the snapshot already holds changes nothing).
+func (d *DB) TakeCheckpointAsync(id uint64) (func() (*LocalCheckpoint, error), error) {
+	if err := d.Commit(); err != nil {
+		return nil, err
+	}
+	if err := d.checkDir(); err != nil {
+		return nil, err
+	}
+	done, err := d.db.AsyncFlush()
+	if err != nil {
+		return nil, d.wrap("flush", err)
+	}
+	return func() (*LocalCheckpoint, error) {
+		select {
+		case <-done:
+		case <-d.failed:
+		}
+		if err := d.Err(); err != nil {
+			return nil, err
+		}
+		return d.checkpointTo(id)
+	}, nil
+}
+
+// checkpointTo hard-links the DB's files into a directory next to it.
+func (d *DB) checkpointTo(id uint64) (*LocalCheckpoint, error) {
 	dir := fmt.Sprintf("%s.checkpoint-%d", d.dir, id)
 	if err := os.RemoveAll(dir); err != nil { // left by a crash
 		return nil, &DirError{Dir: dir, Op: "remove an old checkpoint", Err: err}
