@@ -415,3 +415,56 @@ func TestRestoreNarrowedParts(t *testing.T) {
 		t.Fatalf("restore of a part listed beyond its database: %v", err)
 	}
 }
+
+// TestTakeCheckpointAsync: the checkpoint taken after the DB took more
+// writes holds every write committed before TakeCheckpointAsync, and maybe
+// some later ones: restoring it and replaying the writes logged since the
+// call gives the DB's state, as the changelog's restore does.
+func TestTakeCheckpointAsync(t *testing.T) {
+	ctx := context.Background()
+	p := newPool(t)
+	store := blobStore(t)
+	s := newSubtask(t, p, t.TempDir(), 0, maxPar)
+	rng := rand.New(rand.NewPCG(6, 6))
+	s.run(t, rng, 300, 2000)
+	take, err := s.db.TakeCheckpointAsync(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var later []change
+	s.pb.b.SetChangeLog(func(kg, st uint32, op state.ChangeOp, key, sub, value []byte) error {
+		later = append(later, change{kg, st, op, slices.Clone(key), slices.Clone(sub), slices.Clone(value)})
+		return nil
+	})
+	s.run(t, rng, 300, 500) // after the call: in the checkpoint or not
+	lc, err := take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.run(t, rng, 300, 500) // after the checkpoint: not in it
+	c, _, err := lc.Upload(ctx, store, pebble.CheckpointOptions{Prefix: "op", Run: "r", ID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := p.Restore(ctx, store, filepath.Join(t.TempDir(), "db"), maxPar, 0, maxPar, []pebble.Checkpoint{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := wrapDB(t, db, 0, maxPar)
+	for _, ch := range later {
+		if err := r.pb.b.ApplyChange(ch.kg, ch.st, ch.op, ch.key, ch.sub, ch.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.pb.b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(later) == 0 {
+		t.Fatal("no write logged after the call")
+	}
+	compareSnapshots(t, s.heap.b, r.pb.b)
+}
