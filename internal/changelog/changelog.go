@@ -75,9 +75,10 @@ type Env struct {
 	Stall, Materialized func(d time.Duration)
 	// TakeStore, set for a backend whose state lives in a store
 	// (state.NewStoreBackend on state/pebble), materializes the state as a
-	// checkpoint of the store instead of serializing it: it flushes the
-	// backend and takes the checkpoint's synchronous half, between two
-	// batches of records, for the materialization numbered count.
+	// checkpoint of the store instead of serializing it: between two
+	// batches of records it flushes the backend and starts the checkpoint
+	// of materialization number count, which holds every change logged so
+	// far (and maybe later ones).
 	TakeStore func(count int) (*StoreSnapshot, error)
 }
 
@@ -163,11 +164,11 @@ type materialization struct {
 	// ... and once all its key groups were serialized: from then on it
 	// only waits for uploads.
 	serialized int64
-	// Of a store's materialization (Env.TakeStore), under mu: the objects
-	// its upload may write, and, once the upload is done, its part and the
-	// bytes it uploaded.
-	keep      []string
+	// store marks a store's materialization (Env.TakeStore); under mu,
+	// the objects its upload may write, and, once the upload is done, its
+	// part and the bytes it uploaded.
 	store     bool
+	keep      []string
 	storePart checkpoint.StatePart
 	uploaded  int64
 	inFlight  atomic.Int32
@@ -350,8 +351,8 @@ func (o *Operator) materializeStep(ctx context.Context, m *materialization, end 
 }
 
 // storeStep is Step for a store-backed backend: a materialization is a
-// checkpoint of the store, taken at once (Env.TakeStore) and uploaded in
-// the background. The entries of a store are not counted (that would read
+// checkpoint of the store, started at once (Env.TakeStore), taken and
+// uploaded in the background. The entries of a store are not counted (that would read
 // all of it): a log heavier than Config.LogRatio of the store's size
 // starts one early.
 func (o *Operator) storeStep(ctx context.Context, now time.Time, end int, wm int64) error {
