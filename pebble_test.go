@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/blob/file"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/connector/datagen"
@@ -103,6 +105,13 @@ type probeJob struct {
 	settle int
 	// fail, when set, makes the probe fail its next record once.
 	fail *atomic.Bool
+	// materialize, when not 0, turns the changelog state backend on,
+	// materializing this often.
+	materialize time.Duration
+	// until, if set, must hold of the newest checkpoint too before the run
+	// is cancelled (materializations take a while on a loaded machine);
+	// at most 1000 checkpoints at the gate are waited for.
+	until func(m *checkpoint.Manifest) bool
 }
 
 // failingProbe is stateProbe failing one record once fail is set.
@@ -154,6 +163,9 @@ func (j probeJob) env(opts ...eddy.Option) *eddy.Env {
 	if j.pebbleDir != "" {
 		base = append(base, eddy.StateBackend(eddy.Pebble(j.pebbleDir, pebble.Memory(64<<20))))
 	}
+	if j.materialize > 0 {
+		base = append(base, eddy.Changelog(j.materialize))
+	}
 	env := eddy.New(append(base, opts...)...)
 	var src eddy.Source[datagen.GPSPoint] = datagen.GPS(datagen.Seed(9), datagen.Events(60_000), datagen.Drivers(400))
 	if j.gate > 0 {
@@ -173,21 +185,24 @@ func (j probeJob) env(opts ...eddy.Option) *eddy.Env {
 // runUntil runs j up to event index gate of each split (0: to the end),
 // cancelling it once every split waits at the gate and j.settle (default
 // two) checkpoints completed since; it reports whether the job finished.
-func (j probeJob) runUntil(t *testing.T, gate int64) bool {
+func (j probeJob) runUntil(t *testing.T, gate int64, opts ...eddy.Option) bool {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	j.gate, j.blocked = gate, new(atomic.Int64)
 	splits := int64(datagen.GPS().Splits())
 	n, settle := 0, max(j.settle, 2)
-	err := j.env(eddy.LogOutput(&logBuf{}), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+	err := j.env(append([]eddy.Option{eddy.LogOutput(&logBuf{}), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
 		if j.blocked.Load() < splits {
 			return
 		}
-		if n++; n == settle {
+		if n++; n == settle || n > settle && n <= 1000 && j.until != nil {
+			if n < 1000 && j.until != nil && !j.until(latestManifest(t, j.data)) {
+				return
+			}
 			cancel()
 		}
-	})).Run(ctx)
+	})}, opts...)...).Run(ctx)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("parallelism %d: %v", j.par, err)
 	}
@@ -262,8 +277,9 @@ func TestPebbleUninterrupted(t *testing.T) {
 	sameOutput(t, readLines(t, j.out), want)
 }
 
-// checkPebbleRetention checks what retention left in the checkpoint
-// storage data: every Pebble object a retained manifest lists exists, SST
+// checkPebbleRetention prunes the checkpoint storage data as the next
+// run's first checkpoint would and checks what retention left: every
+// Pebble object a retained manifest lists exists, SST
 // objects are shared by several retained checkpoints, and no Pebble object
 // of a checkpoint up to the newest is left that no retained manifest lists.
 // SST sharing is checked when shared is set.
@@ -279,18 +295,39 @@ func checkPebbleRetention(t *testing.T, data string, shared bool) {
 	if err != nil || len(ids) == 0 {
 		t.Fatalf("checkpoints %v: %v", ids, err)
 	}
+	// A job prunes after a checkpoint only if no prune is running, and a
+	// stopped job leaves the rest to the next run's first prune: do it.
+	newest, err := st.Load(ctx, ids[len(ids)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Prune(ctx, newest); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err = st.List(ctx); err != nil {
+		t.Fatal(err)
+	}
 	listed := map[string]int{}
+	kept := map[string]bool{} // objects of materializations in flight
 	for _, id := range ids {
 		m, err := st.Load(ctx, id)
 		if err != nil {
 			t.Fatal(err)
+		}
+		for _, k := range m.Keep {
+			kept[k] = true
 		}
 		for _, op := range m.Operators {
 			for _, p := range op.Parts {
 				if p.Pebble == nil {
 					t.Fatalf("checkpoint %d operator %s: a part without Pebble files", id, op.Name)
 				}
+				seen := map[string]bool{} // a database carried by two subtasks counts once
 				for _, f := range p.Pebble.Files {
+					if seen[f.Object] {
+						continue
+					}
+					seen[f.Object] = true
 					listed[f.Object]++
 					if !slices.Contains(m.Files, f.Object) {
 						t.Fatalf("checkpoint %d: %s is not in Files", id, f.Object)
@@ -306,8 +343,13 @@ func checkPebbleRetention(t *testing.T, data string, shared bool) {
 	have := map[string]bool{}
 	for _, n := range names {
 		have[n] = true
-		if strings.Contains(n, ".pebble/") && listed[n] == 0 {
-			t.Errorf("%s is left, though no retained checkpoint lists it", n)
+		// Objects of a newer id belong to a checkpoint still to come (a
+		// materialization after the last one): the next prune decides.
+		if id, err := strconv.ParseUint(strings.SplitN(strings.TrimPrefix(n, "checkpoints/"), "/", 2)[0], 10, 64); err == nil && id > ids[len(ids)-1] {
+			continue
+		}
+		if strings.Contains(n, ".pebble/") && listed[n] == 0 && !kept[n] {
+			t.Errorf("%s is left, though no retained checkpoint (%v) lists it", n, ids)
 		}
 	}
 	sharedSSTs := 0
@@ -437,8 +479,8 @@ func TestPebbleDirDeletedRestores(t *testing.T) {
 		if n++; n < 2 {
 			return
 		}
-		// Every database of the attempt (and the local checkpoint kept
-		// next to it), while the source waits; then the records flow
+		// Every database of the attempt (and the local checkpoints kept
+		// next to them), while the source waits; then the records flow
 		// again.
 		all, _ := filepath.Glob(filepath.Join(j.pebbleDir, "run-*", "*", "probe-*"))
 		for _, d := range all {
@@ -469,15 +511,199 @@ func TestPebbleDirDeletedRestores(t *testing.T) {
 	sameOutput(t, readLines(t, j.out), want)
 }
 
-// TestPebbleWithChangelogRefused: the changelog backend does not run on
-// Pebble state yet, and Run says so before anything runs.
-func TestPebbleWithChangelogRefused(t *testing.T) {
+// TestPebbleChangelogCancelResumeRescale runs the probe job on Pebble
+// with the changelog state backend, cancelled after a few checkpoints and
+// resumed at parallelism 2, then 3, then 1, then 2 to the end: its output
+// equals the heap's uninterrupted run, line for line. Materializing every
+// 30 ms (checkpoints every 10 ms), most checkpoints carry a materialization
+// and the log since it, some a database restored at another parallelism
+// and not yet materialized again; retention keeps every object a retained
+// checkpoint lists and deletes the others.
+func TestPebbleChangelogCancelResumeRescale(t *testing.T) {
+	want := probeReference(t)
 	dir := t.TempDir()
-	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 1}
-	err := j.env(eddy.LogOutput(&logBuf{}), eddy.Changelog(time.Minute)).Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "changelog") || !errors.Is(err, eddy.ErrPermanent) {
-		t.Fatalf("Run: %v", err)
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"),
+		materialize: 30 * time.Millisecond}
+	logs := 0
+	for i, par := range []int{2, 3, 1} {
+		j.par = par
+		if i == 2 {
+			j.settle = 5 // see TestPebbleCancelResumeRescale
+		}
+		if j.runUntil(t, int64(i+1)*15_000) {
+			t.Fatalf("run %d finished though its source waits at a gate", i)
+		}
+		logs += changelogParts(t, j.data)
 	}
+	if logs == 0 {
+		t.Fatal("no checkpoint carried a log: the changelog is not on")
+	}
+	checkPebbleRetention(t, j.data, true)
+	j.par, j.settle = 2, 0
+	if !j.runUntil(t, 0) {
+		t.Fatal("the last run did not finish")
+	}
+	sameOutput(t, readLines(t, j.out), want)
+	checkPebbleRetention(t, j.data, false)
+}
+
+// changelogParts returns the log ranges of the newest checkpoint in data.
+func changelogParts(t *testing.T, data string) int {
+	t.Helper()
+	store, err := file.New(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := checkpoint.NewStorage(store, 3).Latest(context.Background())
+	if err != nil || m == nil {
+		t.Fatalf("latest checkpoint %v: %v", m, err)
+	}
+	n := 0
+	for _, op := range m.Operators {
+		n += len(op.Changelog)
+	}
+	return n
+}
+
+// heldPebbleStore holds every upload of a Pebble file until the run is
+// cancelled: no materialization of a changelog job on Pebble completes.
+type heldPebbleStore struct{ blob.Store }
+
+func (s heldPebbleStore) Put(ctx context.Context, name string, data []byte) error {
+	if strings.Contains(name, ".pebble/") {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return s.Store.Put(ctx, name, data)
+}
+
+// materialized reports whether every key group of every operator of m is
+// in a Pebble part.
+func materialized(m *checkpoint.Manifest) bool {
+	for _, op := range m.Operators {
+		n := uint32(0)
+		for _, p := range op.Parts {
+			if p.Pebble != nil {
+				n += p.KeyGroupEnd - p.KeyGroupStart
+			}
+		}
+		if n != op.MaxParallelism {
+			return false
+		}
+	}
+	return len(m.Operators) > 0
+}
+
+// latestManifest returns the newest checkpoint in data.
+func latestManifest(t *testing.T, data string) *checkpoint.Manifest {
+	t.Helper()
+	store, err := file.New(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := checkpoint.NewStorage(store, 3).Latest(context.Background())
+	if err != nil || m == nil {
+		t.Fatalf("latest checkpoint %v: %v", m, err)
+	}
+	return m
+}
+
+// TestPebbleChangelogRescaleBeforeMaterialization resumes a Pebble
+// changelog checkpoint at parallelism 3, then 1, with every upload of a
+// Pebble file held: no materialization completes, so every checkpoint of
+// those runs lists the databases they were restored from, each narrowed
+// to a subtask's key groups but with the key groups its files hold, the
+// logs since, and the objects of the materialization in flight to keep.
+// The run at parallelism 1 restores such narrowed parts; the last run, at
+// parallelism 2 without held uploads, too. The output is the heap's.
+func TestPebbleChangelogRescaleBeforeMaterialization(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"),
+		materialize: 20 * time.Millisecond, par: 2, until: materialized}
+	if j.runUntil(t, 15_000) {
+		t.Fatal("the first run finished though its source waits at a gate")
+	}
+	if m := latestManifest(t, j.data); !materialized(m) {
+		t.Fatalf("checkpoint %d lists no materialization of every subtask after 1000 checkpoints at the gate", m.ID)
+	}
+	// Until the newest checkpoint keeps the objects of a materialization
+	// in flight: it names them once its database checkpoint is taken.
+	j.until = func(m *checkpoint.Manifest) bool { return len(m.Keep) > 0 }
+	store, err := file.New(j.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, par := range []int{3, 1} {
+		j.par = par
+		if j.runUntil(t, int64(i+2)*15_000, eddy.CheckpointStore(heldPebbleStore{store}, 10*time.Millisecond)) {
+			t.Fatalf("run %d finished though its source waits at a gate", i)
+		}
+		m := latestManifest(t, j.data)
+		narrowed := 0
+		for _, op := range m.Operators {
+			for _, p := range op.Parts {
+				if p.Pebble == nil {
+					t.Fatalf("checkpoint %d: part %+v has no Pebble files", m.ID, p)
+				}
+				if db0, db1 := p.DBKeyGroups(); db0 < p.KeyGroupStart || db1 > p.KeyGroupEnd {
+					narrowed++
+				}
+			}
+			if len(op.Changelog) == 0 {
+				t.Fatalf("checkpoint %d carries no log", m.ID)
+			}
+		}
+		if narrowed == 0 || len(m.Keep) == 0 {
+			t.Fatalf("parallelism %d: checkpoint %d lists %d narrowed databases and keeps %d objects, want some of each", par, m.ID, narrowed, len(m.Keep))
+		}
+	}
+	checkPebbleRetention(t, j.data, false)
+	j.par, j.until = 2, nil
+	if !j.runUntil(t, 0) {
+		t.Fatal("the last run did not finish")
+	}
+	sameOutput(t, readLines(t, j.out), want)
+	checkPebbleRetention(t, j.data, false)
+}
+
+// TestHeapChangelogResumesOnPebbleChangelog cancels the probe job on the
+// heap with the changelog and resumes it on Pebble with the changelog, at
+// another parallelism, before and after its first materialization there:
+// the heap's materialized parts and log are loaded into the databases,
+// and a checkpoint taken before every subtask materialized (heap parts
+// next to Pebble parts) restores too. The output is the uninterrupted
+// run's. A Pebble checkpoint refuses to resume on the heap, changelog or
+// not, with ErrIncompatibleState.
+func TestHeapChangelogResumesOnPebbleChangelog(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), par: 2, materialize: 20 * time.Millisecond}
+	if j.runUntil(t, 15_000) {
+		t.Fatal("the heap run finished before it was cancelled")
+	}
+	// On Pebble, the subtasks' first materializations (at once, on a
+	// restored base) race the checkpoints: some checkpoints mix heap
+	// and Pebble parts.
+	j.pebbleDir, j.par, j.until = filepath.Join(dir, "pebble"), 3, materialized
+	if j.runUntil(t, 30_000) {
+		t.Fatal("the Pebble run finished before it was cancelled")
+	}
+	if !materialized(latestManifest(t, j.data)) {
+		t.Fatal("the newest checkpoint of the Pebble run lists no Pebble part of every subtask after 1000 checkpoints at the gate")
+	}
+	j.until = nil
+	heap := j
+	heap.pebbleDir = ""
+	err := heap.env(eddy.LogOutput(&logBuf{})).Run(context.Background())
+	if !errors.Is(err, eddy.ErrIncompatibleState) || !strings.Contains(err.Error(), "Pebble") {
+		t.Fatalf("heap restore of a Pebble checkpoint: %v", err)
+	}
+	j.par = 1
+	if !j.runUntil(t, 0) {
+		t.Fatal("did not finish")
+	}
+	sameOutput(t, readLines(t, j.out), want)
 }
 
 // TestPebbleLocalRecovery fails the probe job on Pebble once, after

@@ -121,8 +121,29 @@ type StatePart struct {
 // shared: a later checkpoint of the database lists the objects of the SSTs
 // it still holds instead of uploading them again, so an object stays as
 // long as any retained manifest lists it in Files.
+//
+// With the changelog state backend a subtask lists the part of its last
+// materialization, and, until its first one after a restore, the parts it
+// was restored from, for its own key groups only: the StatePart's key
+// groups are then those the part is restored for, and KeyGroupStart and
+// KeyGroupEnd here the key groups the database held when it was
+// checkpointed, which a restore cuts the others from.
 type PebblePart struct {
 	Files []PebbleFile `proto:"1"`
+	// KeyGroupStart and KeyGroupEnd are the key groups [start, end) the
+	// database held; both 0 (manifests from before the changelog on
+	// Pebble): the StatePart's.
+	KeyGroupStart uint32 `proto:"2,name=key_group_start"`
+	KeyGroupEnd   uint32 `proto:"3,name=key_group_end"`
+}
+
+// DBKeyGroups returns the key groups [start, end) the database of part p
+// held: pp's own if set, else p's.
+func (p StatePart) DBKeyGroups() (start, end uint32) {
+	if pp := p.Pebble; pp != nil && pp.KeyGroupEnd > 0 {
+		return pp.KeyGroupStart, pp.KeyGroupEnd
+	}
+	return p.KeyGroupStart, p.KeyGroupEnd
 }
 
 // PebbleFile is one file of a Pebble checkpoint: its name in the database
@@ -268,6 +289,9 @@ func (m *Manifest) validate() error {
 				return fmt.Errorf("%s: Pebble files without a state header blob", where)
 			}
 			if p.Pebble != nil {
+				if db0, db1 := p.DBKeyGroups(); db0 > p.KeyGroupStart || db1 < p.KeyGroupEnd || op.MaxParallelism > 0 && db1 > op.MaxParallelism {
+					return fmt.Errorf("%s: a Pebble database of key groups [%d, %d) cannot hold the part's [%d, %d) (of %d)", where, db0, db1, p.KeyGroupStart, p.KeyGroupEnd, op.MaxParallelism)
+				}
 				for j, f := range p.Pebble.Files {
 					switch {
 					case f.Name == "" || strings.ContainsAny(f.Name, "/\\") || f.Name == "." || f.Name == "..":

@@ -99,6 +99,13 @@ func TestPebblePartValidation(t *testing.T) {
 		{"dot dot", func(m *Manifest) { m.Operators[0].Parts[0].Pebble.Files[0].Name = ".." }, "is not a file name"},
 		{"negative size", func(m *Manifest) { m.Operators[0].Parts[0].Pebble.Files[1].Size = -1 }, "negative size"},
 		{"no header", func(m *Manifest) { m.Operators[0].Parts[0].Blob = "" }, "without a state header"},
+		{"database narrower than the part", func(m *Manifest) {
+			m.Operators[0].Parts[0].Pebble.KeyGroupStart, m.Operators[0].Parts[0].Pebble.KeyGroupEnd = 2, 8
+		}, "cannot hold the part's"},
+		{"database beyond the key groups", func(m *Manifest) {
+			m.Operators[0].Parts[0].KeyGroupStart = 2
+			m.Operators[0].Parts[0].Pebble.KeyGroupStart, m.Operators[0].Parts[0].Pebble.KeyGroupEnd = 0, 9
+		}, "cannot hold the part's"},
 	} {
 		m := pebbleManifest()
 		c.breaks(m)
@@ -109,5 +116,19 @@ func TestPebblePartValidation(t *testing.T) {
 	}
 	if err := pebbleManifest().validate(); err != nil {
 		t.Fatal(err)
+	}
+	// A part narrowed to some of its database's key groups is valid, and
+	// says which ones the database held.
+	m := pebbleManifest()
+	m.Operators[0].Parts[0].KeyGroupStart = 3
+	m.Operators[0].Parts[0].Pebble.KeyGroupStart, m.Operators[0].Parts[0].Pebble.KeyGroupEnd = 0, 8
+	if err := m.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if s, e := m.Operators[0].Parts[0].DBKeyGroups(); s != 0 || e != 8 {
+		t.Fatalf("DBKeyGroups = [%d, %d), want [0, 8)", s, e)
+	}
+	if s, e := pebbleManifest().Operators[0].Parts[0].DBKeyGroups(); s != 0 || e != 8 {
+		t.Fatalf("DBKeyGroups of a part from before = [%d, %d), want the part's [0, 8)", s, e)
 	}
 }

@@ -247,7 +247,11 @@ func printDetails(w io.Writer, d *inspect.Details) {
 				for _, f := range p.Pebble.Files {
 					size += f.Size
 				}
-				fmt.Fprintf(w, "            Pebble checkpoint: %d files, %s (the part's blob is its state header)\n", len(p.Pebble.Files), inspect.FormatBytes(size))
+				of := ""
+				if db0, db1 := p.Pebble.KeyGroupStart, p.Pebble.KeyGroupEnd; db1 > 0 && (db0 != p.KeyGroupStart || db1 != p.KeyGroupEnd) {
+					of = fmt.Sprintf(" of a database of key groups [%d, %d), restored from for these only", db0, db1)
+				}
+				fmt.Fprintf(w, "            Pebble checkpoint%s: %d files, %s (the part's blob is its state header)\n", of, len(p.Pebble.Files), inspect.FormatBytes(size))
 			}
 		}
 		for _, l := range op.Changelog {

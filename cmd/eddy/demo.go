@@ -59,10 +59,6 @@ func demo(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "eddy demo: --state pebble needs a --state-dir")
 			return 2
 		}
-		if c.Changelog {
-			fmt.Fprintln(stderr, "eddy demo: --changelog does not run on --state pebble yet")
-			return 2
-		}
 	default:
 		fmt.Fprintf(stderr, "eddy demo: --state %q: choose heap or pebble\n", *stateKind)
 		return 2

@@ -9,36 +9,44 @@ import (
 	"testing"
 )
 
-// TestDemoPebble: `eddy demo --state pebble` runs the demo on Pebble state
-// and commits what the heap run commits; a rerun of the finished job
-// commits nothing; the state directory is left empty; bad flag
-// combinations are usage errors.
+// TestDemoPebble: `eddy demo --state pebble` runs the demo on Pebble state,
+// with the changelog or without, and commits what the heap run commits;
+// the state directory is left empty; bad flag combinations are usage
+// errors.
 func TestDemoPebble(t *testing.T) {
 	dir := t.TempDir()
 	base := []string{"demo", "--events", "3000", "--drivers", "20", "--rate", "0", "--quiet", "--parallelism", "2"}
-	runDemo := func(state, name string) string {
+	runDemo := func(state, name string, more ...string) string {
 		t.Helper()
 		out := filepath.Join(dir, name, "out")
-		args := append(base, "--state", state, "--state-dir", filepath.Join(dir, name, "state"), "--data", filepath.Join(dir, name, "data"), "--out", out)
+		args := append(append(slices.Clone(base), more...), "--state", state, "--state-dir", filepath.Join(dir, name, "state"), "--data", filepath.Join(dir, name, "data"), "--out", out)
 		var stdout, stderr bytes.Buffer
 		if code := run(args, &stdout, &stderr); code != 0 {
 			t.Fatalf("--state %s: exit %d: %s", state, code, stderr.String())
 		}
 		return out
 	}
-	heap, peb := runDemo("heap", "heap"), runDemo("pebble", "pebble")
+	heap := runDemo("heap", "heap")
 	if readAll(t, heap) == "" {
 		t.Fatal("the heap run committed nothing")
 	}
-	for _, sub := range []string{"", "windows", "late"} {
-		if h, p := readAll(t, filepath.Join(heap, sub)), readAll(t, filepath.Join(peb, sub)); h != p {
-			t.Fatalf("%s: Pebble committed other lines than the heap", sub)
+	for _, name := range []string{"pebble", "pebble-changelog"} {
+		var peb string
+		if name == "pebble" {
+			peb = runDemo("pebble", name)
+		} else {
+			peb = runDemo("pebble", name, "--changelog", "--materialize", "20ms")
+		}
+		for _, sub := range []string{"", "windows", "late"} {
+			if h, p := readAll(t, filepath.Join(heap, sub)), readAll(t, filepath.Join(peb, sub)); h != p {
+				t.Fatalf("%s %s: Pebble committed other lines than the heap", name, sub)
+			}
+		}
+		if ents, _ := os.ReadDir(filepath.Join(dir, name, "state")); len(ents) != 0 {
+			t.Fatalf("%s: the state directory holds %d entries after the run", name, len(ents))
 		}
 	}
-	if ents, _ := os.ReadDir(filepath.Join(dir, "pebble", "state")); len(ents) != 0 {
-		t.Fatalf("the state directory holds %d entries after the run", len(ents))
-	}
-	for _, bad := range [][]string{{"--state", "rocks"}, {"--state", "pebble", "--changelog"}, {"--state", "pebble", "--state-dir", ""}} {
+	for _, bad := range [][]string{{"--state", "rocks"}, {"--state", "pebble", "--state-dir", ""}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(append(append([]string{}, base...), bad...), &stdout, &stderr); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", bad, code, stderr.String())
@@ -64,8 +72,8 @@ func readAll(t *testing.T, dir string) string {
 }
 
 // TestBenchCheckpointPebble: `eddy bench checkpoint --backend pebble` runs
-// one configuration (the changelog off) and restores it; the changelog on
-// Pebble and an unknown backend are usage errors.
+// both configurations (the changelog off and on) and restores them; an
+// unknown backend is a usage error.
 func TestBenchCheckpointPebble(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs jobs for seconds")
@@ -77,10 +85,10 @@ func TestBenchCheckpointPebble(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	rows, _ := benchTables(out.String(), "value")
-	if len(rows) != 1 || rows[0][1] != "false" || rows[0][2] == "0" || !strings.Contains(out.String(), "state backend: pebble") {
-		t.Fatalf("want one row without the changelog, with checkpoints:\n%s", out.String())
+	if len(rows) != 2 || rows[0][1] != "false" || rows[1][1] != "true" || rows[0][2] == "0" || rows[1][2] == "0" || !strings.Contains(out.String(), "state backend: pebble") {
+		t.Fatalf("want a row without the changelog and one with it, with checkpoints:\n%s", out.String())
 	}
-	for _, bad := range [][]string{{"--backend", "pebble", "--changelog", "on"}, {"--backend", "rocks"}} {
+	for _, bad := range [][]string{{"--backend", "rocks"}} {
 		errb.Reset()
 		if code := run(append([]string{"bench", "checkpoint"}, bad...), &bytes.Buffer{}, &errb); code != 2 {
 			t.Errorf("%v: exit %d (%s)", bad, code, errb.String())

@@ -73,6 +73,35 @@ type Env struct {
 	// for d; Materialized that a materialization completed, d after its
 	// start. Either may be nil.
 	Stall, Materialized func(d time.Duration)
+	// TakeStore, set for a backend whose state lives in a store
+	// (state.NewStoreBackend on state/pebble), materializes the state as a
+	// checkpoint of the store instead of serializing it: between two
+	// batches of records it flushes the backend and starts the checkpoint
+	// of materialization number count, which holds every change logged so
+	// far (and maybe later ones).
+	TakeStore func(count int) (*StoreSnapshot, error)
+}
+
+// StoreSnapshot is a materialization of a store-backed backend: a
+// checkpoint of its store started between two batches of records
+// (state/pebble: the memtables' flush started) and taken and uploaded in
+// the background.
+type StoreSnapshot struct {
+	// Upload takes the snapshot, then names the objects it may write and
+	// passes the function that names them to keep, then writes them. It
+	// returns the snapshot's part (StatePart.Pebble lists its files), the
+	// bytes it uploaded (files the previous materialization holds are not
+	// uploaded again) and the bytes of the whole state it holds.
+	//
+	// keep runs objects and, until the materialization is the base that
+	// checkpoints list, each checkpoint keeps what it returned from
+	// pruning (checkpoint.Manifest.Keep). A barrier is never processed
+	// while objects runs: objects named under the id of the checkpoint
+	// being built (read in objects) are listed by that checkpoint and each
+	// after it, and no checkpoint before it prunes them.
+	Upload func(ctx context.Context, keep func(objects func() []string)) (part checkpoint.StatePart, uploaded, size int64, err error)
+	// Release drops the local snapshot, after Upload or instead of it.
+	Release func()
 }
 
 // Operator is one keyed operator subtask's changelog: its log writer, the
@@ -135,10 +164,17 @@ type materialization struct {
 	// ... and once all its key groups were serialized: from then on it
 	// only waits for uploads.
 	serialized int64
-	inFlight   atomic.Int32
-	mu         sync.Mutex
-	putErr     error
-	crcs       map[string]uint32 // the parts' checksums by blob, as their uploads compute them (under mu)
+	// store marks a store's materialization (Env.TakeStore); under mu,
+	// the objects its upload may write, and, once the upload is done, its
+	// part and the bytes it uploaded.
+	store     bool
+	keep      []string
+	storePart checkpoint.StatePart
+	uploaded  int64
+	inFlight  atomic.Int32
+	mu        sync.Mutex
+	putErr    error
+	crcs      map[string]uint32 // the parts' checksums by blob, as their uploads compute them (under mu)
 }
 
 // maxMaterializations is how many materializations of a subtask may run at
@@ -154,7 +190,7 @@ const maxMaterializations = 2
 func Attach(env Env, w *dstl.Writer, uid string, subtask int, backend *state.Backend, restoredParts []checkpoint.StatePart,
 	restoredLogs []checkpoint.LogPart) *Operator {
 	cfg := env.Config
-	o := &Operator{cfg: cfg, env: env, uid: uid, subtask: subtask, backend: backend, w: w, base: restoredParts,
+	o := &Operator{cfg: cfg, env: env, uid: uid, subtask: subtask, backend: backend, w: w, base: withDBKeyGroups(restoredParts),
 		baseSize: partsSize(restoredParts), baseLogs: restoredLogs}
 	now := time.Now()
 	if len(restoredParts) > 0 || len(restoredLogs) > 0 {
@@ -172,6 +208,23 @@ func Attach(env Env, w *dstl.Writer, uid string, subtask int, backend *state.Bac
 	return o
 }
 
+// withDBKeyGroups returns parts with the key groups of each Pebble part's
+// database recorded (checkpoint.PebblePart.KeyGroupStart), as a part
+// carried narrowed to a subtask's key groups must say which key groups its
+// files hold: a part from before they were recorded held its own. The
+// parts' PebbleParts are copied where changed, not modified.
+func withDBKeyGroups(parts []checkpoint.StatePart) []checkpoint.StatePart {
+	out := slices.Clone(parts)
+	for i, p := range out {
+		if p.Pebble != nil && p.Pebble.KeyGroupEnd == 0 {
+			pp := *p.Pebble
+			pp.KeyGroupStart, pp.KeyGroupEnd = p.KeyGroupStart, p.KeyGroupEnd
+			out[i].Pebble = &pp
+		}
+	}
+	return out
+}
+
 // Step advances the materialization by one step: a few key groups
 // serialized and uploaded in the background (with ctx), with the
 // operator's watermark wm (math.MinInt64 if none). It fails after three
@@ -179,6 +232,9 @@ func Attach(env Env, w *dstl.Writer, uid string, subtask int, backend *state.Bac
 func (o *Operator) Step(ctx context.Context, wm int64) error {
 	now := time.Now()
 	start, end := o.backend.KeyGroups()
+	if o.env.TakeStore != nil {
+		return o.storeStep(ctx, now, end, wm)
+	}
 	entries := int64(o.backend.Entries())
 	if o.shouldStart(now, end, entries) {
 		o.count++
@@ -208,6 +264,11 @@ func (cl *Operator) shouldStart(now time.Time, end int, entries int64) bool {
 	early := now.Sub(cl.lastStart) >= min(cl.cfg.MinInterval, cl.cfg.Materialize)
 	if len(cl.runs) == 0 {
 		return !now.Before(cl.nextAt) || early && cl.logHeavy(cl.appendedAtBase, cl.baseSize, cl.baseEntries, entries)
+	}
+	if cl.env.TakeStore != nil {
+		// A store's materialization uploads the files the previous one
+		// does not hold: one at a time, each on top of the last.
+		return false
 	}
 	newest := cl.runs[len(cl.runs)-1]
 	if len(cl.runs) >= maxMaterializations || newest.next < end || !early {
@@ -289,6 +350,51 @@ func (o *Operator) materializeStep(ctx context.Context, m *materialization, end 
 	return nil
 }
 
+// storeStep is Step for a store-backed backend: a materialization is a
+// checkpoint of the store, started at once (Env.TakeStore), taken and
+// uploaded in the background. The entries of a store are not counted (that would read
+// all of it): a log heavier than Config.LogRatio of the store's size
+// starts one early.
+func (o *Operator) storeStep(ctx context.Context, now time.Time, end int, wm int64) error {
+	if o.shouldStart(now, end, 0) {
+		if wm != math.MinInt64 {
+			o.backend.SetWatermark(wm) // in the snapshot's state header
+		}
+		o.count++
+		o.lastStart = now
+		snap, err := o.env.TakeStore(o.count)
+		if o.env.Stall != nil {
+			o.env.Stall(time.Since(now))
+		}
+		if err != nil {
+			return fmt.Errorf("eddy: materializing %s subtask %d: %w", o.uid, o.subtask, err)
+		}
+		m := &materialization{count: o.count, next: end, seq: o.w.Seq(), started: now, appended: o.appended,
+			serialized: o.appended, store: true}
+		o.runs = append(o.runs, m)
+		o.env.Uploads.Add(1) // the attempt waits for its uploads
+		m.inFlight.Add(1)
+		go func() {
+			defer o.env.Uploads.Done()
+			defer m.inFlight.Add(-1)
+			defer snap.Release()
+			part, uploaded, size, err := snap.Upload(ctx, func(objects func() []string) {
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				m.keep = objects()
+			})
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if err != nil {
+				m.putErr = err
+				return
+			}
+			m.storePart, m.uploaded, m.size = part, uploaded, size
+		}()
+	}
+	return o.finishMaterializations(now, end)
+}
+
 // partBufs recycles the buffers that materialized parts are joined into for
 // their upload (Put has returned, with every attempt, before one is put
 // back), but not a part of one huge key group.
@@ -366,10 +472,15 @@ func (cl *Operator) finishMaterializations(now time.Time, end int) error {
 			continue
 		}
 		cl.failures = 0
-		cl.newBytes += m.size
 		m.mu.Lock()
-		for i := range m.parts {
-			m.parts[i].CRC = m.crcs[m.parts[i].Blob]
+		if m.store {
+			m.parts = []checkpoint.StatePart{m.storePart}
+			cl.newBytes += m.uploaded
+		} else {
+			cl.newBytes += m.size
+			for i := range m.parts {
+				m.parts[i].CRC = m.crcs[m.parts[i].Blob]
+			}
 		}
 		m.mu.Unlock()
 		cl.base, cl.baseSize, cl.baseLogs, cl.after = m.parts, m.size, nil, m.seq
@@ -471,6 +582,13 @@ func (cl *Operator) Checkpoint(a *manifest.Ack, wm int64) func(ctx context.Conte
 	for _, m := range cl.runs {
 		for _, p := range m.parts {
 			a.ExtraFiles = append(a.ExtraFiles, p.Blob)
+		}
+		if m.store {
+			// Under m.mu: an upload names its objects while no
+			// barrier is processed (StoreSnapshot.Upload).
+			m.mu.Lock()
+			a.ExtraFiles = append(a.ExtraFiles, m.keep...)
+			m.mu.Unlock()
 		}
 	}
 	after := cl.after

@@ -194,3 +194,33 @@ func TestMinIntervalBoundsEarlyMaterializations(t *testing.T) {
 		t.Fatal("MinInterval was not capped at the interval (500 ms)")
 	}
 }
+
+// TestWithDBKeyGroups: a restored Pebble part from before databases
+// recorded their key groups is carried with its own recorded as its
+// database's, without changing the restored manifest's part; a part that
+// records them, and a heap part, are carried as they are.
+func TestWithDBKeyGroups(t *testing.T) {
+	old := &checkpoint.PebblePart{Files: []checkpoint.PebbleFile{{Name: "000005.sst"}}}
+	narrowed := &checkpoint.PebblePart{KeyGroupStart: 0, KeyGroupEnd: 16}
+	in := []checkpoint.StatePart{
+		{KeyGroupStart: 4, KeyGroupEnd: 8, Pebble: old},
+		{KeyGroupStart: 8, KeyGroupEnd: 12, Pebble: narrowed},
+		{KeyGroupStart: 12, KeyGroupEnd: 16, Blob: "heap"},
+	}
+	out := withDBKeyGroups(in)
+	if s, e := out[0].DBKeyGroups(); s != 4 || e != 8 || out[0].Pebble.KeyGroupEnd != 8 || len(out[0].Pebble.Files) != 1 {
+		t.Fatalf("old part carried as %+v (%+v)", out[0], out[0].Pebble)
+	}
+	if old.KeyGroupEnd != 0 || in[0].Pebble != old {
+		t.Fatal("the restored part was modified")
+	}
+	// Narrowed to a subtask's key groups, it still says what it holds.
+	p := out[0]
+	p.KeyGroupStart = 6
+	if s, e := p.DBKeyGroups(); s != 4 || e != 8 {
+		t.Fatalf("narrowed, the database's key groups are [%d, %d)", s, e)
+	}
+	if out[1].Pebble != narrowed || out[2].Pebble != nil {
+		t.Fatalf("parts carried as %+v, %+v", out[1], out[2])
+	}
+}

@@ -5,7 +5,12 @@
 // records, or after Due while no record comes), each part uploaded with
 // hedging, and a checkpoint at a barrier is the last materialized base plus
 // the log range since it (Checkpoint), which it adds to the subtask's
-// manifest.Ack once the log is durable up to the barrier.
+// manifest.Ack once the log is durable up to the barrier. For a backend
+// whose state lives in a store (Pebble), a materialization is instead a
+// checkpoint of the store (Env.TakeStore, StoreSnapshot): started between
+// two batches, taken and uploaded in the background, one at a time; until
+// one completes after a restore, the restored parts are carried narrowed
+// to the subtask's key groups, each with the key groups its database held.
 //
 // When a materialization starts is a pure decision (shouldStart): the
 // interval, or early when the log since the base makes a checkpoint carry

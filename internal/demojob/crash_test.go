@@ -222,6 +222,16 @@ func TestCrashResumeChangelog(t *testing.T) { crashResume(t, true, localData, 0)
 // directories behind, which the next run removes.
 func TestCrashResumePebble(t *testing.T) { crashResumeOn(t, pebbleState, localData, 0) }
 
+// TestCrashResumePebbleChangelog is the crash test with the keyed state in
+// Pebble and the changelog state backend materializing every 150 ms: kills
+// land during materializations (a database's checkpoint uploading while
+// checkpoints keep its objects from pruning), while databases restored at
+// another parallelism are still listed narrowed to the subtasks' key
+// groups, and during log replays into restored databases.
+func TestCrashResumePebbleChangelog(t *testing.T) {
+	crashResumeOn(t, pebbleChangelogState, localData, 0)
+}
+
 // stateBackend is the state backend a crash test runs the demo on.
 type stateBackend int
 
@@ -229,6 +239,7 @@ const (
 	heapState stateBackend = iota
 	changelogState
 	pebbleState
+	pebbleChangelogState
 )
 
 // localRestore matches the log line of a Pebble restore that took files
@@ -263,8 +274,8 @@ func crashResumeOn(t *testing.T, backend stateBackend, data func(t *testing.T, d
 	// About 3.75 s uninterrupted on two cores: long enough for the kills
 	// below to land all over the job, checkpoints included.
 	c := Config{Seed: 42, Events: 150_000, Drivers: 300, Data: data(t, dir), Out: filepath.Join(dir, "out"),
-		Rate: 40_000, LateEvery: 29, Changelog: backend == changelogState, Materialize: 150 * time.Millisecond}
-	if backend == pebbleState {
+		Rate: 40_000, LateEvery: 29, Changelog: backend == changelogState || backend == pebbleChangelogState, Materialize: 150 * time.Millisecond}
+	if backend == pebbleState || backend == pebbleChangelogState {
 		c.PebbleDir = filepath.Join(dir, "pebble")
 	}
 	want := expected(c)

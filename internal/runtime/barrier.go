@@ -36,6 +36,12 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 			// Counting a store's entries reads all of it: its size on
 			// disk stands for the state's instead.
 			size += int64(k.db.Health().DiskBytes)
+			if k.cl != nil {
+				// The last materialization (a checkpoint of the
+				// database) and the log since it.
+				waits = append(waits, k.cl.Checkpoint(&a, k.watermark))
+				continue
+			}
 			if sc.job.storage == nil {
 				if err := k.backend.Flush(); err != nil {
 					return fmt.Errorf("eddy: %s subtask %d: %w", k.uid, sc.subtask, err)

@@ -173,6 +173,10 @@ func (sc *Subtask) attachChangelog(k *Keyed, restoredParts []checkpoint.StatePar
 			stats.lastMaterialization.Store(int64(d))
 		},
 	}
+	if k.db != nil {
+		// A checkpoint of the database is the materialization.
+		env.TakeStore = k.takeStore(sc)
+	}
 	w := j.dlog.Writer(fmt.Sprintf("%s/%d/%s", k.uid, sc.subtask, j.runID))
 	k.cl = changelog.Attach(env, w, k.uid, sc.subtask, k.backend, restoredParts, restoredLogs)
 }

@@ -1,16 +1,19 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/internal/changelog"
 	"github.com/eddyflow/eddy/internal/errs"
 	"github.com/eddyflow/eddy/internal/restore"
 	"github.com/eddyflow/eddy/internal/snapshot"
@@ -285,10 +288,17 @@ func (sc *Subtask) openStore(uid string, start, end int) (*pebble.DB, error) {
 
 // pebbleParts returns the Pebble checkpoints of operator uid in m that
 // overlap the key groups [start, end), or nil if m has none (no
-// checkpoint, a new operator, heap snapshot parts, or key groups of
+// checkpoint, a new operator, heap snapshot parts only, or key groups of
 // another max parallelism, which restore.Keyed refuses). Every part of the
-// operator is returned, for Pool.Restore to plan with; an operator whose
-// parts are partly heap snapshots and partly Pebble files is refused.
+// operator is returned, for Pool.Restore to plan with, each narrowed to
+// the key groups it is listed for (with the changelog, a subtask lists the
+// databases it was restored from for its own key groups); a heap snapshot
+// part (a changelog checkpoint taken before every subtask of a run on
+// Pebble materialized) is a part without files, whose key groups start
+// empty and are loaded later from the snapshot, by Start; so are key
+// groups no part lists (with the changelog, those of a subtask that had
+// not materialized yet: its log holds all of their state). Consecutive
+// entries of one database are joined, so that it is downloaded once.
 func pebbleParts(m *checkpoint.Manifest, uid string, maxPar, start, end int) ([]pebble.Checkpoint, error) {
 	if m == nil {
 		return nil, nil
@@ -297,31 +307,52 @@ func pebbleParts(m *checkpoint.Manifest, uid string, maxPar, start, end int) ([]
 		if op.Name != uid || int(op.MaxParallelism) != maxPar {
 			continue
 		}
+		parts := slices.Clone(op.Parts)
+		slices.SortFunc(parts, func(a, b checkpoint.StatePart) int { return cmp.Compare(a.KeyGroupStart, b.KeyGroupStart) })
 		var out []pebble.Checkpoint
-		heap, overlap := false, false
-		for _, p := range op.Parts {
-			if p.Pebble == nil {
-				heap = true
-				continue
+		overlap := false
+		next := uint32(0) // the first key group no part before lists
+		for _, p := range parts {
+			if p.KeyGroupStart >= p.KeyGroupEnd {
+				continue // holds no key groups
 			}
-			if int(p.KeyGroupEnd) > start && int(p.KeyGroupStart) < end {
-				overlap = true
+			if p.KeyGroupStart > next {
+				// Key groups no part lists: with the changelog, those of
+				// a subtask that had not materialized yet, all in its log.
+				out = append(out, pebble.Checkpoint{MaxParallelism: op.MaxParallelism, Start: next, End: p.KeyGroupStart})
 			}
+			next = max(next, p.KeyGroupEnd)
 			c := pebble.Checkpoint{MaxParallelism: op.MaxParallelism, Start: p.KeyGroupStart, End: p.KeyGroupEnd}
-			for _, f := range p.Pebble.Files {
-				c.Files = append(c.Files, pebble.File(f))
+			if p.Pebble != nil {
+				if int(p.KeyGroupEnd) > start && int(p.KeyGroupStart) < end {
+					overlap = true
+				}
+				c.Start, c.End = p.DBKeyGroups()
+				c.OwnStart, c.OwnEnd = p.KeyGroupStart, p.KeyGroupEnd
+				for _, f := range p.Pebble.Files {
+					c.Files = append(c.Files, pebble.File(f))
+				}
+				if n := len(out); n > 0 && out[n-1].OwnEnd == c.OwnStart && sameDB(out[n-1], c) {
+					out[n-1].OwnEnd = c.OwnEnd
+					continue
+				}
 			}
 			out = append(out, c)
-		}
-		if heap && out != nil {
-			return nil, &restore.Error{ID: m.ID, Err: fmt.Errorf("operator %s: the checkpoint mixes heap snapshot parts and Pebble parts", uid)}
 		}
 		if !overlap {
 			return nil, nil
 		}
+		if next < op.MaxParallelism {
+			out = append(out, pebble.Checkpoint{MaxParallelism: op.MaxParallelism, Start: next, End: op.MaxParallelism})
+		}
 		return out, nil
 	}
 	return nil, nil
+}
+
+// sameDB reports whether a and b list the files of one database checkpoint.
+func sameDB(a, b pebble.Checkpoint) bool {
+	return a.Start == b.Start && a.End == b.End && slices.Equal(a.Files, b.Files)
 }
 
 // sanitizeDir makes an operator id a safe directory name.
@@ -411,6 +442,81 @@ func (k *Keyed) pebblePart(sc *Subtask, id uint64) (snapshot.Part, error) {
 			// until compactions delete the files from the database).
 			j.pebble.keepLocal(k.db, id, lc)
 		}}, nil
+}
+
+// takeStore returns how the changelog materializes k's database: at a
+// materialization, between two batches, the backend is flushed, the state
+// header encoded and the flush of the database's memtables started; in the
+// background the database's checkpoint is taken (hard links) once the
+// flush is done, and the files the previous materialization (or the part
+// the database was restored from) does not hold are uploaded, then the
+// header. The objects are named under the id of the checkpoint being built
+// when the checkpoint is taken, while no barrier is processed
+// (changelog.StoreSnapshot): every checkpoint from that id on lists them in
+// Keep until the materialization is the base, and none before it prunes
+// them.
+func (k *Keyed) takeStore(sc *Subtask) func(count int) (*changelog.StoreSnapshot, error) {
+	j := sc.job
+	var mu sync.Mutex
+	prev := k.prev // the last uploaded materialization; guarded by mu
+	return func(count int) (*changelog.StoreSnapshot, error) {
+		if err := k.backend.Flush(); err != nil {
+			return nil, err
+		}
+		header, err := k.backend.AppendHeader(nil)
+		if err != nil {
+			return nil, fmt.Errorf("state header: %w", err)
+		}
+		take, err := k.db.TakeCheckpointAsync(uint64(count))
+		if err != nil {
+			return nil, err
+		}
+		start, end := k.backend.KeyGroups()
+		var lc *pebble.LocalCheckpoint
+		upload := func(ctx context.Context, keep func(objects func() []string)) (checkpoint.StatePart, int64, int64, error) {
+			var err error
+			if lc, err = take(); err != nil {
+				return checkpoint.StatePart{}, 0, 0, err
+			}
+			var name string
+			var opts pebble.CheckpointOptions
+			keep(func() []string {
+				building := j.building.Load()
+				tag := fmt.Sprintf("m%d-%s", count, j.runID)
+				name = j.storage.PartBlobName(building, k.uid, sc.subtask, tag)
+				opts = pebble.CheckpointOptions{Prefix: j.storage.PebblePrefix(building, k.uid, sc.subtask, tag), Run: j.runID, ID: uint64(count)}
+				mu.Lock()
+				opts.Prev = prev
+				mu.Unlock()
+				return append(lc.Objects(opts), name)
+			})
+			c, st, err := lc.Upload(ctx, j.blobs, opts)
+			if err != nil {
+				return checkpoint.StatePart{}, 0, 0, err
+			}
+			if err := j.blobs.Put(ctx, name, header); err != nil {
+				return checkpoint.StatePart{}, 0, 0, err
+			}
+			mu.Lock()
+			prev = &c
+			mu.Unlock()
+			files := make([]checkpoint.PebbleFile, len(c.Files))
+			size := int64(len(header))
+			for i, f := range c.Files {
+				files[i] = checkpoint.PebbleFile(f)
+				size += f.Size
+			}
+			return checkpoint.StatePart{Subtask: uint32(sc.subtask), KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end),
+				Blob: name, Size: int64(len(header)), CRC: blob.Checksum(header),
+				Pebble: &checkpoint.PebblePart{Files: files, KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end)}}, st.UploadedBytes + int64(len(header)), size, nil
+		}
+		release := func() {
+			if lc != nil {
+				_ = lc.Remove()
+			}
+		}
+		return &changelog.StoreSnapshot{Upload: upload, Release: release}, nil
+	}
 }
 
 // storeBacked reports whether some keyed operator of the subtask keeps its

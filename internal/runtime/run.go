@@ -97,9 +97,6 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 		e.metrics = NewMetrics(g, stats)
 	}
 	if cfg.Pebble != nil {
-		if cfg.Changelog != nil {
-			return errs.Kind(errs.Permanent, errors.New("eddy: the changelog state backend does not run on Pebble state yet; choose one of eddy.Changelog and the Pebble state backend"), true)
-		}
 		var err error
 		if e.pebble, err = openPebble(cfg.Pebble, e.stages); err != nil {
 			return err

@@ -21,6 +21,23 @@ type Checkpoint struct {
 	Start          uint32 `proto:"2"` // key groups [Start, End)
 	End            uint32 `proto:"3"`
 	Files          []File `proto:"4"`
+	// OwnStart and OwnEnd, when OwnEnd is not 0, narrow the key groups a
+	// restore takes from this checkpoint to [OwnStart, OwnEnd), within
+	// [Start, End): with the changelog state backend, a subtask restored
+	// at another parallelism lists the checkpoints it was restored from,
+	// whole, for its own key groups only. A checkpoint without files
+	// (Files empty) stands for key groups that start empty, whose state
+	// the caller loads otherwise (a heap snapshot part).
+	OwnStart uint32 `proto:"5,name=own_start"`
+	OwnEnd   uint32 `proto:"6,name=own_end"`
+}
+
+// own returns the key groups a restore takes from c.
+func (c Checkpoint) own() (start, end int) {
+	if c.OwnEnd > 0 {
+		return int(c.OwnStart), int(c.OwnEnd)
+	}
+	return int(c.Start), int(c.End)
 }
 
 // File is one file of a checkpoint: the name it has in a DB directory, the
@@ -82,6 +99,43 @@ func (d *DB) TakeCheckpoint(id uint64) (*LocalCheckpoint, error) {
 	if err := d.Flush(); err != nil {
 		return nil, err
 	}
+	return d.checkpointTo(id)
+}
+
+// TakeCheckpointAsync is TakeCheckpoint in two halves. It commits the
+// pending writes and starts a flush of the memtables, which is what must
+// happen between two batches of records; the function it returns, which
+// may run on another goroutine while the DB takes writes, waits for the
+// flush and takes the checkpoint. The checkpoint holds every write
+// committed before TakeCheckpointAsync, and may hold later ones: a
+// snapshot that a log of the writes since makes exact, as the changelog
+// state backend's materializations are (replaying a set or a delete that
+// the snapshot already holds changes nothing).
+func (d *DB) TakeCheckpointAsync(id uint64) (func() (*LocalCheckpoint, error), error) {
+	if err := d.Commit(); err != nil {
+		return nil, err
+	}
+	if err := d.checkDir(); err != nil {
+		return nil, err
+	}
+	done, err := d.db.AsyncFlush()
+	if err != nil {
+		return nil, d.wrap("flush", err)
+	}
+	return func() (*LocalCheckpoint, error) {
+		select {
+		case <-done:
+		case <-d.failed:
+		}
+		if err := d.Err(); err != nil {
+			return nil, err
+		}
+		return d.checkpointTo(id)
+	}, nil
+}
+
+// checkpointTo hard-links the DB's files into a directory next to it.
+func (d *DB) checkpointTo(id uint64) (*LocalCheckpoint, error) {
 	dir := fmt.Sprintf("%s.checkpoint-%d", d.dir, id)
 	if err := os.RemoveAll(dir); err != nil { // left by a crash
 		return nil, &DirError{Dir: dir, Op: "remove an old checkpoint", Err: err}
@@ -136,12 +190,7 @@ func (lc *LocalCheckpoint) Upload(ctx context.Context, store blob.Store, opts Ch
 		if err != nil {
 			return Checkpoint{}, st, &DirError{Dir: lc.dir, Op: "read " + name, Err: err}
 		}
-		f := File{Name: name, Size: int64(len(data)), CRC32C: crc32.Checksum(data, castagnoli)}
-		if immutable(name) {
-			f.Object = fmt.Sprintf("%s/sst/%s-%s", opts.Prefix, opts.Run, name)
-		} else {
-			f.Object = fmt.Sprintf("%s/%d/%s", opts.Prefix, opts.ID, name)
-		}
+		f := File{Name: name, Object: objectName(opts, name), Size: int64(len(data)), CRC32C: crc32.Checksum(data, castagnoli)}
 		if err := store.Put(ctx, f.Object, data); err != nil {
 			return Checkpoint{}, st, fmt.Errorf("pebble: upload of %s as %s: %w", path, f.Object, err)
 		}
@@ -150,6 +199,42 @@ func (lc *LocalCheckpoint) Upload(ctx context.Context, store blob.Store, opts Ch
 		st.UploadedBytes += f.Size
 	}
 	return c, st, nil
+}
+
+// objectName is the object a file of a checkpoint is uploaded to.
+func objectName(opts CheckpointOptions, name string) string {
+	if immutable(name) {
+		return fmt.Sprintf("%s/sst/%s-%s", opts.Prefix, opts.Run, name)
+	}
+	return fmt.Sprintf("%s/%d/%s", opts.Prefix, opts.ID, name)
+}
+
+// Objects returns the objects that Upload with opts may write, sorted:
+// one per file that opts.Prev does not hold. Some may never be written
+// (an SST of the same name and size is reused); a caller that must keep
+// an upload's objects from being deleted before they are referenced keeps
+// all of them.
+func (lc *LocalCheckpoint) Objects(opts CheckpointOptions) []string {
+	prev := map[string]int64{}
+	if opts.Prev != nil {
+		for _, f := range opts.Prev.Files {
+			if immutable(f.Name) {
+				prev[f.Name] = f.Size
+			}
+		}
+	}
+	var out []string
+	for _, name := range lc.names {
+		if size, ok := prev[name]; ok {
+			// As Upload decides: the same name and size is the same file.
+			if fi, err := os.Stat(filepath.Join(lc.dir, name)); err == nil && fi.Size() == size {
+				continue
+			}
+		}
+		out = append(out, objectName(opts, name))
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Remove deletes the local checkpoint (its hard links).

@@ -331,3 +331,140 @@ func TestCorruptCheckpointFile(t *testing.T) {
 	compareSnapshots(t, s.heap.b, wrapDB(t, db, 0, maxPar).pb.b)
 	db.Close()
 }
+
+// TestRestoreNarrowedParts restores from parts narrowed to some of their
+// database's key groups, as the changelog state backend lists the
+// databases a subtask was restored from: database A holds all key groups
+// but is listed for [4, 16) only; database M, restored from A for [0, 4)
+// and changed since, for [0, 4). Whichever is the base, the key groups a
+// part is not listed for are cut from it (A's stale [0, 4) would otherwise
+// resurrect what M deleted), and the state equals the heap's built from the
+// same parts. Without files, a part's key groups start empty.
+func TestRestoreNarrowedParts(t *testing.T) {
+	ctx := context.Background()
+	p := newPool(t)
+	store := blobStore(t)
+	rng := rand.New(rand.NewPCG(5, 5))
+	const h = maxPar / 4
+	a := newSubtask(t, p, t.TempDir(), 0, maxPar)
+	a.run(t, rng, 400, 3000)
+	ca, _, err := a.db.Checkpoint(ctx, store, pebble.CheckpointOptions{Prefix: "op/a", Run: "r1", ID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapA, err := a.heap.b.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.db.Close()
+	own := func(c pebble.Checkpoint, start, end int) pebble.Checkpoint {
+		c.OwnStart, c.OwnEnd = uint32(start), uint32(end)
+		return c
+	}
+	db, err := p.Restore(ctx, store, filepath.Join(t.TempDir(), "m"), maxPar, 0, h, []pebble.Checkpoint{own(ca, 0, h), own(ca, h, maxPar)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := wrapDB(t, db, 0, h)
+	if err := m.heap.b.RestorePart(snapA, 0, h); err != nil {
+		t.Fatal(err)
+	}
+	m.check(t)
+	m.run(t, rng, 400, 3000) // deletes some of A's keys, too
+	m.check(t)
+	cm, _, err := m.db.Checkpoint(ctx, store, pebble.CheckpointOptions{Prefix: "op/m", Run: "r2", ID: 2, Prev: m.db.Restored()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapM, err := m.heap.b.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.db.Close()
+	parts := []pebble.Checkpoint{own(cm, 0, h), own(ca, h, maxPar)}
+	for _, r := range [][2]int{{0, maxPar}, {0, h + 1}, {h - 1, maxPar}, {1, 3}} {
+		start, end := r[0], r[1]
+		db, err := p.Restore(ctx, store, filepath.Join(t.TempDir(), "r"), maxPar, start, end, parts)
+		if err != nil {
+			t.Fatalf("restore of [%d, %d): %v", start, end, err)
+		}
+		s := wrapDB(t, db, start, end)
+		if err := s.heap.b.RestorePart(snapM, 0, h); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.heap.b.RestorePart(snapA, h, maxPar); err != nil {
+			t.Fatal(err)
+		}
+		s.check(t)
+		db.Close()
+	}
+	// A part without files: its key groups start empty.
+	empty := pebble.Checkpoint{MaxParallelism: maxPar, Start: 0, End: h}
+	db, err = p.Restore(ctx, store, filepath.Join(t.TempDir(), "e"), maxPar, 0, maxPar, []pebble.Checkpoint{empty, own(ca, h, maxPar)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := wrapDB(t, db, 0, maxPar)
+	if err := s.heap.b.RestorePart(snapA, h, maxPar); err != nil {
+		t.Fatal(err)
+	}
+	s.check(t)
+	db.Close()
+	// Listed for key groups its database did not hold: refused.
+	if _, err := p.Restore(ctx, store, filepath.Join(t.TempDir(), "x"), maxPar, 0, maxPar, []pebble.Checkpoint{own(cm, 0, h+1), own(ca, h+1, maxPar)}); err == nil || !strings.Contains(err.Error(), "held") {
+		t.Fatalf("restore of a part listed beyond its database: %v", err)
+	}
+}
+
+// TestTakeCheckpointAsync: the checkpoint taken after the DB took more
+// writes holds every write committed before TakeCheckpointAsync, and maybe
+// some later ones: restoring it and replaying the writes logged since the
+// call gives the DB's state, as the changelog's restore does.
+func TestTakeCheckpointAsync(t *testing.T) {
+	ctx := context.Background()
+	p := newPool(t)
+	store := blobStore(t)
+	s := newSubtask(t, p, t.TempDir(), 0, maxPar)
+	rng := rand.New(rand.NewPCG(6, 6))
+	s.run(t, rng, 300, 2000)
+	take, err := s.db.TakeCheckpointAsync(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var later []change
+	s.pb.b.SetChangeLog(func(kg, st uint32, op state.ChangeOp, key, sub, value []byte) error {
+		later = append(later, change{kg, st, op, slices.Clone(key), slices.Clone(sub), slices.Clone(value)})
+		return nil
+	})
+	s.run(t, rng, 300, 500) // after the call: in the checkpoint or not
+	lc, err := take()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.run(t, rng, 300, 500) // after the checkpoint: not in it
+	c, _, err := lc.Upload(ctx, store, pebble.CheckpointOptions{Prefix: "op", Run: "r", ID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := p.Restore(ctx, store, filepath.Join(t.TempDir(), "db"), maxPar, 0, maxPar, []pebble.Checkpoint{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := wrapDB(t, db, 0, maxPar)
+	for _, ch := range later {
+		if err := r.pb.b.ApplyChange(ch.kg, ch.st, ch.op, ch.key, ch.sub, ch.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.pb.b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(later) == 0 {
+		t.Fatal("no write logged after the call")
+	}
+	compareSnapshots(t, s.heap.b, r.pb.b)
+}

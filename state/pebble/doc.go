@@ -25,14 +25,24 @@
 // to it; LocalCheckpoint.Upload (which may run concurrently with further
 // writes) uploads the SSTs that the previous checkpoint does not list, under
 // names carrying the run's token, and the small files of every checkpoint,
-// and returns the Checkpoint to record in the manifest. Unreferenced tells
+// and returns the Checkpoint to record in the manifest. With the
+// changelog state backend, a materialization is a checkpoint of the DB
+// that does not wait for the flush: DB.TakeCheckpointAsync only starts it
+// between two batches and takes the checkpoint later, on another goroutine
+// (it may then hold later writes, which the log replays anyway), and
+// LocalCheckpoint.Objects names what its upload may write, for the
+// checkpoints in between to keep. Unreferenced tells
 // retention which objects the dropped checkpoints free. Pool.Restore
 // downloads a checkpoint's files, verifying each one's size and CRC-32C
 // (or takes intact local copies of them from the directories
 // Pool.SetLocalCopies names: local recovery), and opens them; at another parallelism it opens the part that overlaps
 // most, deletes its foreign key groups with range deletions and copies the
 // other parts' key groups in. Health reports L0 sublevels, compaction debt,
-// cache hits and disk usage.
+// cache hits and disk usage. A Checkpoint may be narrowed to some of its
+// key groups (OwnStart, OwnEnd): the changelog lists a DB restored at
+// another parallelism so until its next materialization, and a restore
+// then takes only those key groups from it, cutting the others; a
+// Checkpoint without files stands for key groups that start empty.
 //
 // Failures: a local directory that is deleted, full or damaged fails the
 // DB with a *DirError naming the directory (a damaged block is found by
@@ -51,7 +61,9 @@
 // Upload in the background, after the subtask's previous upload, with Prev
 // = that upload (DB.Restored after a restore); the manifest's part lists the
 // returned files, next to a blob with the backend's state header (key and
-// value schemas, watermark: state.Backend.AppendHeader). Retention needs no
+// value schemas, watermark: state.Backend.AppendHeader). With the
+// changelog, the barrier takes no DB checkpoint: the changelog's
+// materializations do (internal/runtime Keyed.takeStore). Retention needs no
 // Unreferenced there: every manifest lists the objects it uses, and the
 // checkpoint storage deletes what no retained manifest lists.
 package pebble

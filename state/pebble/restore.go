@@ -27,11 +27,12 @@ func (e *CorruptFileError) Error() string {
 }
 
 // restorePlan is how a restore builds the key groups [start, end) from the
-// parts of a checkpoint: it opens part base and cuts away its other key
-// groups, then copies the key groups of the copies from their parts.
+// parts of a checkpoint: it opens part base and cuts away every key group
+// but keep, then copies the key groups of the copies from their parts.
 type restorePlan struct {
-	base   int
-	copies []rangeCopy
+	base         int // -1: no part has files; the DB starts empty
+	keep0, keep1 int
+	copies       []rangeCopy
 }
 
 type rangeCopy struct {
@@ -39,9 +40,11 @@ type rangeCopy struct {
 	from, to int // key groups [from, to)
 }
 
-// planRestore chooses the part overlapping [start, end) most as the base
-// and the ranges to copy from the others. It fails if the parts overlap
-// or leave a key group of [start, end) out.
+// planRestore chooses the part whose own key groups (Checkpoint.OwnStart)
+// overlap [start, end) most as the base and the ranges to copy from the
+// others. It fails if the parts' own key groups overlap or leave a key
+// group of [start, end) out, or a part claims key groups its database did
+// not hold. Parts without files cover their key groups but give nothing.
 func planRestore(maxParallelism, start, end int, parts []Checkpoint) (restorePlan, error) {
 	plan := restorePlan{base: -1}
 	best := 0
@@ -50,31 +53,40 @@ func planRestore(maxParallelism, start, end int, parts []Checkpoint) (restorePla
 		if int(p.MaxParallelism) != maxParallelism {
 			return plan, fmt.Errorf("pebble: checkpoint part %d has %d key groups (max parallelism) but the job has %d", i, p.MaxParallelism, maxParallelism)
 		}
-		if p.Start >= p.End {
-			return plan, fmt.Errorf("pebble: checkpoint part %d holds no key groups ([%d, %d))", i, p.Start, p.End)
+		o0, o1 := p.own()
+		if o0 >= o1 {
+			return plan, fmt.Errorf("pebble: checkpoint part %d holds no key groups ([%d, %d))", i, o0, o1)
+		}
+		if len(p.Files) > 0 && (o0 < int(p.Start) || o1 > int(p.End)) {
+			return plan, fmt.Errorf("pebble: checkpoint part %d is listed for key groups [%d, %d), but its database held [%d, %d)", i, o0, o1, p.Start, p.End)
 		}
 		for j := range i {
-			if q := parts[j]; p.Start < q.End && q.Start < p.End {
-				return plan, fmt.Errorf("pebble: checkpoint parts %d [%d, %d) and %d [%d, %d) overlap", j, q.Start, q.End, i, p.Start, p.End)
+			if q0, q1 := parts[j].own(); o0 < q1 && q0 < o1 {
+				return plan, fmt.Errorf("pebble: checkpoint parts %d [%d, %d) and %d [%d, %d) overlap", j, q0, q1, i, o0, o1)
 			}
 		}
-		n := min(int(p.End), end) - max(int(p.Start), start)
+		n := min(o1, end) - max(o0, start)
 		if n <= 0 {
 			continue
 		}
 		covered += n
-		if n > best {
+		if n > best && len(p.Files) > 0 {
 			best, plan.base = n, i
 		}
 	}
 	if covered != end-start {
 		return plan, fmt.Errorf("pebble: the checkpoint's parts cover %d of the key groups [%d, %d)", covered, start, end)
 	}
+	if plan.base >= 0 {
+		o0, o1 := parts[plan.base].own()
+		plan.keep0, plan.keep1 = max(o0, start), min(o1, end)
+	}
 	for i, p := range parts {
-		if i == plan.base {
+		if i == plan.base || len(p.Files) == 0 {
 			continue
 		}
-		if from, to := max(int(p.Start), start), min(int(p.End), end); from < to {
+		o0, o1 := p.own()
+		if from, to := max(o0, start), min(o1, end); from < to {
 			plan.copies = append(plan.copies, rangeCopy{part: i, from: from, to: to})
 		}
 	}
@@ -86,7 +98,9 @@ func planRestore(maxParallelism, start, end int, parts []Checkpoint) (restorePla
 // at) and opens it. With the same key groups it downloads the one part and
 // opens it. Otherwise it downloads the part overlapping most, cuts away its
 // foreign key groups with range deletions, and copies the key groups of the
-// other overlapping parts from them. Whatever dir held is replaced.
+// other overlapping parts from them. A part narrowed to some of its key
+// groups (Checkpoint.OwnStart) gives only those. Whatever dir held is
+// replaced.
 //
 // Every downloaded file is checked against the size and CRC-32C the
 // checkpoint recorded; a mismatch fails with a *CorruptFileError.
@@ -94,6 +108,12 @@ func (p *Pool) Restore(ctx context.Context, store blob.Store, dir string, maxPar
 	plan, err := planRestore(maxParallelism, start, end, parts)
 	if err != nil {
 		return nil, err
+	}
+	if plan.base < 0 {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, &DirError{Dir: dir, Op: "clear", Err: err}
+		}
+		return p.Open(dir, maxParallelism, start, end)
 	}
 	local := p.localCopies()
 	st, err := download(ctx, store, dir, parts[plan.base].Files, local)
@@ -107,7 +127,7 @@ func (p *Pool) Restore(ctx context.Context, store blob.Store, dir string, maxPar
 	d.restoreStats = st
 	base := parts[plan.base]
 	d.restored = &base
-	if err := d.cut(int(base.Start), int(base.End)); err != nil {
+	if err := d.cut(int(base.Start), int(base.End), plan.keep0, plan.keep1); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -128,15 +148,15 @@ func (p *Pool) Restore(ctx context.Context, store blob.Store, dir string, maxPar
 // to pass as CheckpointOptions.Prev of its first checkpoint, or nil.
 func (d *DB) Restored() *Checkpoint { return d.restored }
 
-// cut deletes the key groups of [have0, have1) outside the DB's own.
-func (d *DB) cut(have0, have1 int) error {
-	if have0 < d.start {
-		if err := d.db.DeleteRange(groupBound(have0), groupBound(d.start), pebble.NoSync); err != nil {
+// cut deletes the key groups of [have0, have1) outside [keep0, keep1).
+func (d *DB) cut(have0, have1, keep0, keep1 int) error {
+	if have0 < keep0 {
+		if err := d.db.DeleteRange(groupBound(have0), groupBound(keep0), pebble.NoSync); err != nil {
 			return d.wrap("delete foreign key groups", err)
 		}
 	}
-	if have1 > d.end {
-		if err := d.db.DeleteRange(groupBound(d.end), groupBound(have1), pebble.NoSync); err != nil {
+	if have1 > keep1 {
+		if err := d.db.DeleteRange(groupBound(keep1), groupBound(have1), pebble.NoSync); err != nil {
 			return d.wrap("delete foreign key groups", err)
 		}
 	}
