@@ -63,6 +63,9 @@ type message struct {
 	// ptrBits are the pointer fields among the first 64, which the decoder
 	// resets inline: a fresh AnyValue leaves seven of its eight unseen.
 	ptrBits uint64
+	// leaf is set when every field is a singular string or number, at
+	// most 64 of them, and no Unknown field: decodeLeaf decodes it.
+	leaf bool
 	// fast maps a one-byte key (numbers 1..15) with the field's expected
 	// wire type to the field, so the decoder skips key parsing and checks.
 	fast [128]*field
