@@ -199,12 +199,6 @@ func oneofMember(f *field, path, group string) error {
 func (m *message) index() {
 	m.fast = [128]*field{}
 	m.allBits, m.sliceBits, m.ptrBits = 0, 0, 0
-	m.leaf = len(m.fields) <= 64 && !m.hasUnkwn
-	for i := range m.fields {
-		if f := &m.fields[i]; f.card != cSingular || f.op != opString && f.op != opVarint64 && f.op != opScalar {
-			m.leaf = false
-		}
-	}
 	for i := range m.fields {
 		f := &m.fields[i]
 		f.bit = 0

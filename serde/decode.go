@@ -149,6 +149,13 @@ func (d *decoder) bytesAt(s, e int) []byte {
 // the input are reset to their zero value afterwards, so a reused value ends
 // up equal to a fresh one.
 func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth int, merge bool) error {
+	return d.decodeFrom(m, p, start, end, depth, merge, 0)
+}
+
+// decodeFrom is decodeMessage from a field at start that is not the first
+// when seen has bits set: those of the fields decodeFlat decoded before
+// start, where it handed the message over.
+func (d *decoder) decodeFrom(m *message, p unsafe.Pointer, start, end, depth int, merge bool, seen uint64) error {
 	if depth > maxDepth {
 		return errAt(start, "nesting deeper than %d", maxDepth)
 	}
@@ -164,7 +171,6 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		}
 		defer func() { d.seenExt = d.seenExt[:ext] }()
 	}
-	var seen uint64
 	src := d.src
 	i := start
 	for i < end {
@@ -270,8 +276,8 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		case opMessage:
 			var n int
 			if n, i, err = d.length(i, end); err == nil {
-				if f.msg.leaf {
-					err = d.decodeLeaf(f.msg, fp, i, i+n, depth+1, !first)
+				if f.msg.flat {
+					err = d.decodeFlat(f.msg, fp, i, i+n, depth+1, !first)
 				} else {
 					err = d.decodeMessage(f.msg, fp, i, i+n, depth+1, !first)
 				}
@@ -313,8 +319,8 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 				h.len++
 				var n int
 				if n, i, err = d.length(i, end); err == nil {
-					if f.msg.leaf {
-						err = d.decodeLeaf(f.msg, ep, i, i+n, depth+1, false)
+					if f.msg.flat {
+						err = d.decodeFlat(f.msg, ep, i, i+n, depth+1, false)
 					} else {
 						err = d.decodeMessage(f.msg, ep, i, i+n, depth+1, false)
 					}
@@ -391,22 +397,25 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 	return nil
 }
 
-// decodeLeaf is decodeMessage for a leaf message (message.leaf: only
-// singular strings and numbers, such as a Money of currency and amount): a
-// loop with fewer cases and less state, so less of it lives on the stack,
-// and none of decodeMessage's set-up for unknown fields, more than 64 fields
-// or nesting. Anything but known fields with one-byte keys and valid values
-// sends the whole message to decodeMessage, which decodes it again from
-// start (the same values, since a leaf's fields are singular) and reports
-// errors with their paths.
-func (d *decoder) decodeLeaf(m *message, p unsafe.Pointer, start, end, depth int, merge bool) error {
+// decodeFlat is decodeMessage for a flat message (message.flat: only
+// singular strings, numbers and flat messages held by value, such as an
+// order line of product, quantity and two Money): a loop with fewer cases
+// and less state, so less of it lives on the stack, and none of
+// decodeMessage's set-up for unknown fields, more than 64 fields or
+// repeated fields. Anything but known fields with one-byte keys, one-byte
+// lengths and valid values hands the message over to decodeFrom at that
+// field, which reports errors with their paths; an error of a nested flat
+// message is passed up as decodeMessage passes it.
+func (d *decoder) decodeFlat(m *message, p unsafe.Pointer, start, end, depth int, merge bool) error {
 	src := d.src
 	var seen uint64
 	i := start
+	at, atSeen := i, seen // where the field being decoded starts, and seen before it
 	if depth > maxDepth {
 		goto slow
 	}
 	for i < end {
+		at, atSeen = i, seen
 		c := src[i]
 		if c >= 0x80 || m.fast[c] == nil {
 			goto slow
@@ -466,6 +475,18 @@ func (d *decoder) decodeLeaf(m *message, p unsafe.Pointer, start, end, depth int
 				}
 				i = j
 			}
+		case opMessage:
+			if i >= end || src[i] >= 0x80 || int(src[i]) >= end-i {
+				goto slow
+			}
+			n := int(src[i])
+			i++
+			// A second occurrence merges, as in decodeMessage.
+			first := atSeen&f.bit == 0 && !merge
+			if err := d.decodeFlat(f.msg, fp, i, i+n, depth+1, !first); err != nil {
+				return wrapDecode(err, f, -1)
+			}
+			i += n
 		default:
 			if f.kind == kInt32 && f.size == 4 && i < end && src[i] < 0x80 {
 				*(*int32)(fp) = int32(src[i])
@@ -479,21 +500,18 @@ func (d *decoder) decodeLeaf(m *message, p unsafe.Pointer, start, end, depth int
 			i = j
 		}
 	}
-	if i != end {
-		goto slow
-	}
 	if !merge {
 		if todo := m.allBits &^ seen; todo != 0 {
-			resetLeaf(m, p, todo)
+			resetFlat(m, p, todo)
 		}
 	}
 	return nil
 slow:
-	return d.decodeMessage(m, p, start, end, depth, merge)
+	return d.decodeFrom(m, p, at, end, depth, merge, atSeen)
 }
 
-// resetLeaf resets the fields of the leaf message m whose bits are in todo.
-func resetLeaf(m *message, p unsafe.Pointer, todo uint64) {
+// resetFlat resets the fields of the flat message m whose bits are in todo.
+func resetFlat(m *message, p unsafe.Pointer, todo uint64) {
 	for ; todo != 0; todo &= todo - 1 {
 		f := &m.fields[bits.TrailingZeros64(todo)]
 		resetField(f, unsafe.Add(p, f.offset))

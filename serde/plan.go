@@ -63,9 +63,10 @@ type message struct {
 	// ptrBits are the pointer fields among the first 64, which the decoder
 	// resets inline: a fresh AnyValue leaves seven of its eight unseen.
 	ptrBits uint64
-	// leaf is set when every field is a singular string or number, at
-	// most 64 of them, and no Unknown field: decodeLeaf decodes it.
-	leaf bool
+	// flat is set when every field, at most 64 of them, is a singular
+	// string, number or flat message held by value, and there is no
+	// Unknown field: decodeFlat decodes it (see isFlat).
+	flat bool
 	// fast maps a one-byte key (numbers 1..15) with the field's expected
 	// wire type to the field, so the decoder skips key parsing and checks.
 	fast [128]*field
@@ -119,6 +120,7 @@ const maxInline = 8
 // buildProg compiles m.prog. It runs after every plan of a compile pass is
 // complete, since it reads the fields of nested plans.
 func (m *message) buildProg() {
+	m.flat = m.isFlat()
 	prog := appendProg(nil, m, 0, 0, "", []*message{m})
 	for i := range prog {
 		if o := &prog[i]; o.f.tagLen == 1 {
@@ -126,6 +128,28 @@ func (m *message) buildProg() {
 		}
 	}
 	m.prog = prog
+}
+
+// isFlat reports whether decodeFlat can decode m: at most 64 fields, no
+// Unknown field, and every field a singular string or number, or a struct
+// held by value that is flat itself (structs cannot hold themselves by
+// value, so the recursion ends).
+func (m *message) isFlat() bool {
+	if len(m.fields) > 64 || m.hasUnkwn {
+		return false
+	}
+	for i := range m.fields {
+		f := &m.fields[i]
+		switch {
+		case f.card != cSingular:
+			return false
+		case f.op == opString, f.op == opVarint64, f.op == opScalar:
+		case f.op == opMessage && f.msg.isFlat():
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // appendProg appends the ops of m's fields, at base, to prog. chain holds
