@@ -127,6 +127,15 @@ func (m *message) buildProg() {
 			o.tag1 = o.f.tag[0]
 		}
 	}
+	// An opEnd followed by the opBegin of a sibling (an order line's
+	// UnitPrice, then its LineTotal) becomes one opEndBegin in appendFast,
+	// one dispatch fewer; the opBegin stays in place for appendMessage,
+	// which runs opEndBegin as opEnd, and for jumps.
+	for i := 0; i+1 < len(prog); i++ {
+		if e, b := &prog[i], &prog[i+1]; e.op == opEnd && e.unkn < 0 && b.op == opBegin && b.tag1 != 0 && e.level == b.level {
+			e.op = opEndBegin
+		}
+	}
 	m.prog = prog
 }
 
@@ -297,6 +306,9 @@ const (
 	// opOneof is a member of a oneof (a pointer) in field.op, and the whole
 	// group in a program: the member that is set, after all other fields.
 	opOneof
+	// opEndBegin is an opEnd whose next op is an opBegin at the same level
+	// (program only): appendFast runs both, appendMessage the opEnd.
+	opEndBegin
 )
 
 // setOp derives f.op from f.card and f.kind.
