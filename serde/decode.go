@@ -239,10 +239,13 @@ func (d *decoder) decodeFrom(m *message, p unsafe.Pointer, start, end, depth int
 			bs := src[i : i+n]
 			var acc uint64
 			switch {
-			case n > 16:
+			case n > 32:
 				if !asciiBytes(bs) {
 					acc = 0x80
 				}
+			case n > 16:
+				acc = binary.LittleEndian.Uint64(bs) | binary.LittleEndian.Uint64(bs[8:]) |
+					binary.LittleEndian.Uint64(bs[n-16:]) | binary.LittleEndian.Uint64(bs[n-8:])
 			case n >= 8:
 				acc = binary.LittleEndian.Uint64(bs) | binary.LittleEndian.Uint64(bs[n-8:])
 			case n >= 4:
@@ -438,10 +441,13 @@ func (d *decoder) decodeFlat(m *message, p unsafe.Pointer, start, end, depth int
 			bs := src[i : i+n]
 			var acc uint64
 			switch {
-			case n > 16:
+			case n > 32:
 				if !asciiBytes(bs) {
 					acc = 0x80
 				}
+			case n > 16:
+				acc = binary.LittleEndian.Uint64(bs) | binary.LittleEndian.Uint64(bs[8:]) |
+					binary.LittleEndian.Uint64(bs[n-16:]) | binary.LittleEndian.Uint64(bs[n-8:])
 			case n >= 8:
 				acc = binary.LittleEndian.Uint64(bs) | binary.LittleEndian.Uint64(bs[n-8:])
 			case n >= 4:

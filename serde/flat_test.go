@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -160,4 +161,30 @@ func mustAppend[T any](t *testing.T, c Codec[T], v *T) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestDecodeRejectsInvalidUTF8Anywhere puts a byte that is not UTF-8 at
+// every position of strings of every length up to 40, in a flat message
+// (decodeFlat) and in one that is not (decodeFrom): the decoders test short
+// strings for ASCII in overlapping words, which must cover every byte.
+func TestDecodeRejectsInvalidUTF8Anywhere(t *testing.T) {
+	type notFlat struct {
+		S string   `proto:"1"`
+		R []string `proto:"2"`
+	}
+	fc, nc := MustFor[flatMost](), MustFor[notFlat]()
+	for n := 1; n <= 40; n++ {
+		for at := range n {
+			s := []byte(strings.Repeat("a", n))
+			s[at] = 0xff
+			var fv flatMost
+			if err := fc.Decode(append([]byte{0x12, byte(n)}, s...), &fv); err == nil || !strings.Contains(err.Error(), "invalid UTF-8") {
+				t.Errorf("flat, %d bytes, 0xff at %d: error %v, want invalid UTF-8", n, at, err)
+			}
+			var nv notFlat
+			if err := nc.Decode(append([]byte{0x0a, byte(n)}, s...), &nv); err == nil || !strings.Contains(err.Error(), "invalid UTF-8") {
+				t.Errorf("not flat, %d bytes, 0xff at %d: error %v, want invalid UTF-8", n, at, err)
+			}
+		}
+	}
 }
