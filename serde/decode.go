@@ -149,6 +149,13 @@ func (d *decoder) bytesAt(s, e int) []byte {
 // the input are reset to their zero value afterwards, so a reused value ends
 // up equal to a fresh one.
 func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth int, merge bool) error {
+	return d.decodeFrom(m, p, start, end, depth, merge, 0)
+}
+
+// decodeFrom is decodeMessage from a field at start that is not the first
+// when seen has bits set: those of the fields decodeFlat decoded before
+// start, where it handed the message over.
+func (d *decoder) decodeFrom(m *message, p unsafe.Pointer, start, end, depth int, merge bool, seen uint64) error {
 	if depth > maxDepth {
 		return errAt(start, "nesting deeper than %d", maxDepth)
 	}
@@ -164,7 +171,6 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		}
 		defer func() { d.seenExt = d.seenExt[:ext] }()
 	}
-	var seen uint64
 	src := d.src
 	i := start
 	for i < end {
@@ -233,10 +239,13 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 			bs := src[i : i+n]
 			var acc uint64
 			switch {
-			case n > 16:
+			case n > 32:
 				if !asciiBytes(bs) {
 					acc = 0x80
 				}
+			case n > 16:
+				acc = binary.LittleEndian.Uint64(bs) | binary.LittleEndian.Uint64(bs[8:]) |
+					binary.LittleEndian.Uint64(bs[n-16:]) | binary.LittleEndian.Uint64(bs[n-8:])
 			case n >= 8:
 				acc = binary.LittleEndian.Uint64(bs) | binary.LittleEndian.Uint64(bs[n-8:])
 			case n >= 4:
@@ -270,7 +279,11 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		case opMessage:
 			var n int
 			if n, i, err = d.length(i, end); err == nil {
-				err = d.decodeMessage(f.msg, fp, i, i+n, depth+1, !first)
+				if f.msg.flat {
+					err = d.decodeFlat(f.msg, fp, i, i+n, depth+1, !first)
+				} else {
+					err = d.decodeMessage(f.msg, fp, i, i+n, depth+1, !first)
+				}
 				i += n
 			}
 		case opScalar:
@@ -309,7 +322,11 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 				h.len++
 				var n int
 				if n, i, err = d.length(i, end); err == nil {
-					err = d.decodeMessage(f.msg, ep, i, i+n, depth+1, false)
+					if f.msg.flat {
+						err = d.decodeFlat(f.msg, ep, i, i+n, depth+1, false)
+					} else {
+						err = d.decodeMessage(f.msg, ep, i, i+n, depth+1, false)
+					}
 					i += n
 				}
 			} else {
@@ -381,6 +398,130 @@ func (d *decoder) decodeMessage(m *message, p unsafe.Pointer, start, end, depth 
 		}
 	}
 	return nil
+}
+
+// decodeFlat is decodeMessage for a flat message (message.flat: only
+// singular strings, numbers and flat messages held by value, such as an
+// order line of product, quantity and two Money): a loop with fewer cases
+// and less state, so less of it lives on the stack, and none of
+// decodeMessage's set-up for unknown fields, more than 64 fields or
+// repeated fields. Anything but known fields with one-byte keys, one-byte
+// lengths and valid values hands the message over to decodeFrom at that
+// field, which reports errors with their paths; an error of a nested flat
+// message is passed up as decodeMessage passes it.
+func (d *decoder) decodeFlat(m *message, p unsafe.Pointer, start, end, depth int, merge bool) error {
+	src := d.src
+	var seen uint64
+	i := start
+	at, atSeen := i, seen // where the field being decoded starts, and seen before it
+	if depth > maxDepth {
+		goto slow
+	}
+	for i < end {
+		at, atSeen = i, seen
+		c := src[i]
+		if c >= 0x80 || m.fast[c] == nil {
+			goto slow
+		}
+		f := m.fast[c]
+		i++
+		seen |= f.bit
+		fp := unsafe.Add(p, f.offset)
+		switch f.op {
+		case opString:
+			if i >= end || src[i] >= 0x80 || int(src[i]) >= end-i {
+				goto slow
+			}
+			n := int(src[i])
+			i++
+			if n == 0 {
+				*(*string)(fp) = ""
+				continue
+			}
+			bs := src[i : i+n]
+			var acc uint64
+			switch {
+			case n > 32:
+				if !asciiBytes(bs) {
+					acc = 0x80
+				}
+			case n > 16:
+				acc = binary.LittleEndian.Uint64(bs) | binary.LittleEndian.Uint64(bs[8:]) |
+					binary.LittleEndian.Uint64(bs[n-16:]) | binary.LittleEndian.Uint64(bs[n-8:])
+			case n >= 8:
+				acc = binary.LittleEndian.Uint64(bs) | binary.LittleEndian.Uint64(bs[n-8:])
+			case n >= 4:
+				acc = uint64(binary.LittleEndian.Uint32(bs) | binary.LittleEndian.Uint32(bs[n-4:]))
+			default:
+				acc = uint64(bs[0] | bs[n/2] | bs[n-1])
+			}
+			if acc&0x8080808080808080 != 0 && !utf8.Valid(bs) {
+				goto slow
+			}
+			if d.arena == nil {
+				d.newArena(i)
+			}
+			*(*string)(fp) = unsafe.String(&d.arena[i-d.arenaBase], n)
+			i += n
+		case opVarint64:
+			switch {
+			case i < end && src[i] < 0x80:
+				*(*uint64)(fp) = uint64(src[i])
+				i++
+			case i+1 < end && src[i+1] < 0x80:
+				*(*uint64)(fp) = uint64(src[i]&0x7f) | uint64(src[i+1])<<7
+				i += 2
+			case i+2 < end && src[i+2] < 0x80:
+				*(*uint64)(fp) = uint64(src[i]&0x7f) | uint64(src[i+1]&0x7f)<<7 | uint64(src[i+2])<<14
+				i += 3
+			default:
+				j, err := d.decodeScalar(f, fp, i, end)
+				if err != nil {
+					goto slow
+				}
+				i = j
+			}
+		case opMessage:
+			if i >= end || src[i] >= 0x80 || int(src[i]) >= end-i {
+				goto slow
+			}
+			n := int(src[i])
+			i++
+			// A second occurrence merges, as in decodeMessage.
+			first := atSeen&f.bit == 0 && !merge
+			if err := d.decodeFlat(f.msg, fp, i, i+n, depth+1, !first); err != nil {
+				return wrapDecode(err, f, -1)
+			}
+			i += n
+		default:
+			if f.kind == kInt32 && f.size == 4 && i < end && src[i] < 0x80 {
+				*(*int32)(fp) = int32(src[i])
+				i++
+				continue
+			}
+			j, err := d.decodeValue(f, fp, i, end)
+			if err != nil {
+				goto slow
+			}
+			i = j
+		}
+	}
+	if !merge {
+		if todo := m.allBits &^ seen; todo != 0 {
+			resetFlat(m, p, todo)
+		}
+	}
+	return nil
+slow:
+	return d.decodeFrom(m, p, at, end, depth, merge, atSeen)
+}
+
+// resetFlat resets the fields of the flat message m whose bits are in todo.
+func resetFlat(m *message, p unsafe.Pointer, todo uint64) {
+	for ; todo != 0; todo &= todo - 1 {
+		f := &m.fields[bits.TrailingZeros64(todo)]
+		resetField(f, unsafe.Add(p, f.offset))
+	}
 }
 
 // decodeOneof decodes a oneof member into the struct at p: the last member
@@ -760,6 +901,26 @@ func countField(src []byte, f *field, i, end int) int {
 	count := 0
 	key := uint64(f.num)<<3 | uint64(f.wt)
 	for i = j; i < end; {
+		// One-byte keys with a one-byte length or varint, what every
+		// field numbered below 16 of a short message looks like, without
+		// the calls; a field that runs past end ends the loop, as it
+		// ends the decode.
+		if c := src[i]; c < 0x80 && i+1 < end && src[i+1] < 0x80 {
+			switch c & 7 {
+			case wireBytes:
+				if uint64(c) == key {
+					count++
+				}
+				i += 2 + int(src[i+1])
+				continue
+			case wireVarint:
+				if uint64(c) == key {
+					count++
+				}
+				i += 2
+				continue
+			}
+		}
 		tag, n := consumeVarint(src[i:end])
 		if n < 0 {
 			break

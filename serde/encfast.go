@@ -153,6 +153,25 @@ loop:
 			b[k], b[k+1] = o.tag1, 0
 			st.starts[sp&(maxInline-1)] = k + 2
 			sp++
+		case opEndBegin:
+			// opEnd, then the opBegin after it: the sibling's key and
+			// placeholder take the closed body's place on the stack.
+			s0 := st.starts[(sp-1)&(maxInline-1)]
+			if s0 < 1 {
+				break loop
+			}
+			if n := len(b) - s0; n < 0x80 {
+				b[s0-1] = byte(n)
+			} else if !fixed {
+				st.needFix = true
+				break loop
+			}
+			fixed = false
+			i++
+			k := len(b)
+			b = b[:k+2]
+			b[k], b[k+1] = prog[i].tag1, 0
+			st.starts[(sp-1)&(maxInline-1)] = k + 2
 		case opEnd, opPtrEnd:
 			s0 := st.starts[(sp-1)&(maxInline-1)]
 			if o.unkn >= 0 || s0 < 1 {

@@ -204,7 +204,7 @@ func appendMessage(b []byte, m *message, p unsafe.Pointer, depth int) ([]byte, e
 			}
 			st.starts[st.sp&(maxInline-1)] = len(b)
 			st.sp++
-		case opEnd:
+		case opEnd, opEndBegin:
 			st.sp--
 			if o.unkn >= 0 {
 				b = append(b, *(*[]byte)(unsafe.Add(base, o.unkn))...)

@@ -333,8 +333,16 @@ func appendMapStringString(b []byte, f *field, p unsafe.Pointer, _ int) ([]byte,
 		return b, nil
 	}
 	type entry struct{ k, v string }
-	var stack [16]entry
-	entries := stack[:0]
+	var entries []entry
+	if len(m) <= 4 {
+		// Tags and labels maps are mostly this small; the array is zeroed
+		// on every call.
+		var stack [4]entry
+		entries = stack[:0]
+	} else {
+		var stack [16]entry
+		entries = stack[:0]
+	}
 	for k, v := range m {
 		entries = append(entries, entry{k, v})
 	}

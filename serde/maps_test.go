@@ -3,6 +3,7 @@ package serde
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/eddyflow/eddy/internal/race"
 )
@@ -311,5 +314,51 @@ func agree[K comparable, V any](t *testing.T, in []byte, typed, twin *message) {
 	}
 	if err == nil && !reflect.DeepEqual(a, b) {
 		t.Fatalf("decoded %v, the reflect code %v", a, b)
+	}
+}
+
+// TestStringMapKeyOrder checks the order of map[string]string entries on
+// the wire against Go's string order, on keys made to defeat the comparison
+// by the first 8 bytes (keyWord): shared 8-byte prefixes, keys that are
+// prefixes of others, trailing and inner NULs, bytes above 0x7f, and maps
+// of every size up to past the 16 entries sorted on the stack.
+func TestStringMapKeyOrder(t *testing.T) {
+	type M struct {
+		M map[string]string `proto:"1"`
+	}
+	c, err := For[M]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	parts := []string{"", "\x00", "a", "ab", "abcdefgh", "abcdefgh\x00", "abcdefghi", "\x7f", "é", "ÿ", "zzzzzzzz", "prefix-0", "prefix-01"}
+	for round := range 2000 {
+		v := M{M: map[string]string{}}
+		for range round % 24 {
+			k := parts[r.IntN(len(parts))] + parts[r.IntN(len(parts))]
+			v.M[k] = parts[r.IntN(len(parts))]
+		}
+		for _, size := range []int{0, 1 << 10} { // appendFast's room or none
+			b, err := c.Append(make([]byte, 0, size), &v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for len(b) > 0 {
+				_, _, n := protowire.ConsumeTag(b)
+				entry, m := protowire.ConsumeBytes(b[n:])
+				if n < 0 || m < 0 {
+					t.Fatalf("round %d: malformed output", round)
+				}
+				b = b[n+m:]
+				_, _, n = protowire.ConsumeTag(entry)
+				key, _ := protowire.ConsumeBytes(entry[n:])
+				got = append(got, string(key))
+			}
+			want := slices.Sorted(maps.Keys(v.M))
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d: keys written in order\n%q\nwant\n%q", round, got, want)
+			}
+		}
 	}
 }

@@ -63,6 +63,10 @@ type message struct {
 	// ptrBits are the pointer fields among the first 64, which the decoder
 	// resets inline: a fresh AnyValue leaves seven of its eight unseen.
 	ptrBits uint64
+	// flat is set when every field, at most 64 of them, is a singular
+	// string, number or flat message held by value, and there is no
+	// Unknown field: decodeFlat decodes it (see isFlat).
+	flat bool
 	// fast maps a one-byte key (numbers 1..15) with the field's expected
 	// wire type to the field, so the decoder skips key parsing and checks.
 	fast [128]*field
@@ -116,13 +120,45 @@ const maxInline = 8
 // buildProg compiles m.prog. It runs after every plan of a compile pass is
 // complete, since it reads the fields of nested plans.
 func (m *message) buildProg() {
+	m.flat = m.isFlat()
 	prog := appendProg(nil, m, 0, 0, "", []*message{m})
 	for i := range prog {
 		if o := &prog[i]; o.f.tagLen == 1 {
 			o.tag1 = o.f.tag[0]
 		}
 	}
+	// An opEnd followed by the opBegin of a sibling (an order line's
+	// UnitPrice, then its LineTotal) becomes one opEndBegin in appendFast,
+	// one dispatch fewer; the opBegin stays in place for appendMessage,
+	// which runs opEndBegin as opEnd, and for jumps.
+	for i := 0; i+1 < len(prog); i++ {
+		if e, b := &prog[i], &prog[i+1]; e.op == opEnd && e.unkn < 0 && b.op == opBegin && b.tag1 != 0 && e.level == b.level {
+			e.op = opEndBegin
+		}
+	}
 	m.prog = prog
+}
+
+// isFlat reports whether decodeFlat can decode m: at most 64 fields, no
+// Unknown field, and every field a singular string or number, or a struct
+// held by value that is flat itself (structs cannot hold themselves by
+// value, so the recursion ends).
+func (m *message) isFlat() bool {
+	if len(m.fields) > 64 || m.hasUnkwn {
+		return false
+	}
+	for i := range m.fields {
+		f := &m.fields[i]
+		switch {
+		case f.card != cSingular:
+			return false
+		case f.op == opString, f.op == opVarint64, f.op == opScalar:
+		case f.op == opMessage && f.msg.isFlat():
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // appendProg appends the ops of m's fields, at base, to prog. chain holds
@@ -270,6 +306,9 @@ const (
 	// opOneof is a member of a oneof (a pointer) in field.op, and the whole
 	// group in a program: the member that is set, after all other fields.
 	opOneof
+	// opEndBegin is an opEnd whose next op is an opBegin at the same level
+	// (program only): appendFast runs both, appendMessage the opEnd.
+	opEndBegin
 )
 
 // setOp derives f.op from f.card and f.kind.

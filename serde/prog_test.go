@@ -1,9 +1,12 @@
 package serde_test
 
 import (
+	"bytes"
 	"reflect"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/eddyflow/eddy/serde"
 )
@@ -196,6 +199,85 @@ func TestProgOneofNarrowMembers(t *testing.T) {
 		b, err := c.Append(make([]byte, 0, 256), &tc.v)
 		if err != nil || string(b) != string(tc.want) {
 			t.Errorf("got %x (%v), want %x", b, err, tc.want)
+		}
+	}
+}
+
+// progWide is a body of up to 162 bytes made of strings of at most 30
+// bytes, all of which the fast loop writes itself.
+type progWide struct {
+	A string `proto:"1"`
+	B string `proto:"2"`
+	C string `proto:"3"`
+	D string `proto:"4"`
+	E string `proto:"5"`
+	N int64  `proto:"6"`
+}
+
+type progSiblings struct {
+	A progWide `proto:"1"`
+	B progWide `proto:"2"`
+	C progWide `proto:"3"`
+	N int32    `proto:"4"`
+}
+
+// TestProgSiblings covers structs held by value side by side, whose opEnd
+// and the next opBegin the fast loop runs as one op: bodies on both sides of
+// 128 bytes (a length of two bytes moves the body), written into buffers of
+// every capacity, so that the fast loop stops at every op and the general
+// loop goes on from there. The bytes must be protobuf's.
+func TestProgSiblings(t *testing.T) {
+	c := serde.MustFor[progSiblings]()
+	body := func(w progWide) []byte {
+		var b []byte
+		for i, s := range []string{w.A, w.B, w.C, w.D, w.E} {
+			if s != "" {
+				b = protowire.AppendTag(b, protowire.Number(i+1), protowire.BytesType)
+				b = protowire.AppendString(b, s)
+			}
+		}
+		if w.N != 0 {
+			b = protowire.AppendTag(b, 6, protowire.VarintType)
+			b = protowire.AppendVarint(b, uint64(w.N))
+		}
+		return b
+	}
+	// wide returns a progWide whose body is n bytes long (n = 0, or 2 to 162).
+	wide := func(n int, x string) progWide {
+		var w progWide
+		for _, p := range []*string{&w.A, &w.B, &w.C, &w.D, &w.E} {
+			if n >= 2 {
+				k := min(n-2, 30)
+				*p = strings.Repeat(x, k)
+				n -= 2 + k
+			}
+		}
+		return w
+	}
+	sizes := []int{0, 2, 100, 126, 127, 128, 129, 150, 160}
+	for _, a := range sizes {
+		for _, bsz := range sizes {
+			for _, csz := range []int{0, 127, 128} {
+				v := progSiblings{A: wide(a, "a"), B: wide(bsz, "b"), C: wide(csz, "c"), N: int32(a)}
+				var want []byte
+				for i, w := range []progWide{v.A, v.B, v.C} {
+					want = protowire.AppendTag(want, protowire.Number(i+1), protowire.BytesType)
+					want = protowire.AppendBytes(want, body(w))
+				}
+				if v.N != 0 {
+					want = protowire.AppendTag(want, 4, protowire.VarintType)
+					want = protowire.AppendVarint(want, uint64(v.N))
+				}
+				for room := 0; room <= len(want)+100; room++ {
+					got, err := c.Append(make([]byte, 0, room), &v)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("bodies of %d, %d, %d bytes, buffer of %d: got\n% x\nwant\n% x", a, bsz, csz, room, got, want)
+					}
+				}
+			}
 		}
 	}
 }
