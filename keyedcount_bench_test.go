@@ -284,7 +284,7 @@ func BenchmarkKeyedCount(b *testing.B) {
 	for _, k := range []struct {
 		name         string
 		keys, events int
-	}{{"10k", 10_000, keyedCountEvents}, {"1M", 1_000_000, keyedCountEvents}, {"10M", 10_000_000, 5 * 10_000_000}} {
+	}{{"10k", 10_000, keyedCountEvents}, {"1M", 1_000_000, keyedCountEvents}, {"10M", 10_000_000, 2 * 10_000_000}} {
 		// One source per key space, built on first use and shared by both
 		// sides: building 1M driver paths is not part of either measurement.
 		source := sync.OnceValue(func() eddy.Source[datagen.GPSPoint] {
