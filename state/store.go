@@ -200,9 +200,14 @@ func (t *table[E]) storeLoad(kg int, key []byte) *E {
 		}
 		b.stale = false
 	}
-	err := b.store.Load(kg, t.id, key, t.elems, func(sub, val []byte) error {
-		return t.applyRecord(kg, key, sub, val)
-	})
+	// A closure over kg and key would be allocated per load: the key
+	// goes through the table, and the method value is made once.
+	t.loadKG, t.loadKey = kg, key
+	if t.loadFn == nil {
+		t.loadFn = t.applyLoaded
+	}
+	err := b.store.Load(kg, t.id, key, t.elems, t.loadFn)
+	t.loadKey = nil
 	if err != nil {
 		b.fail(&StoreError{Op: "load", State: t.name, Err: err})
 	}
@@ -342,6 +347,11 @@ func (t *table[E]) applyRecord(kg int, key, sub, val []byte) error {
 		return fmt.Errorf("key %x: element record with sub-key %x, which does not start with %#x", key, sub, elemTag)
 	}
 	return t.self.apply(kg, ChangePutElem, key, sub[1:], val)
+}
+
+// applyLoaded is applyRecord for the key storeLoad loads.
+func (t *table[E]) applyLoaded(sub, val []byte) error {
+	return t.applyRecord(t.loadKG, t.loadKey, sub, val)
 }
 
 // loadGroup loads every key of key group kg from the store into the

@@ -35,6 +35,9 @@ type table[E any] struct {
 	absent    *E                                   // the cached entry of a key the store does not hold
 	dirty     map[*E]dirtyKey                      // entries written in this batch, stored at Flush
 	dirtyKeys []byte                               // the keys of dirty
+	loadKG    int                                  // the key group of the key storeLoad loads
+	loadKey   []byte                               // the key storeLoad loads
+	loadFn    func(sub, val []byte) error          // t.applyLoaded, made once
 	cached    int                                  // keys in the maps
 	split     func(kg int, key []byte, e *E) error // stores a whole value as element records (Map)
 
