@@ -3,14 +3,18 @@
 package eddy_test
 
 // Keyed count: datagen GPS → KeyBy(driver) → Value[int64] count → discard,
-// with checkpoints every second and parallelism 2, against one goroutine that
-// increments a Go map over the same generated events (the floor for this work
-// on this machine).
+// with checkpoints every second and parallelism 2, on the heap (side eddy)
+// and on Pebble (side pebble, pebble.Memory of kcPebbleMemory), against one
+// goroutine that increments a Go map over the same generated events (the
+// floor for this work on this machine).
 //
 //	go test -c -o kc.test .
-//	for i in 1 2 3; do for side in eddy gomap; do
-//	  ./kc.test -test.run '^$' -test.bench "KeyedCount/keys=1M/$side" -test.benchtime 1x
+//	for i in 1 2 3; do for side in eddy pebble gomap; do
+//	  ./kc.test -test.run '^$' -test.bench "KeyedCount/keys=1M/$side\$" -test.benchtime 1x
 //	done; done
+//
+// Key spaces: 10k and 1M keys over keyedCountEvents events, 10M keys over
+// 20M events (every key seen twice).
 //
 // Each side runs in its own process, alternating, so each eddy run sits
 // next to the map run it is compared with (which matters on a shared,
