@@ -35,10 +35,11 @@
 //
 // Memory: Memory is the one knob; a quarter of it sizes the memtables of
 // the pool's DBs, the rest is the block cache, and Pebble charges every
-// memtable it allocates (the one filling, those flushing, a flushed one an
-// iterator still reads and one kept for reuse: up to four per DB) to that
-// cache with Cache.Reserve, so the cache and the memtables together stay
-// within three quarters of Memory. Built with cgo they are C allocations
+// memtable it allocates (the one filling, those flushing, flushed ones an
+// iterator still reads and one kept for reuse: usually at most four per
+// DB, half of Memory for the pool) to that cache with Cache.Reserve, so
+// the cache and the memtables together stay within three quarters of
+// Memory while the memtables fit in it. Built with cgo they are C allocations
 // that GOMEMLIMIT does not see (set GOMEMLIMIT to the process's target
 // minus Memory); built without cgo they are Go heap that it counts (set it
 // to at least Memory plus the job's own heap). See Memory.
