@@ -3,14 +3,18 @@
 package eddy_test
 
 // Keyed count: datagen GPS → KeyBy(driver) → Value[int64] count → discard,
-// with checkpoints every second and parallelism 2, against one goroutine that
-// increments a Go map over the same generated events (the floor for this work
-// on this machine).
+// with checkpoints every second and parallelism 2, on the heap (side eddy)
+// and on Pebble (side pebble, pebble.Memory of kcPebbleMemory), against one
+// goroutine that increments a Go map over the same generated events (the
+// floor for this work on this machine).
 //
 //	go test -c -o kc.test .
-//	for i in 1 2 3; do for side in eddy gomap; do
-//	  ./kc.test -test.run '^$' -test.bench "KeyedCount/keys=1M/$side" -test.benchtime 1x
+//	for i in 1 2 3; do for side in eddy pebble gomap; do
+//	  ./kc.test -test.run '^$' -test.bench "KeyedCount/keys=1M/$side\$" -test.benchtime 1x
 //	done; done
+//
+// Key spaces: 10k and 1M keys over keyedCountEvents events, 10M keys over
+// 20M events (every key seen twice).
 //
 // Each side runs in its own process, alternating, so each eddy run sits
 // next to the map run it is compared with (which matters on a shared,
@@ -51,9 +55,15 @@ import (
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/discard"
 	"github.com/eddyflow/eddy/state"
+	"github.com/eddyflow/eddy/state/pebble"
 )
 
 const keyedCountEvents = 5_000_000
+
+// kcPebbleMemory is the pebble.Memory of the pebble side: the default, in
+// which the state of 1M keys fits (its cache holds every block), that of
+// 10M keys does not.
+const kcPebbleMemory = pebble.DefaultMemory
 
 // kcKeyCount is what kcCountFn emits: a key's count after one of its records.
 type kcKeyCount struct {
@@ -93,9 +103,10 @@ func buildKeyedCount(env *eddy.Env, src eddy.Source[datagen.GPSPoint], emitEvery
 }
 
 // runKeyedCountJob runs the job once with parallelism 2 and checkpoints in dir
-// every interval.
-func runKeyedCountJob(src eddy.Source[datagen.GPSPoint], dir string, interval time.Duration, emitEvery int64, sink eddy.Sink[kcKeyCount]) (*eddy.Env, error) {
-	env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(dir, interval), eddy.JobName("keyed-count"))
+// every interval, with the further options opts (a state backend).
+func runKeyedCountJob(src eddy.Source[datagen.GPSPoint], dir string, interval time.Duration, emitEvery int64, sink eddy.Sink[kcKeyCount], opts ...eddy.Option) (*eddy.Env, error) {
+	opts = append([]eddy.Option{eddy.Parallelism(2), eddy.Checkpoints(dir, interval), eddy.JobName("keyed-count")}, opts...)
+	env := eddy.New(opts...)
 	buildKeyedCount(env, src, emitEvery, sink)
 	return env, env.Run(context.Background())
 }
@@ -174,24 +185,35 @@ func TestKeyedCountCorrect(t *testing.T) {
 	if n != events || len(want) != keys {
 		t.Fatalf("map loop read %d events, %d keys", n, len(want))
 	}
-	sink := &kcCollectSink{last: map[string]int64{}}
-	// Emit every count, with checkpoints every 10ms so that barriers and
-	// snapshots interleave with the records.
-	env, err := runKeyedCountJob(src, t.TempDir(), 10*time.Millisecond, 1, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := env.Stats()
-	if st.RecordsIn != events || st.RecordsOut != events || st.StateEntries != keys {
-		t.Fatalf("stats %+v: want %d records in and out, %d state entries", st, events, keys)
-	}
-	if len(sink.last) != keys {
-		t.Fatalf("%d keys emitted, want %d", len(sink.last), keys)
-	}
-	for k, w := range want {
-		if got := sink.last[k]; got != w {
-			t.Fatalf("key %s: eddy counted %d, the map %d", k, got, w)
-		}
+	for _, backend := range []string{"heap", "pebble"} {
+		t.Run(backend, func(t *testing.T) {
+			var opts []eddy.Option
+			if backend == "pebble" {
+				opts = append(opts, eddy.StateBackend(eddy.Pebble(t.TempDir(), pebble.Memory(kcPebbleMemory))))
+			}
+			sink := &kcCollectSink{last: map[string]int64{}}
+			// Emit every count, with checkpoints every 10ms so that barriers and
+			// snapshots interleave with the records.
+			env, err := runKeyedCountJob(src, t.TempDir(), 10*time.Millisecond, 1, sink, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := env.Stats()
+			if st.RecordsIn != events || st.RecordsOut != events {
+				t.Fatalf("stats %+v: want %d records in and out", st, events)
+			}
+			if backend == "heap" && st.StateEntries != keys {
+				t.Fatalf("stats %+v: want %d state entries", st, keys)
+			}
+			if len(sink.last) != keys {
+				t.Fatalf("%d keys emitted, want %d", len(sink.last), keys)
+			}
+			for k, w := range want {
+				if got := sink.last[k]; got != w {
+					t.Fatalf("key %s: eddy counted %d, the map %d", k, got, w)
+				}
+			}
+		})
 	}
 }
 
@@ -264,34 +286,41 @@ func kcReport(b *testing.B, runs []kcRunStats, events int64) {
 
 func BenchmarkKeyedCount(b *testing.B) {
 	for _, k := range []struct {
-		name string
-		keys int
-	}{{"10k", 10_000}, {"1M", 1_000_000}} {
+		name         string
+		keys, events int
+	}{{"10k", 10_000, keyedCountEvents}, {"1M", 1_000_000, keyedCountEvents}, {"10M", 10_000_000, 2 * 10_000_000}} {
 		// One source per key space, built on first use and shared by both
 		// sides: building 1M driver paths is not part of either measurement.
 		source := sync.OnceValue(func() eddy.Source[datagen.GPSPoint] {
-			return datagen.GPS(datagen.Seed(1), datagen.Events(keyedCountEvents), datagen.Drivers(k.keys))
+			return datagen.GPS(datagen.Seed(1), datagen.Events(int64(k.events)), datagen.Drivers(k.keys))
 		})
-		b.Run("keys="+k.name+"/eddy", func(b *testing.B) {
-			src := source()
-			runs := make([]kcRunStats, 0, b.N)
-			b.StopTimer()
-			for range b.N {
-				dir := b.TempDir() // fresh: a used one would restore the finished job
-				sink := discard.New[kcKeyCount]()
-				var env *eddy.Env
-				runs = append(runs, kcMeasure(b, func() error {
-					var err error
-					env, err = runKeyedCountJob(src, dir, time.Second, 0, sink)
-					return err
-				}))
-				if st := env.Stats(); st.RecordsIn != keyedCountEvents || st.StateEntries != int64(k.keys) || sink.Count() != 0 {
-					b.Fatalf("stats %+v, %d records out", st, sink.Count())
+		for _, side := range []string{"eddy", "pebble"} {
+			b.Run("keys="+k.name+"/"+side, func(b *testing.B) {
+				src := source()
+				runs := make([]kcRunStats, 0, b.N)
+				b.StopTimer()
+				for range b.N {
+					dir := b.TempDir() // fresh: a used one would restore the finished job
+					var opts []eddy.Option
+					if side == "pebble" {
+						opts = append(opts, eddy.StateBackend(eddy.Pebble(b.TempDir(), pebble.Memory(kcPebbleMemory))))
+					}
+					sink := discard.New[kcKeyCount]()
+					var env *eddy.Env
+					runs = append(runs, kcMeasure(b, func() error {
+						var err error
+						env, err = runKeyedCountJob(src, dir, time.Second, 0, sink, opts...)
+						return err
+					}))
+					// Stats counts the state entries of heap backends only.
+					if st := env.Stats(); st.RecordsIn != int64(k.events) || (side == "eddy" && st.StateEntries != int64(k.keys)) || sink.Count() != 0 {
+						b.Fatalf("stats %+v, %d records out", st, sink.Count())
+					}
+					b.Logf("%s %s keys: %d checkpoints, last %v, %d bytes", side, k.name, env.Stats().Checkpoints, env.Stats().LastCheckpoint, env.Stats().LastBytes)
 				}
-				b.Logf("eddy %s keys: %d checkpoints, last %v, %d bytes", k.name, env.Stats().Checkpoints, env.Stats().LastCheckpoint, env.Stats().LastBytes)
-			}
-			kcReport(b, runs, keyedCountEvents)
-		})
+				kcReport(b, runs, int64(k.events))
+			})
+		}
 		b.Run("keys="+k.name+"/gomap", func(b *testing.B) {
 			src := source()
 			runs := make([]kcRunStats, 0, b.N)
@@ -304,11 +333,11 @@ func BenchmarkKeyedCount(b *testing.B) {
 					counts, n, err = kcMapCount(src)
 					return err
 				}))
-				if n != keyedCountEvents || len(counts) != k.keys {
+				if n != int64(k.events) || len(counts) != k.keys {
 					b.Fatalf("%d events, %d keys", n, len(counts))
 				}
 			}
-			kcReport(b, runs, keyedCountEvents)
+			kcReport(b, runs, int64(k.events))
 		})
 	}
 }

@@ -3,7 +3,6 @@ package state
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"github.com/eddyflow/eddy/serde"
 )
@@ -166,10 +165,12 @@ func (b *Backend) storeChange(kg int, id uint32, elems bool, op ChangeOp, key, s
 	}
 }
 
-// dirtyKey is where a decoded entry written in this batch is to be stored.
+// dirtyKey is where a decoded entry written in this batch is to be stored:
+// its key is dirtyKeys[off:off+n] of the table, a buffer reused by every
+// batch so that marking a key dirty allocates nothing.
 type dirtyKey struct {
-	kg  int
-	key string
+	kg     int
+	off, n int
 }
 
 // storeGet is get for a store-backed table: the cached entry, or the
@@ -199,9 +200,14 @@ func (t *table[E]) storeLoad(kg int, key []byte) *E {
 		}
 		b.stale = false
 	}
-	err := b.store.Load(kg, t.id, key, t.elems, func(sub, val []byte) error {
-		return t.applyRecord(kg, key, sub, val)
-	})
+	// A closure over kg and key would be allocated per load: the key
+	// goes through the table, and the method value is made once.
+	t.loadKG, t.loadKey = kg, key
+	if t.loadFn == nil {
+		t.loadFn = t.applyLoaded
+	}
+	err := b.store.Load(kg, t.id, key, t.elems, t.loadFn)
+	t.loadKey = nil
 	if err != nil {
 		b.fail(&StoreError{Op: "load", State: t.name, Err: err})
 	}
@@ -257,7 +263,8 @@ func (t *table[E]) markDirty(p *E) {
 		t.dirty = map[*E]dirtyKey{}
 	}
 	if _, ok := t.dirty[p]; !ok {
-		t.dirty[p] = dirtyKey{kg: t.b.kg, key: string(t.b.key)}
+		t.dirty[p] = dirtyKey{kg: t.b.kg, off: len(t.dirtyKeys), n: len(t.b.key)}
+		t.dirtyKeys = append(t.dirtyKeys, t.b.key...)
 	}
 }
 
@@ -265,11 +272,12 @@ func (t *table[E]) markDirty(p *E) {
 // value replaces the key's element records, if the state has elements.
 func (t *table[E]) flush() error {
 	for p, d := range t.dirty {
-		if err := t.putWhole(d.kg, unsafeBytes(d.key), p, true); err != nil {
+		if err := t.putWhole(d.kg, t.dirtyKeys[d.off:d.off+d.n], p, true); err != nil {
 			return &StoreError{Op: "write", State: t.name, Err: err}
 		}
 	}
 	clear(t.dirty)
+	t.dirtyKeys = t.dirtyKeys[:0]
 	return nil
 }
 
@@ -292,10 +300,6 @@ func (t *table[E]) putWhole(kg int, key []byte, e *E, replace bool) error {
 	}
 	return b.store.Set(kg, t.id, key, nil, b.scratch)
 }
-
-// unsafeBytes returns the bytes of s without a copy; they must not be
-// modified.
-func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 func (t *table[E]) cachedKeys() int { return t.cached }
 
@@ -343,6 +347,11 @@ func (t *table[E]) applyRecord(kg int, key, sub, val []byte) error {
 		return fmt.Errorf("key %x: element record with sub-key %x, which does not start with %#x", key, sub, elemTag)
 	}
 	return t.self.apply(kg, ChangePutElem, key, sub[1:], val)
+}
+
+// applyLoaded is applyRecord for the key storeLoad loads.
+func (t *table[E]) applyLoaded(sub, val []byte) error {
+	return t.applyRecord(t.loadKG, t.loadKey, sub, val)
 }
 
 // loadGroup loads every key of key group kg from the store into the

@@ -30,12 +30,16 @@ type table[E any] struct {
 
 	// Of a backend with a Store (see store.go), whose maps then cache
 	// decoded entries:
-	self   keyedState                           // the state type embedding the table, for its apply
-	elems  bool                                 // the state stores elements (List, Map)
-	absent *E                                   // the cached entry of a key the store does not hold
-	dirty  map[*E]dirtyKey                      // entries written in this batch, stored at Flush
-	cached int                                  // keys in the maps
-	split  func(kg int, key []byte, e *E) error // stores a whole value as element records (Map)
+	self      keyedState                           // the state type embedding the table, for its apply
+	elems     bool                                 // the state stores elements (List, Map)
+	absent    *E                                   // the cached entry of a key the store does not hold
+	dirty     map[*E]dirtyKey                      // entries written in this batch, stored at Flush
+	dirtyKeys []byte                               // the keys of dirty
+	loadKG    int                                  // the key group of the key storeLoad loads
+	loadKey   []byte                               // the key storeLoad loads
+	loadFn    func(sub, val []byte) error          // t.applyLoaded, made once
+	cached    int                                  // keys in the maps
+	split     func(kg int, key []byte, e *E) error // stores a whole value as element records (Map)
 
 	ttl *ttl // expiry, if declared with TTL (ttl.go)
 }

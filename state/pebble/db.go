@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -21,7 +22,8 @@ type DB struct {
 	db                   *pebble.DB
 	maxPar, start, end   int
 	batch                *pebble.Batch
-	iter                 *pebble.Iterator // for Load, reopened after each Commit
+	iter                 *pebble.Iterator // for Load of elements, reopened after each Commit
+	point                *pebble.Iterator // for Load of a whole value, reopened after each Commit
 	key, lo, hi, scanKey []byte           // scratch for record keys and bounds
 
 	mu       sync.Mutex  // guards bgErr and closed
@@ -123,10 +125,7 @@ func (d *DB) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
-	if d.iter != nil {
-		d.iter.Close()
-		d.iter = nil
-	}
+	d.closeIters()
 	d.batch.Close()
 	err := d.db.Close()
 	d.pool.release()
@@ -151,16 +150,7 @@ func (d *DB) wrap(op string, err error) error {
 func (d *DB) Load(kg int, st uint32, key []byte, elems bool, fn func(sub, val []byte) error) error {
 	d.key = appendKeyPrefix(d.key[:0], kg, st, key)
 	if !elems {
-		v, closer, err := d.db.Get(d.key)
-		if errors.Is(err, pebble.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return d.wrap("read", err)
-		}
-		err = fn(nil, v)
-		closer.Close()
-		return err
+		return d.get(d.key, fn)
 	}
 	if d.iter == nil {
 		it, err := d.db.NewIter(nil)
@@ -172,6 +162,44 @@ func (d *DB) Load(kg int, st uint32, key []byte, elems bool, fn func(sub, val []
 	d.lo = append(d.lo[:0], d.key...)
 	d.hi = appendPrefixEnd(d.hi[:0], d.key)
 	return d.each(d.iter, d.lo, d.hi, func(k, v []byte) error { return fn(k[len(d.lo):], v) })
+}
+
+// get calls fn with the value of key k, if it has one. It reads through
+// an iterator kept open until the next Commit rather than with DB.Get,
+// which builds the iterators of every level's files anew for each read:
+// a record batch's misses share them. SeekPrefixGE (the whole key is the
+// prefix with the default comparer) consults the files' bloom filters.
+func (d *DB) get(k []byte, fn func(sub, val []byte) error) error {
+	if d.point == nil {
+		it, err := d.db.NewIter(nil)
+		if err != nil {
+			return d.wrap("read", err)
+		}
+		d.point = it
+	}
+	if !d.point.SeekPrefixGE(k) || !bytes.Equal(d.point.Key(), k) {
+		return d.wrap("read", d.point.Error())
+	}
+	v, err := d.point.ValueAndErr()
+	if err != nil {
+		return d.wrap("read", err)
+	}
+	return fn(nil, v)
+}
+
+// closeIters closes the read iterators, which see the DB as of their
+// creation.
+func (d *DB) closeIters() error {
+	var err error
+	for _, it := range []**pebble.Iterator{&d.iter, &d.point} {
+		if *it != nil {
+			if cerr := (*it).Close(); err == nil {
+				err = cerr
+			}
+			*it = nil
+		}
+	}
+	return err
 }
 
 // each calls fn for every record of it in [lo, hi) (hi empty: no bound).
@@ -222,13 +250,8 @@ func (d *DB) Commit() error {
 	if err := d.Err(); err != nil {
 		return err
 	}
-	if d.iter != nil {
-		// An iterator reads the DB as of its creation.
-		if err := d.iter.Close(); err != nil {
-			d.iter = nil
-			return d.wrap("read", err)
-		}
-		d.iter = nil
+	if err := d.closeIters(); err != nil {
+		return d.wrap("read", err)
 	}
 	if d.batch.Empty() {
 		return nil

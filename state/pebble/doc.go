@@ -44,6 +44,22 @@
 // then takes only those key groups from it, cutting the others; a
 // Checkpoint without files stands for key groups that start empty.
 //
+// Memory: Memory is the one knob; a quarter of it sizes the memtables of
+// the pool's DBs, the rest is the block cache, and Pebble charges every
+// memtable it allocates (the one filling, those flushing, flushed ones an
+// iterator still reads and one kept for reuse: usually at most four per
+// DB, half of Memory for the pool) to that cache with Cache.Reserve, so
+// the cache and the memtables together stay within three quarters of
+// Memory while the memtables fit in it. Built with cgo they are C allocations
+// that GOMEMLIMIT does not see (set GOMEMLIMIT to the process's target
+// minus Memory); built without cgo they are Go heap that it counts (set it
+// to at least Memory plus the job's own heap). See Memory.
+//
+// Reads: a key missing from the backend's cache costs a point read
+// (SeekPrefixGE on an iterator kept until the next Commit, so the reads of
+// one record batch share its per-file iterators); every level has bloom
+// filters, so the L0 files a read passes over cost a filter probe each.
+//
 // Failures: a local directory that is deleted, full or damaged fails the
 // DB with a *DirError naming the directory (a damaged block is found by
 // Pebble's block checksums); the backend then returns it from Flush and the

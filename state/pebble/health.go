@@ -3,7 +3,7 @@ package pebble
 // Health is a DB's state as plain values, for metrics.
 type Health struct {
 	// L0Sublevels is the number of sublevels of L0: reads consult each, and
-	// Pebble slows writes as it grows (past about 20 it stalls them).
+	// compactions start at 12 and writes stop at 48.
 	L0Sublevels int
 	// L0Files is the number of files in L0.
 	L0Files int64
