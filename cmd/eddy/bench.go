@@ -24,6 +24,7 @@ import (
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/blob/faulty"
+	blobs3 "github.com/eddyflow/eddy/blob/s3"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/discard"
@@ -226,9 +227,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintln(stdout, "\nstore requests (Put, Get, List, Delete calls at the store, hedges and failures included; per checkpoint and per minute of the measured run; log objects/ckpt: the changelog objects uploaded per checkpoint, of the PUTs, winning attempts only; per recovery: the requests made of the measured run's store by a restore and the first checkpoint after it, whose writes go to a local scratch directory; median of rounds)")
+	fmt.Fprintln(stdout, "\nstore requests (Put, Get, List, Delete calls at the store, hedges and failures included; per checkpoint and per minute of the measured run; log objects/ckpt: the changelog objects uploaded per checkpoint, of the PUTs, winning attempts only, and their average size; S3 HTTP PUT/ckpt: the PUT and POST requests an S3 store sent, each piece of a multipart upload one (- for other stores); per recovery: the requests made of the measured run's store by a restore and the first checkpoint after it, whose writes go to a local scratch directory; median of rounds)")
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "job\tchangelog\tPUT/ckpt\tGET/ckpt\tLIST/ckpt\tDELETE/ckpt\tlog objects/ckpt\tPUT/min\tGET/min\tLIST/min\tDELETE/min\tGET/recovery\tLIST/recovery\t")
+	fmt.Fprintln(tw, "job\tchangelog\tPUT/ckpt\tGET/ckpt\tLIST/ckpt\tDELETE/ckpt\tlog objects/ckpt\tlog MiB/object\tS3 HTTP PUT/ckpt\tPUT/min\tGET/min\tLIST/min\tDELETE/min\tGET/recovery\tLIST/recovery\t")
 	for _, row := range reqRows {
 		fmt.Fprintln(tw, row+"\t")
 	}
@@ -249,6 +250,9 @@ type benchConfig struct {
 	hedgeP90                   float64       // the log's dstl.Options.HedgeAfterP90
 	logFlush                   time.Duration // the log's dstl.Options.FlushInterval
 	persistDelay               time.Duration // the log's dstl.Options.PersistDelay
+	logFlushBytes              int           // the log's dstl.Options.FlushBytes
+	logWriterFlushBytes        int           // the log's dstl.Options.WriterFlushBytes
+	logMaxInFlight             int           // the log's dstl.Options.MaxInFlight
 	dir                        string
 	storeURL                   string // the configuration's checkpoint store; "" for dir/data
 	restores                   int    // how many of the measured run's last checkpoints recoveries restore
@@ -270,7 +274,10 @@ type benchResult struct {
 	// checkpoint's completion, the checkpoints completed in between
 	// (the last included), and the time between.
 	reqs      blob.Requests
-	logObjs   float64 // changelog objects uploaded in the same period (eddy_dstl_uploads_total)
+	logObjs   float64       // changelog objects uploaded in the same period (eddy_dstl_uploads_total)
+	logBytes  float64       // their bytes (eddy_dstl_uploaded_bytes_total)
+	s3        bool          // the store is S3: httpReqs counts its HTTP requests
+	httpReqs  blob.Requests // the HTTP requests in the same period, multipart pieces included
 	reqCkpts  int
 	reqPeriod time.Duration
 	slowest   []eddy.CheckpointStats // the measured run's slowest checkpoints, slowest first
@@ -418,17 +425,24 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 		return res, err
 	}
 	var reqs blob.Counter
-	store, err := cfg.store(&reqs)
+	store, s3, err := cfg.store(&reqs)
 	if err != nil {
 		return res, err
 	}
+	httpReqs := func() blob.Requests {
+		if s3 == nil {
+			return blob.Requests{}
+		}
+		return blob.Requests(s3.Stats())
+	}
+	res.s3 = s3 != nil
 	// The requests are counted from the completion of the checkpoint
 	// before the first measured one, if the measured job completed one
 	// (with the changelog, the first checkpoints are not measured), else
 	// from the first measured one's: not from the pre-fill's, which would
 	// count the measured job's restore.
-	var reqFrom blob.Requests
-	var logFrom float64
+	var reqFrom, httpFrom blob.Requests
+	var logFrom, logBytesFrom float64
 	// The measured job's metrics: the changelog objects it uploads.
 	reg := prometheus.NewRegistry()
 	var fromAt time.Time
@@ -456,10 +470,12 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 			case measuring && !fromAt.IsZero():
 				res.reqs, res.reqPeriod = r.Sub(reqFrom), now.Sub(fromAt)
 				res.logObjs = logObjects(reg) - logFrom
+				res.logBytes = logBytes(reg) - logBytesFrom
+				res.httpReqs = httpReqs().Sub(httpFrom)
 				res.reqCkpts++
 			default:
-				reqFrom, fromAt = r, now
-				logFrom = logObjects(reg)
+				reqFrom, fromAt, httpFrom = r, now, httpReqs()
+				logFrom, logBytesFrom = logObjects(reg), logBytes(reg)
 			}
 			if measuring {
 				slow.check(s)
@@ -560,6 +576,26 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	return res, nil
 }
 
+// logBytes is the bytes of the changelog objects the job registered in
+// reg has uploaded (eddy_dstl_uploaded_bytes_total), 0 without a
+// changelog.
+func logBytes(reg *prometheus.Registry) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "eddy_dstl_uploaded_bytes_total" {
+			var n float64
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+			return n
+		}
+	}
+	return 0
+}
+
 // logObjects is the number of changelog objects the job registered in
 // reg has uploaded (eddy_dstl_uploads_total with outcome ok), 0 without a
 // changelog.
@@ -597,7 +633,8 @@ func (cfg benchConfig) options(store blob.Store) []eddy.Option {
 	}
 	if cfg.changelog {
 		o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio),
-			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90, FlushInterval: cfg.logFlush, PersistDelay: cfg.persistDelay})))
+			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90, FlushInterval: cfg.logFlush, PersistDelay: cfg.persistDelay,
+				FlushBytes: cfg.logFlushBytes, WriterFlushBytes: cfg.logWriterFlushBytes, MaxInFlight: cfg.logMaxInFlight})))
 	}
 	return o
 }
@@ -616,12 +653,16 @@ func (cfg benchConfig) dataURL() string {
 // and on every operation with cfg.readLatency. The count is taken below
 // the injected latency, of what reaches the store: a hedged request
 // counts twice, as it is billed.
-func (cfg benchConfig) store(reqs *blob.Counter) (blob.Store, error) {
+//
+// For an S3 store it also returns the S3 store below, which counts HTTP
+// requests: a multipart upload is several.
+func (cfg benchConfig) store(reqs *blob.Counter) (blob.Store, *blobs3.Store, error) {
 	inner, err := blob.Open(cfg.dataURL())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return cfg.withLatency(blob.Count(inner, reqs)), nil
+	s3, _ := inner.(*blobs3.Store)
+	return cfg.withLatency(blob.Count(inner, reqs)), s3, nil
 }
 
 // restoreStore is cfg's storage for a timed restore: the measured run's
@@ -731,6 +772,9 @@ func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
 	fs.DurationVar(&cfg.logFlush, "log-flush", dstl.DefaultFlushInterval, "changelog: upload the log's current batch once its first change is this old (dstl.Options.FlushInterval); fewer, larger objects per checkpoint when longer")
 	fs.DurationVar(&cfg.persistDelay, "persist-delay", dstl.DefaultPersistDelay, "changelog: how long a subtask's barrier waits for the other subtasks' before the log's batch is uploaded (dstl.Options.PersistDelay; negative: upload at every barrier)")
+	fs.IntVar(&cfg.logFlushBytes, "log-flush-bytes", dstl.DefaultFlushBytes, "changelog: upload the log's current batch early, before the next barrier, once it holds this many bytes (dstl.Options.FlushBytes)")
+	fs.IntVar(&cfg.logWriterFlushBytes, "log-writer-flush-bytes", dstl.DefaultWriterFlushBytes, "changelog: upload the log's current batch early once one subtask's changes in it reach this many bytes (dstl.Options.WriterFlushBytes)")
+	fs.IntVar(&cfg.logMaxInFlight, "log-max-in-flight", dstl.DefaultMaxInFlight, "changelog: bytes of the log queued or uploading beyond which state changes wait (dstl.Options.MaxInFlight)")
 	fs.Float64Var(&cfg.hedgeP90, "hedge-p90", dstl.DefaultHedgeAfterP90, "changelog: hedge a log upload after this many times the recent p90 (dstl.Options.HedgeAfterP90; negative: after the 1 s UploadTimeout only)")
 }
 
@@ -960,12 +1004,22 @@ func (r *benchResult) requestColumns() string {
 			cells = append(cells, fmt.Sprintf("%.1f", float64(v)/n))
 		}
 		cells = append(cells, fmt.Sprintf("%.1f", r.logObjs/n))
+		if r.logObjs > 0 {
+			cells = append(cells, fmt.Sprintf("%.1f", r.logBytes/r.logObjs/(1<<20)))
+		} else {
+			cells = append(cells, "-")
+		}
+		if r.s3 {
+			cells = append(cells, fmt.Sprintf("%.1f", float64(r.httpReqs.Put)/n))
+		} else {
+			cells = append(cells, "-")
+		}
 		for _, v := range []int64{r.reqs.Put, r.reqs.Get, r.reqs.List, r.reqs.Delete} {
 			cells = append(cells, fmt.Sprintf("%.0f", float64(v)/mins))
 		}
 	} else {
 		// Fewer than two measured checkpoints: no interval to divide by.
-		for range 9 {
+		for range 11 {
 			cells = append(cells, "-")
 		}
 	}

@@ -105,10 +105,13 @@ func wantRequestRows(t *testing.T, rows, reqs [][]string, out string) {
 		t.Fatalf("want a row of requests without and one with the changelog:\n%s", out)
 	}
 	for i, r := range reqs {
-		if len(r) != 13 {
-			t.Fatalf("requests row %q: want 13 cells", r)
+		if len(r) != 15 {
+			t.Fatalf("requests row %q: want 15 cells", r)
 		}
-		cells := []int{2, 4, 7, 9} // PUT/ckpt, LIST/ckpt, PUT/min, LIST/min
+		if r[8] != "-" {
+			t.Errorf("requests row %q: S3 HTTP PUT/ckpt is %q for a local store, want -", r, r[8])
+		}
+		cells := []int{2, 4, 9, 11} // PUT/ckpt, LIST/ckpt, PUT/min, LIST/min
 		if rows[i][2] == "1" {
 			for _, c := range cells {
 				if r[c] != "-" {
@@ -118,10 +121,10 @@ func wantRequestRows(t *testing.T, rows, reqs [][]string, out string) {
 			cells = nil
 		}
 		if i == 1 && rows[i][2] != "1" {
-			// With the changelog: log objects per checkpoint.
-			cells = append(cells, 6)
+			// With the changelog: log objects per checkpoint and their size.
+			cells = append(cells, 6, 7)
 		}
-		for _, c := range append(cells, 11) { // and GET/recovery
+		for _, c := range append(cells, 13) { // and GET/recovery
 			if v, err := strconv.ParseFloat(r[c], 64); err != nil || v <= 0 {
 				t.Errorf("requests row %q: cell %d is %q, want a positive count", r, c+1, r[c])
 			}
