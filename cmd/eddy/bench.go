@@ -770,7 +770,7 @@ func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.latency, "latency", true, "inject object-store latency (p50 20 ms, p99 200 ms, p99.9 3 s) on uploads")
 	fs.BoolVar(&cfg.readLatency, "read-latency", false, "with --latency, inject it on reads, lists and deletes too")
 	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
-	fs.DurationVar(&cfg.logFlush, "log-flush", dstl.DefaultFlushInterval, "changelog: upload the log's current batch once its first change is this old (dstl.Options.FlushInterval); fewer, larger objects per checkpoint when longer")
+	fs.DurationVar(&cfg.logFlush, "log-flush", dstl.DefaultFlushInterval, "changelog: upload the log's current batch once its first change is this old (dstl.Options.FlushInterval; 0, the default: no timer, a batch ends at a barrier or at --log-flush-bytes)")
 	fs.DurationVar(&cfg.persistDelay, "persist-delay", dstl.DefaultPersistDelay, "changelog: how long a subtask's barrier waits for the other subtasks' before the log's batch is uploaded (dstl.Options.PersistDelay; negative: upload at every barrier)")
 	fs.IntVar(&cfg.logFlushBytes, "log-flush-bytes", dstl.DefaultFlushBytes, "changelog: upload the log's current batch early, before the next barrier, once it holds this many bytes (dstl.Options.FlushBytes)")
 	fs.IntVar(&cfg.logWriterFlushBytes, "log-writer-flush-bytes", dstl.DefaultWriterFlushBytes, "changelog: upload the log's current batch early once one subtask's changes in it reach this many bytes (dstl.Options.WriterFlushBytes)")

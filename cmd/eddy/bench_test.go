@@ -97,7 +97,8 @@ func benchTables(out, job string) (rows, reqs [][]string) {
 // the first: a row without and one with the changelog, each with PUTs and
 // LISTs per checkpoint and per minute (every checkpoint writes its
 // manifest and lists the checkpoints to prune), counted between measured
-// checkpoints, so "-" where only one was measured (a slow machine), and
+// checkpoints, so "-" where only one was measured without the changelog
+// (a slow machine), and
 // the GETs of a recovery (it reads the manifest at least).
 func wantRequestRows(t *testing.T, rows, reqs [][]string, out string) {
 	t.Helper()
@@ -113,8 +114,12 @@ func wantRequestRows(t *testing.T, rows, reqs [][]string, out string) {
 		}
 		cells := []int{2, 4, 9, 11} // PUT/ckpt, LIST/ckpt, PUT/min, LIST/min
 		if rows[i][2] == "1" {
+			// Without the changelog the counting starts at the first
+			// measured checkpoint: with one, there is no interval. With
+			// it, at the checkpoint before (the measured job completes
+			// some before its materializations): one interval, counted.
 			for _, c := range cells {
-				if r[c] != "-" {
+				if i == 0 && r[c] != "-" {
 					t.Errorf("requests row %q: cell %d is %q with one checkpoint measured, want -", r, c+1, r[c])
 				}
 			}
