@@ -58,6 +58,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	recoveries := fs.Int("recoveries", 3, "restores to time per configuration, alternating between the configurations; round k restores the k-th of the measured run's last checkpoints (medians are reported, with the range of the per-round ratios)")
 	recovery := fs.String("recovery", "cold", "cold: each restore in a new process, as after a crash; warm: in this process, after an untimed restore of the same state and a GC, as a failover inside a running process")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&base.restoreProfile, "restore-cpuprofile", "", "with --recovery cold: write a CPU profile of each restore to <this>-<job>-<changelog>-<checkpoint>.pprof")
 	fs.DurationVar(&base.traceSlow, "trace-slow", 0, "keep a flight recording of the execution trace and write the last seconds of it when a measured checkpoint takes longer than this (go tool trace; -pprof=sync shows where goroutines blocked)")
 	fs.StringVar(&base.traceOut, "trace-out", "slow-checkpoint", "with --trace-slow: file name prefix of the traces written (at most 3 per run)")
 	storeURL := fs.String("store", "", "checkpoint store URL, e.g. s3://bucket/prefix?endpoint=http://127.0.0.1:7070&region=us-east-1 (default: a directory under --dir); each configuration writes under its own sub-prefix of eddy-bench-<time>-<pid>/, deleted at the end; --latency defaults to false for a store other than a local directory")
@@ -259,6 +260,7 @@ type benchConfig struct {
 	upto                       uint64 // restore-once: the checkpoint to restore (those after it are hidden)
 	traceSlow                  time.Duration
 	traceOut                   string
+	restoreProfile             string // cold recoveries: CPU profiles of the restores, file name prefix
 }
 
 type benchResult struct {
@@ -785,6 +787,7 @@ func (cfg *benchConfig) onceFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.pebble, "pebble", false, "keyed state in Pebble databases under --dir")
 	fs.StringVar(&cfg.dir, "dir", "", "the configuration's working directory")
 	fs.StringVar(&cfg.storeURL, "store", "", "the configuration's checkpoint store URL (default: the directory data under --dir)")
+	fs.StringVar(&cfg.restoreProfile, "cpuprofile", "", "write a CPU profile of the restore to <this>-<job>-<changelog>-<checkpoint>.pprof")
 	fs.Uint64Var(&cfg.upto, "checkpoint", 0, "the checkpoint to restore (default: the latest)")
 	cfg.settingFlags(fs)
 }
@@ -867,6 +870,19 @@ func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
 	if cfg.dir == "" || cfg.valueBytes <= 0 {
 		fmt.Fprintln(stderr, "eddy bench restore-once: --dir and a positive --value-bytes are required")
 		return 2
+	}
+	if cfg.restoreProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%v-%d.pprof", cfg.restoreProfile, cfg.job, cfg.changelog, cfg.upto))
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	d, id, reqs, err := restoreOnce(cfg)
 	if err != nil {
