@@ -614,30 +614,37 @@ func TestHedgedUpload(t *testing.T) {
 				}
 				hs = append(hs, h)
 			}
+			// A hedge is itself hedged when it takes longer than
+			// UploadTimeout (a loaded machine): at least one hedge per
+			// batch, and a hedge wins.
 			for _, h := range hs {
 				for _, o := range h.Objects {
-					if !strings.HasSuffix(o, "-h1") {
-						t.Errorf("object %s did not come from the hedge", o)
+					if !strings.Contains(o, "-h") {
+						t.Errorf("object %s did not come from a hedge", o)
 					}
 				}
 			}
 			m := l.Metrics()
-			if m.HedgedUploads != 3 || m.Uploads != 3 || m.FailedBatches != 0 {
+			if m.HedgedUploads < 3 || m.Uploads != 3 || m.FailedBatches != 0 {
 				t.Errorf("metrics %+v", m)
 			}
 			if err := l.Close(); err != nil { // waits for the losers' deletion
 				t.Fatal(err)
 			}
 			m = l.Metrics()
-			if m.LoserDeletes != 3 {
-				t.Errorf("LoserDeletes = %d", m.LoserDeletes)
+			if m.LoserDeletes != m.Attempts-m.Uploads {
+				t.Errorf("LoserDeletes = %d of %d attempts that lost", m.LoserDeletes, m.Attempts-m.Uploads)
 			}
 			names, _ := inner.List(context.Background(), "")
 			if len(names) != 3 {
 				t.Errorf("store holds %v, want only the 3 winners", names)
 			}
+			winners := map[string]bool{}
+			for _, h := range hs {
+				winners[h.Objects[len(h.Objects)-1]] = true
+			}
 			for _, n := range names {
-				if !strings.HasSuffix(n, "-h1") {
+				if !winners[n] {
 					t.Errorf("loser %s left behind", n)
 				}
 			}
