@@ -17,9 +17,9 @@
 // writers and uploads each batch as ONE object to the blob store: at a
 // checkpoint barrier, once every writer holding changes has called Cut
 // (or PersistDelay after the first Cut), so one object per process per
-// checkpoint; early when FlushBytes are queued or one writer holds
-// WriterFlushBytes; and, without checkpoints, when FlushInterval has
-// passed since the batch's first change. A Persist
+// checkpoint interval; early only when FlushBytes are queued (or one
+// writer holds WriterFlushBytes), and on a timer only if FlushInterval is
+// set. A Persist
 // call is a checkpoint boundary: it ends the current batch at once, waits
 // for every change of the writer after a given sequence number (the last
 // materialization) to be uploaded, and returns a Handle naming the objects
@@ -34,9 +34,8 @@
 //   - Per-process batching: Flink's changelog storage batches the changes of
 //     all tasks of a TaskManager into one file per upload to avoid the small
 //     file problem; so does Log, with the same triggers (persist at
-//     checkpoint, gathered over PersistDelay, and size thresholds). Flink
-//     uploads nothing on a timer; FlushInterval (1s) only bounds how long
-//     changes wait when no checkpoint comes.
+//     checkpoint, gathered over PersistDelay, and size thresholds). Like
+//     Flink, Log uploads nothing on a timer unless FlushInterval is set.
 //   - Long-tail latency: Flink retries a write not done within a timeout
 //     (default 1s). Log hedges instead of abandoning: after UploadTimeout a
 //     second attempt under another name ("-h1") runs in parallel with the
@@ -80,6 +79,30 @@
 //     point before the previous one needed are forgotten. So the
 //     checkpoints of the previous point can still persist (out of order)
 //     and restore from local copies.
+//
+// # Objects and requests per checkpoint
+//
+// An object store bills requests and draws each one's latency from its
+// tail, and a checkpoint waits for all of its log's objects, so the log
+// aims at one object per process per checkpoint interval. The size
+// threshold FlushBytes (15 MiB) is what splits an interval's log: the
+// most that blob/s3 uploads with one PUT under its default multipart
+// threshold (16 MiB). Above it, one object would be a multipart upload
+// (a create, a request per 8 MiB piece and a completion: 5 requests for
+// 24 MiB), so two objects (2 requests) cost less; below it, sealing
+// early only adds a request. Checkpoints every 250 ms of a process
+// logging 50 MB/s fit (12 MB per interval); a process logging more per
+// interval makes ceil(bytes / FlushBytes) objects, unless FlushBytes and
+// the store's multipart threshold are raised together. The cost of one
+// object per interval is that the whole interval's log uploads at the
+// barrier rather than partly before it: on a store fast per byte and slow
+// per request, as S3 is, that is the cheaper side (BENCHMARKS.md, "The
+// log of a checkpoint interval in one object"). The Append that crosses
+// the threshold seals the batch itself, so a batch exceeds FlushBytes by
+// at most that change (and the encoding's sequence numbers, about a
+// byte per change), however late a busy machine runs the log's
+// goroutines. Memory stays bounded by MaxInFlight (100 MB): Appends wait
+// while that many bytes are queued or uploading.
 //
 // # Beyond Flink: last change per key within a batch
 //

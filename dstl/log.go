@@ -281,9 +281,9 @@ func (l *Log) kick() {
 	}
 }
 
-// flushLoop seals the current batch FlushInterval after its first change,
-// PersistDelay after a Cut that waits for the other writers', and
-// whenever kicked.
+// flushLoop seals the current batch FlushInterval after its first change
+// (if set), PersistDelay after a Cut that waits for the other writers',
+// and whenever kicked.
 func (l *Log) flushLoop() {
 	defer l.flusher.Done()
 	t := time.NewTimer(time.Hour)
@@ -298,7 +298,7 @@ func (l *Log) flushLoop() {
 			cut.Stop()
 			return
 		case <-l.started:
-			if !armed {
+			if !armed && l.opts.FlushInterval > 0 {
 				t.Reset(l.opts.FlushInterval)
 				armed = true
 			}
@@ -403,6 +403,11 @@ func (l *Log) waitRoom() error {
 func (l *Log) seal(all bool) {
 	l.sealMu.Lock()
 	defer l.sealMu.Unlock()
+	l.sealLocked(all)
+}
+
+// sealLocked is seal with sealMu held.
+func (l *Log) sealLocked(all bool) {
 	if all || l.anyCut() {
 		for l.sealBatch() && all {
 		}
@@ -412,6 +417,25 @@ func (l *Log) seal(all bool) {
 	close(l.gen)
 	l.gen = make(chan struct{})
 	l.genMu.Unlock()
+}
+
+// sealFull seals the current batch early, from the Append of w that
+// found it over a size threshold, unless another seal took the changes
+// first. Sealing here rather than in the flusher bounds a batch by its
+// threshold plus the change that crossed it: a flusher goroutine that a
+// busy machine schedules late lets appenders add megabytes meanwhile,
+// past what one request uploads (FlushBytes). A seal only moves the
+// writers' buffers; the encoding and the upload run in their own
+// goroutine.
+func (l *Log) sealFull(w *Writer) {
+	l.sealMu.Lock()
+	defer l.sealMu.Unlock()
+	w.mu.Lock()
+	full := w.cur.size >= l.opts.WriterFlushBytes
+	w.mu.Unlock()
+	if full || l.queued.Load() >= int64(l.opts.FlushBytes) {
+		l.sealLocked(true)
+	}
 }
 
 // sealBatch seals one batch: each writer's cut part, or its current part

@@ -11,11 +11,16 @@ import (
 // Options configure a Log. Zero fields take the defaults documented on
 // each field.
 type Options struct {
-	// FlushInterval is how long a change may wait in the current batch: the
-	// batch is uploaded once this much time has passed since its first
-	// change was queued. Checkpoints usually end batches sooner (Cut,
-	// PersistDelay): this bounds how long changes wait without one.
-	// Default 1s.
+	// FlushInterval, if set, is how long a change may wait in the current
+	// batch: the batch is uploaded once this much time has passed since
+	// its first change was queued, whether or not a checkpoint barrier
+	// came. By default there is no timer, as in Flink's DSTL: a batch ends
+	// at a barrier (Cut, Persist) or at a size threshold, so a process
+	// uploads one object per checkpoint interval, however long the
+	// interval, unless its log outgrows FlushBytes. A timer shorter than
+	// the interval splits each interval's log into more objects, each a
+	// request and one more draw from the store's latency tail that the
+	// checkpoint waits for; what it buys is less to upload at the barrier.
 	FlushInterval time.Duration
 	// PersistDelay is how long a Cut (a checkpoint barrier) waits for
 	// the other writers' Cuts of the same checkpoint before its batch is
@@ -25,15 +30,31 @@ type Options struct {
 	// dstl.dfs.batch.persist-delay). Default 10ms; negative seals at
 	// every Cut.
 	PersistDelay time.Duration
-	// FlushBytes uploads the current batch once this many bytes of changes
-	// are queued in it, over all writers. Default 10 MB.
+	// FlushBytes uploads the current batch early, before the barrier that
+	// would end it, once this many bytes of changes are queued in it, over
+	// all writers; the Append that crosses the threshold seals the batch,
+	// so a batch exceeds it by at most that change. Default 15 MiB: the
+	// most one request uploads to S3 through blob/s3 with its default
+	// multipart threshold (16 MiB, less the object's header, trailer and
+	// the change that crossed). A larger batch is one object but a
+	// multipart upload: a create, one request per 8 MiB piece and a
+	// completion, 5 requests for 24 MiB where two objects are 2. Below
+	// it, a checkpoint interval's log is one object: 15 MiB holds 300 ms
+	// of a process logging 50 MB/s. Raise it, together with the store's
+	// multipart threshold, for a process that logs more per interval;
+	// lower it for a store slow per byte, to upload part of an interval's
+	// log before its barrier.
 	FlushBytes int
 	// WriterFlushBytes uploads the current batch early once one writer
-	// holds this many bytes of it. Default 5 MB.
+	// holds this many bytes of it. Default FlushBytes: one busy subtask
+	// may fill the batch alone. (A lower per-writer threshold splits the
+	// barrier's object whenever one subtask logs most of the interval.)
 	WriterFlushBytes int
 	// MaxInFlight bounds the bytes queued or uploading; Append blocks
 	// (backpressure) while more than this many are, and never fails for
-	// it. Default 100 MB, at most 512 MB.
+	// it. Memory for the log is bounded by it, whatever the thresholds:
+	// the default holds the batch being filled and five full ones
+	// uploading. Default 100 MB, at most 512 MB.
 	MaxInFlight int
 	// UploadTimeout is how long an upload attempt may take before a second
 	// attempt starts in parallel (a hedged request). The first attempt to
@@ -83,16 +104,16 @@ type Options struct {
 
 // Defaults.
 const (
-	DefaultFlushInterval    = time.Second
-	DefaultPersistDelay     = 10 * time.Millisecond
-	DefaultFlushBytes       = 10 << 20
-	DefaultWriterFlushBytes = 5 << 20
-	DefaultMaxInFlight      = 100 << 20
-	DefaultUploadTimeout    = time.Second
-	DefaultMaxAttempts      = 3
-	DefaultAttemptTimeout   = 30 * time.Second
-	DefaultRetryBackoff     = 10 * time.Millisecond
-	DefaultHedgeAfterP90    = 3
+	DefaultFlushInterval    time.Duration = 0 // no timer
+	DefaultPersistDelay                   = 10 * time.Millisecond
+	DefaultFlushBytes                     = 15 << 20
+	DefaultWriterFlushBytes               = DefaultFlushBytes
+	DefaultMaxInFlight                    = 100 << 20
+	DefaultUploadTimeout                  = time.Second
+	DefaultMaxAttempts                    = 3
+	DefaultAttemptTimeout                 = 30 * time.Second
+	DefaultRetryBackoff                   = 10 * time.Millisecond
+	DefaultHedgeAfterP90                  = 3
 
 	maxInFlightLimit = 512 << 20
 )
@@ -127,7 +148,6 @@ func (o Options) withDefaults() (Options, error) {
 			*v = d
 		}
 	}
-	def(&o.FlushInterval, DefaultFlushInterval)
 	switch {
 	case o.PersistDelay == 0:
 		o.PersistDelay = DefaultPersistDelay
@@ -138,7 +158,7 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.AttemptTimeout, DefaultAttemptTimeout)
 	def(&o.RetryBackoff, DefaultRetryBackoff)
 	defInt(&o.FlushBytes, DefaultFlushBytes)
-	defInt(&o.WriterFlushBytes, DefaultWriterFlushBytes)
+	defInt(&o.WriterFlushBytes, o.FlushBytes)
 	defInt(&o.MaxInFlight, DefaultMaxInFlight)
 	defInt(&o.MaxAttempts, DefaultMaxAttempts)
 	if math.IsNaN(o.HedgeAfterP90) {

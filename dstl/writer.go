@@ -210,7 +210,7 @@ func (w *Writer) AppendOp(kg uint32, state uint32, op Op, key, sub, value []byte
 		}
 	}
 	if queued >= int64(l.opts.FlushBytes) || size >= l.opts.WriterFlushBytes {
-		l.kick()
+		l.sealFull(w)
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/blob/faulty"
+	blobs3 "github.com/eddyflow/eddy/blob/s3"
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/discard"
@@ -60,6 +61,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	recoveries := fs.Int("recoveries", 3, "restores to time per configuration, alternating between the configurations; round k restores the k-th of the measured run's last checkpoints (medians are reported, with the range of the per-round ratios)")
 	recovery := fs.String("recovery", "cold", "cold: each restore in a new process, as after a crash; warm: in this process, after an untimed restore of the same state and a GC, as a failover inside a running process")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&base.restoreProfile, "restore-cpuprofile", "", "with --recovery cold: write a CPU profile of each restore to <this>-<job>-<changelog>-<checkpoint>.pprof")
 	fs.DurationVar(&base.traceSlow, "trace-slow", 0, "keep a flight recording of the execution trace and write the last seconds of it when a measured checkpoint takes longer than this (go tool trace; -pprof=sync shows where goroutines blocked)")
 	fs.StringVar(&base.traceOut, "trace-out", "slow-checkpoint", "with --trace-slow: file name prefix of the traces written (at most 3 per run)")
 	storeURL := fs.String("store", "", "checkpoint store URL, e.g. s3://bucket/prefix?endpoint=http://127.0.0.1:7070&region=us-east-1 (default: a directory under --dir); each configuration writes under its own sub-prefix of eddy-bench-<time>-<pid>/, deleted at the end; --latency defaults to false for a store other than a local directory")
@@ -222,9 +224,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintln(stdout, "\nstore requests (Put, Get, List, Delete calls at the store, hedges and failures included; per checkpoint and per minute of the measured run; log objects/ckpt: the changelog objects uploaded per checkpoint, of the PUTs, winning attempts only; per recovery: the requests made of the measured run's store by a restore and the first checkpoint after it, whose writes go to a local scratch directory; median of rounds)")
+	fmt.Fprintln(stdout, "\nstore requests (Put, Get, List, Delete calls at the store, hedges and failures included; per checkpoint and per minute of the measured run; log objects/ckpt: the changelog objects uploaded per checkpoint, of the PUTs, winning attempts only, and their average size; S3 HTTP PUT/ckpt: the PUT and POST requests an S3 store sent, each piece of a multipart upload one (- for other stores); per recovery: the requests made of the measured run's store by a restore and the first checkpoint after it, whose writes go to a local scratch directory; median of rounds)")
 	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "job\tchangelog\tPUT/ckpt\tGET/ckpt\tLIST/ckpt\tDELETE/ckpt\tlog objects/ckpt\tPUT/min\tGET/min\tLIST/min\tDELETE/min\tGET/recovery\tLIST/recovery\t")
+	fmt.Fprintln(tw, "job\tchangelog\tPUT/ckpt\tGET/ckpt\tLIST/ckpt\tDELETE/ckpt\tlog objects/ckpt\tlog MiB/object\tS3 HTTP PUT/ckpt\tPUT/min\tGET/min\tLIST/min\tDELETE/min\tGET/recovery\tLIST/recovery\t")
 	for _, row := range reqRows {
 		fmt.Fprintln(tw, row+"\t")
 	}
@@ -245,12 +247,16 @@ type benchConfig struct {
 	hedgeP90                   float64       // the log's dstl.Options.HedgeAfterP90
 	logFlush                   time.Duration // the log's dstl.Options.FlushInterval
 	persistDelay               time.Duration // the log's dstl.Options.PersistDelay
+	logFlushBytes              int           // the log's dstl.Options.FlushBytes
+	logWriterFlushBytes        int           // the log's dstl.Options.WriterFlushBytes
+	logMaxInFlight             int           // the log's dstl.Options.MaxInFlight
 	dir                        string
 	storeURL                   string // the configuration's checkpoint store; "" for dir/data
 	restores                   int    // how many of the measured run's last checkpoints recoveries restore
 	upto                       uint64 // restore-once: the checkpoint to restore (those after it are hidden)
 	traceSlow                  time.Duration
 	traceOut                   string
+	restoreProfile             string // cold recoveries: CPU profiles of the restores, file name prefix
 }
 
 type benchResult struct {
@@ -266,7 +272,10 @@ type benchResult struct {
 	// checkpoint's completion, the checkpoints completed in between
 	// (the last included), and the time between.
 	reqs      blob.Requests
-	logObjs   float64 // changelog objects uploaded in the same period (eddy_dstl_uploads_total)
+	logObjs   float64       // changelog objects uploaded in the same period (eddy_dstl_uploads_total)
+	logBytes  float64       // their bytes (eddy_dstl_uploaded_bytes_total)
+	s3        bool          // the store is S3: httpReqs counts its HTTP requests
+	httpReqs  blob.Requests // the HTTP requests in the same period, multipart pieces included
 	reqCkpts  int
 	reqPeriod time.Duration
 	slowest   []eddy.CheckpointStats // the measured run's slowest checkpoints, slowest first
@@ -414,17 +423,24 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 		return res, err
 	}
 	var reqs blob.Counter
-	store, err := cfg.store(&reqs)
+	store, s3, err := cfg.store(&reqs)
 	if err != nil {
 		return res, err
 	}
+	httpReqs := func() blob.Requests {
+		if s3 == nil {
+			return blob.Requests{}
+		}
+		return blob.Requests(s3.Stats())
+	}
+	res.s3 = s3 != nil
 	// The requests are counted from the completion of the checkpoint
 	// before the first measured one, if the measured job completed one
 	// (with the changelog, the first checkpoints are not measured), else
 	// from the first measured one's: not from the pre-fill's, which would
 	// count the measured job's restore.
-	var reqFrom blob.Requests
-	var logFrom float64
+	var reqFrom, httpFrom blob.Requests
+	var logFrom, logBytesFrom float64
 	// The measured job's metrics: the changelog objects it uploads.
 	reg := prometheus.NewRegistry()
 	var fromAt time.Time
@@ -452,10 +468,12 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 			case measuring && !fromAt.IsZero():
 				res.reqs, res.reqPeriod = r.Sub(reqFrom), now.Sub(fromAt)
 				res.logObjs = logObjects(reg) - logFrom
+				res.logBytes = logBytes(reg) - logBytesFrom
+				res.httpReqs = httpReqs().Sub(httpFrom)
 				res.reqCkpts++
 			default:
-				reqFrom, fromAt = r, now
-				logFrom = logObjects(reg)
+				reqFrom, fromAt, httpFrom = r, now, httpReqs()
+				logFrom, logBytesFrom = logObjects(reg), logBytes(reg)
 			}
 			if measuring {
 				slow.check(s)
@@ -556,6 +574,26 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 	return res, nil
 }
 
+// logBytes is the bytes of the changelog objects the job registered in
+// reg has uploaded (eddy_dstl_uploaded_bytes_total), 0 without a
+// changelog.
+func logBytes(reg *prometheus.Registry) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "eddy_dstl_uploaded_bytes_total" {
+			var n float64
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+			return n
+		}
+	}
+	return 0
+}
+
 // logObjects is the number of changelog objects the job registered in
 // reg has uploaded (eddy_dstl_uploads_total with outcome ok), 0 without a
 // changelog.
@@ -593,7 +631,8 @@ func (cfg benchConfig) options(store blob.Store) []eddy.Option {
 	}
 	if cfg.changelog {
 		o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio),
-			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90, FlushInterval: cfg.logFlush, PersistDelay: cfg.persistDelay})))
+			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90, FlushInterval: cfg.logFlush, PersistDelay: cfg.persistDelay,
+				FlushBytes: cfg.logFlushBytes, WriterFlushBytes: cfg.logWriterFlushBytes, MaxInFlight: cfg.logMaxInFlight})))
 	}
 	return o
 }
@@ -612,12 +651,16 @@ func (cfg benchConfig) dataURL() string {
 // and on every operation with cfg.readLatency. The count is taken below
 // the injected latency, of what reaches the store: a hedged request
 // counts twice, as it is billed.
-func (cfg benchConfig) store(reqs *blob.Counter) (blob.Store, error) {
+//
+// For an S3 store it also returns the S3 store below, which counts HTTP
+// requests: a multipart upload is several.
+func (cfg benchConfig) store(reqs *blob.Counter) (blob.Store, *blobs3.Store, error) {
 	inner, err := blob.Open(cfg.dataURL())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return cfg.withLatency(blob.Count(inner, reqs)), nil
+	s3, _ := inner.(*blobs3.Store)
+	return cfg.withLatency(blob.Count(inner, reqs)), s3, nil
 }
 
 // restoreStore is cfg's storage for a timed restore: the measured run's
@@ -725,8 +768,11 @@ func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.latency, "latency", true, "inject object-store latency (p50 20 ms, p99 200 ms, p99.9 3 s) on uploads")
 	fs.BoolVar(&cfg.readLatency, "read-latency", false, "with --latency, inject it on reads, lists and deletes too")
 	fs.Float64Var(&cfg.logRatio, "log-ratio", 0.25, "changelog: materialize early once the log exceeds this share of the materialized state (eddy.MaterializeAtLogRatio)")
-	fs.DurationVar(&cfg.logFlush, "log-flush", dstl.DefaultFlushInterval, "changelog: upload the log's current batch once its first change is this old (dstl.Options.FlushInterval); fewer, larger objects per checkpoint when longer")
+	fs.DurationVar(&cfg.logFlush, "log-flush", dstl.DefaultFlushInterval, "changelog: upload the log's current batch once its first change is this old (dstl.Options.FlushInterval; 0, the default: no timer, a batch ends at a barrier or at --log-flush-bytes)")
 	fs.DurationVar(&cfg.persistDelay, "persist-delay", dstl.DefaultPersistDelay, "changelog: how long a subtask's barrier waits for the other subtasks' before the log's batch is uploaded (dstl.Options.PersistDelay; negative: upload at every barrier)")
+	fs.IntVar(&cfg.logFlushBytes, "log-flush-bytes", dstl.DefaultFlushBytes, "changelog: upload the log's current batch early, before the next barrier, once it holds this many bytes (dstl.Options.FlushBytes)")
+	fs.IntVar(&cfg.logWriterFlushBytes, "log-writer-flush-bytes", dstl.DefaultWriterFlushBytes, "changelog: upload the log's current batch early once one subtask's changes in it reach this many bytes (dstl.Options.WriterFlushBytes)")
+	fs.IntVar(&cfg.logMaxInFlight, "log-max-in-flight", dstl.DefaultMaxInFlight, "changelog: bytes of the log queued or uploading beyond which state changes wait (dstl.Options.MaxInFlight)")
 	fs.Float64Var(&cfg.hedgeP90, "hedge-p90", dstl.DefaultHedgeAfterP90, "changelog: hedge a log upload after this many times the recent p90 (dstl.Options.HedgeAfterP90; negative: after the 1 s UploadTimeout only)")
 }
 
@@ -737,6 +783,7 @@ func (cfg *benchConfig) onceFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&cfg.pebble, "pebble", false, "keyed state in Pebble databases under --dir")
 	fs.StringVar(&cfg.dir, "dir", "", "the configuration's working directory")
 	fs.StringVar(&cfg.storeURL, "store", "", "the configuration's checkpoint store URL (default: the directory data under --dir)")
+	fs.StringVar(&cfg.restoreProfile, "cpuprofile", "", "write a CPU profile of the restore to <this>-<job>-<changelog>-<checkpoint>.pprof")
 	fs.Uint64Var(&cfg.upto, "checkpoint", 0, "the checkpoint to restore (default: the latest)")
 	cfg.settingFlags(fs)
 }
@@ -819,6 +866,19 @@ func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
 	if cfg.dir == "" || cfg.valueBytes <= 0 {
 		fmt.Fprintln(stderr, "eddy bench restore-once: --dir and a positive --value-bytes are required")
 		return 2
+	}
+	if cfg.restoreProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%v-%d.pprof", cfg.restoreProfile, cfg.job, cfg.changelog, cfg.upto))
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	d, id, reqs, err := restoreOnce(cfg)
 	if err != nil {
@@ -956,12 +1016,22 @@ func (r *benchResult) requestColumns() string {
 			cells = append(cells, fmt.Sprintf("%.1f", float64(v)/n))
 		}
 		cells = append(cells, fmt.Sprintf("%.1f", r.logObjs/n))
+		if r.logObjs > 0 {
+			cells = append(cells, fmt.Sprintf("%.1f", r.logBytes/r.logObjs/(1<<20)))
+		} else {
+			cells = append(cells, "-")
+		}
+		if r.s3 {
+			cells = append(cells, fmt.Sprintf("%.1f", float64(r.httpReqs.Put)/n))
+		} else {
+			cells = append(cells, "-")
+		}
 		for _, v := range []int64{r.reqs.Put, r.reqs.Get, r.reqs.List, r.reqs.Delete} {
 			cells = append(cells, fmt.Sprintf("%.0f", float64(v)/mins))
 		}
 	} else {
 		// Fewer than two measured checkpoints: no interval to divide by.
-		for range 9 {
+		for range 11 {
 			cells = append(cells, "-")
 		}
 	}
