@@ -108,8 +108,7 @@ func TestChangelogUnderStorageFaults(t *testing.T) {
 	// Puts fail, and a run makes more than 29 Puts (about 50 on a quiet
 	// machine, 47 at load 28 on 2 cores: one log object per checkpoint
 	// interval since the log stopped sealing on a timer). (Seed 7 drew its
-	// first Put error at the
-	// 182nd, which a fast run may not reach.)
+	// first Put error at the 182nd, which a fast run may not reach.)
 	store := faulty.New(inner, faulty.Options{Latency: faulty.ObjectStore(), ErrorRate: 0.01, Seed: 112})
 	c := Config{Seed: 4, Events: 50_000, Drivers: 200, Out: filepath.Join(dir, "out"), Parallelism: 2,
 		LateEvery: 43, EmitEvery: 5, Rate: 25_000, Changelog: true, Materialize: 300 * time.Millisecond}
