@@ -89,17 +89,12 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	work := *dir
 	if work == "" {
@@ -868,17 +863,12 @@ func restoreOnceCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if cfg.restoreProfile != "" {
-		f, err := os.Create(fmt.Sprintf("%s-%s-%v-%d.pprof", cfg.restoreProfile, cfg.job, cfg.changelog, cfg.upto))
+		stop, err := startCPUProfile(fmt.Sprintf("%s-%s-%v-%d.pprof", cfg.restoreProfile, cfg.job, cfg.changelog, cfg.upto))
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	d, id, reqs, err := restoreOnce(cfg)
 	if err != nil {
@@ -1059,4 +1049,21 @@ func removeStore(url string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	return deleteAll(ctx, s)
+}
+
+// startCPUProfile writes a CPU profile of the process to path until the
+// returned function is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
