@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eddyflow/eddy/connector"
+	"github.com/eddyflow/eddy/internal/splitmix"
 )
 
 // cursor walks the global indexes of one split in increasing order and
@@ -95,19 +96,9 @@ func (c *cursor) position() []byte {
 	return binary.AppendUvarint(nil, uint64(c.k*c.keys+c.d))
 }
 
-// mix is the SplitMix64 finalizer: a bijection of uint64 with good avalanche.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
-
 // hash2 combines a seed, a salt and a value into 64 well-mixed bits.
 func hash2(seed, salt, v uint64) uint64 {
-	return mix(mix(seed+salt*0x9e3779b97f4a7c15) ^ v)
+	return splitmix.Mix(splitmix.Mix(seed+salt*splitmix.Golden) ^ v)
 }
 
 // unit maps 64 random bits to a float64 in [0, 1).
@@ -116,10 +107,7 @@ func unit(x uint64) float64 { return float64(x>>11) * 0x1p-53 }
 // rng is a small SplitMix64 generator that lives on the stack.
 type rng struct{ s uint64 }
 
-func (r *rng) uint64() uint64 {
-	r.s += 0x9e3779b97f4a7c15
-	return mix(r.s)
-}
+func (r *rng) uint64() uint64 { return splitmix.Next(&r.s) }
 
 // intn returns a number in [0, n) (n > 0); the modulo bias is negligible for
 // the small n used here.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/eddyflow/eddy/connector"
+	"github.com/eddyflow/eddy/internal/splitmix"
 )
 
 var ctx = context.Background()
@@ -402,7 +403,7 @@ func TestPriceMatchesPow(t *testing.T) {
 	for k := range uint64(1_000_000) {
 		r := rng{s: k * 0x2545f4914f6cdd1d}
 		u := float64(r.uint64()>>11) * 0x1p-53
-		r.s -= golden // draw the same number again
+		r.s -= splitmix.Golden // draw the same number again
 		got, want := tab.price(&r), int64(math.Round(math.Pow(10, 6*u)*100))
 		if got != want {
 			if got-want > 1 || want-got > 1 {
