@@ -552,7 +552,7 @@ func openKeyedTo[K comparable, OUT any](sc *runtime.Subtask, uid string, fn inte
 		}
 		fire := func(domain TimeDomain) func(kb []byte, kg int, at int64) error {
 			return func(kb []byte, kg int, at int64) error {
-				backend.SetCurrentKey(kb, kg)
+				backend.EnsureKey(kb, kg) // FireDue has set it: same slice
 				if err := keyDec(kb, &ctx.Key); err != nil {
 					return err
 				}

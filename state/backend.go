@@ -1,7 +1,6 @@
 package state
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,7 +22,6 @@ type Backend struct {
 	kgStart, kgEnd int
 	keySchema      serde.Schema
 	key            []byte
-	lastKey        []byte // a copy of key, to tell a new current key from the same one set again
 	kg             int
 	states         []keyedState
 	byName         map[string]keyedState
@@ -195,19 +193,24 @@ func (b *Backend) MaxParallelism() int { return b.maxPar }
 
 // SetCurrentKey scopes every state of the backend to key, of key group kg.
 // The backend keeps the slice until the next call; the caller must not
-// modify it meanwhile. Setting the key that is already current keeps the
-// states' cached entries: a window operator and its timers set the key
-// several times per record, and consecutive records often share a key.
+// modify it meanwhile.
 func (b *Backend) SetCurrentKey(key []byte, kg int) {
-	// Compared with a copy: the caller may have rewritten the bytes that
-	// b.key still points to (a recycled batch) with another key.
-	if kg == b.kg && bytes.Equal(key, b.lastKey) {
-		b.key = key
+	b.key, b.kg = key, kg
+	b.gen++
+}
+
+// EnsureKey is SetCurrentKey for a caller that may pass the current key
+// again (timers registered while a record or timer has its key current):
+// the very slice that is current — same memory, same length — in the same
+// key group keeps the states' cached entries. Any other slice sets the key,
+// also one holding the same bytes: only the identical slice is known to
+// still hold the key it held when it was set (a recycled buffer may hold
+// another one by now).
+func (b *Backend) EnsureKey(key []byte, kg int) {
+	if kg == b.kg && len(key) == len(b.key) && (len(key) == 0 || &key[0] == &b.key[0]) {
 		return
 	}
-	b.key, b.kg = key, kg
-	b.lastKey = append(b.lastKey[:0], key...)
-	b.gen++
+	b.SetCurrentKey(key, kg)
 }
 
 // CurrentKey returns the serialized current key.

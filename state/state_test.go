@@ -498,3 +498,33 @@ func TestSetCurrentKeyAgain(t *testing.T) {
 		t.Fatalf("a: %d, want 2", x)
 	}
 }
+
+// TestEnsureKey: the current slice passed again keeps the key; another
+// slice, with the same bytes or others, or another key group, sets it.
+func TestEnsureKey(t *testing.T) {
+	b := state.NewBackend(4, 0, 4, keySchema(t))
+	v, err := state.NewValue[int64](b, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := []byte("a")
+	b.SetCurrentKey(a, 1)
+	v.Update(1)
+	b.EnsureKey(a, 1)
+	if x, _ := v.Get(); x != 1 {
+		t.Fatalf("a after EnsureKey of the current slice: %d, want 1", x)
+	}
+	b.EnsureKey([]byte("c"), 1)
+	if x, ok := v.Get(); ok {
+		t.Fatalf("c: %d, want no value", x)
+	}
+	v.Update(5)
+	b.EnsureKey([]byte("a"), 1) // a's bytes in another slice
+	if x, _ := v.Get(); x != 1 {
+		t.Fatalf("a again: %d, want 1", x)
+	}
+	b.EnsureKey(a, 2) // the slice of a, another key group
+	if x, ok := v.Get(); ok {
+		t.Fatalf("a in key group 2: %d, want no value", x)
+	}
+}

@@ -73,7 +73,7 @@ func keyBytes(k string) []byte { return unsafe.Slice(unsafe.StringData(k), len(k
 
 // Register adds a timer for key at (nanoseconds), once per (key, time).
 func (t *Service) Register(kb []byte, kg int, at int64) {
-	t.backend.SetCurrentKey(kb, kg)
+	t.backend.EnsureKey(kb, kg)
 	if slices.Contains(t.st.Get(), at) {
 		return
 	}
@@ -85,7 +85,7 @@ func (t *Service) Register(kb []byte, kg int, at int64) {
 // Delete removes key's timer at (nanoseconds); the queue entry is skipped
 // when it comes up.
 func (t *Service) Delete(kb []byte, kg int, at int64) {
-	t.backend.SetCurrentKey(kb, kg)
+	t.backend.EnsureKey(kb, kg)
 	xs := t.st.Get()
 	if i := slices.Index(xs, at); i >= 0 {
 		t.st.Update(slices.Delete(xs, i, i+1))
@@ -126,7 +126,7 @@ func (t *Service) FireDue(now int64, fire func(kb []byte, kg int, at int64) erro
 	for len(t.queue) > 0 && t.queue[0].at <= now {
 		e := t.pop()
 		kb := keyBytes(e.key)
-		t.backend.SetCurrentKey(kb, e.kg)
+		t.backend.EnsureKey(kb, e.kg)
 		xs := t.st.Get()
 		i := slices.Index(xs, e.at)
 		if i < 0 {
@@ -201,7 +201,7 @@ const minCompact = 1024
 func (t *Service) compact() {
 	q := t.queue[:0]
 	for _, e := range t.queue {
-		t.backend.SetCurrentKey(keyBytes(e.key), e.kg)
+		t.backend.EnsureKey(keyBytes(e.key), e.kg)
 		if slices.Contains(t.st.Get(), e.at) {
 			q = append(q, e)
 		}
