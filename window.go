@@ -310,9 +310,9 @@ func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end 
 			f.st.Delete(a.start)
 		}
 		if a.end != end {
-			f.unregister(ctx, a.end-1)
+			f.unregisterUnused(ctx, a.end-1, end)
 			if f.lateness > 0 {
-				f.unregister(ctx, a.end-1+f.lateness)
+				f.unregisterUnused(ctx, a.end-1+f.lateness, end)
 			}
 		}
 	}
@@ -320,6 +320,28 @@ func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end 
 		return f.fire(ctx, start, ws)
 	}
 	return nil
+}
+
+// unregisterUnused deletes an absorbed session's timer at t unless a
+// stored session still needs it: timers are one per key and instant, and
+// with allowed lateness an absorbed session's cleanup timer can be the
+// merged session's firing timer (a record extending [0, 400) to [0, 500)
+// with 100 ms lateness: both are at 499), which deleting would drop the
+// session unfired. end is the merged session's end; other sessions can
+// share a timer only when the lateness is at least the gap, since every
+// session is at least the gap long and they neither overlap nor touch.
+func (f *windowFn[K, IN, ACC, OUT]) unregisterUnused(ctx *Context[K, OUT], t, end int64) {
+	if t == end-1 || t == end-1+f.lateness {
+		return
+	}
+	if f.lateness > 0 && f.lateness >= f.w.size {
+		for _, ws := range f.st.All() {
+			if t == ws.End-1 || t == ws.End-1+f.lateness {
+				return
+			}
+		}
+	}
+	f.unregister(ctx, t)
 }
 
 // fire emits a window's result with the window's last instant as its event

@@ -270,6 +270,10 @@ func TestWindowsMatchBruteForce(t *testing.T) {
 		{"sliding-lateness", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 4 * time.Second, 2 * time.Second},
 		{"session", eddy.Session(400 * time.Millisecond), "session", 400, 0, 0, time.Second},
 		{"session-lateness", eddy.Session(400 * time.Millisecond), "session", 400, 0, 3 * time.Second, time.Second},
+		// A lateness shorter than the gap: an extended session's firing
+		// timer can be the one it absorbed's cleanup timer.
+		{"session-short-lateness", eddy.Session(400 * time.Millisecond), "session", 400, 0, 100 * time.Millisecond, time.Second},
+		{"session-lateness-gap", eddy.Session(400 * time.Millisecond), "session", 400, 0, 400 * time.Millisecond, time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -423,6 +427,40 @@ func TestSessionWindowsMergeWhenTouching(t *testing.T) {
 	want := []string{
 		`{"key":"k","start":0,"end":800,"sum":3,"count":2}`,
 		`{"key":"k","start":801,"end":1201,"sum":4,"count":1}`,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sessions %v, want %v", got, want)
+	}
+}
+
+// TestSessionMergeKeepsSharedTimers merges sessions whose timers coincide:
+// a record 100 ms after the first extends the session [0, 400) to
+// [0, 500), and with 100 ms lateness the absorbed session's cleanup timer
+// (399+100) is the merged session's firing timer. Deleting the absorbed
+// session's timers must not delete that one, or the session is dropped at
+// its cleanup without ever firing.
+func TestSessionMergeKeepsSharedTimers(t *testing.T) {
+	evs := []ev{{Key: "k", TS: 0, V: 1}, {Key: "k", TS: 100, V: 2}, {Key: "j", TS: 0, V: 1}, {Key: "j", TS: 500, V: 2}, {Key: "j", TS: 50, V: 4}}
+	dir := t.TempDir()
+	env := eddy.New(eddy.Parallelism(1), eddy.LogOutput(&logBuf{}))
+	src := eddy.FromSource[ev](env, sliceSource{evs}, eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, time.Second))
+	out := eddy.AggregateWindows(eddy.KeyBy(src, func(e *ev) string { return e.Key }), eddy.Session(400*time.Millisecond), eddy.Aggregator[string, ev, sumAcc, winOut]{
+		Add:   func(a sumAcc, e *ev) sumAcc { return sumAcc{a.Sum + e.V, a.Count + 1} },
+		Merge: func(a, b sumAcc) sumAcc { return sumAcc{a.Sum + b.Sum, a.Count + b.Count} },
+		Result: func(k string, w eddy.Window, a sumAcc) winOut {
+			return winOut{Key: k, Start: w.Start.UnixMilli(), End: w.End.UnixMilli(), Sum: a.Sum, Count: a.Count}
+		},
+	}, eddy.AllowedLateness(100*time.Millisecond))
+	eddy.ToSink(out.Results, file.JSONLines[winOut](dir))
+	if err := env.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := readLines(t, dir)
+	sort.Strings(got)
+	want := []string{
+		`{"key":"j","start":0,"end":450,"sum":5,"count":2}`,
+		`{"key":"j","start":500,"end":900,"sum":2,"count":1}`,
+		`{"key":"k","start":0,"end":500,"sum":3,"count":2}`,
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("sessions %v, want %v", got, want)
