@@ -144,3 +144,47 @@ type countingCreatorLocker struct {
 	countingCreator
 	countingLocker
 }
+
+// MinPartSize is the wrapped store's, or 0 if it is not a Parter.
+func (w *countingStore) MinPartSize() int {
+	if p, ok := w.s.(Parter); ok {
+		return p.MinPartSize()
+	}
+	return 0
+}
+
+// CreateParts starts an upload in the wrapped store. Its create, each
+// part and the completion count as Puts, as S3 bills them; an abort as a
+// Delete.
+func (w *countingStore) CreateParts(ctx context.Context, name string) (PartUpload, error) {
+	p, ok := w.s.(Parter)
+	if !ok {
+		return nil, NoParts(w.s, name)
+	}
+	w.c.put.Add(1)
+	u, err := p.CreateParts(ctx, name)
+	if err != nil {
+		return nil, note(&w.c.failedPut, err)
+	}
+	return countingUpload{u, w.c}, nil
+}
+
+type countingUpload struct {
+	u PartUpload
+	c *Counter
+}
+
+func (u countingUpload) UploadPart(ctx context.Context, n int, data []byte) error {
+	u.c.put.Add(1)
+	return note(&u.c.failedPut, u.u.UploadPart(ctx, n, data))
+}
+
+func (u countingUpload) Complete(ctx context.Context, n int) error {
+	u.c.put.Add(1)
+	return note(&u.c.failedPut, u.u.Complete(ctx, n))
+}
+
+func (u countingUpload) Abort(ctx context.Context) error {
+	u.c.del.Add(1)
+	return note(&u.c.failedDel, u.u.Abort(ctx))
+}

@@ -77,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) blob.Store, opts ...Option) {
 		{"HedgedPutIfAbsent", testHedgedPutIfAbsent},
 		{"Claim", testClaim},
 		{"ClaimRace", testClaimRace},
+		{"Parts", testParts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t), &c) })
@@ -616,5 +617,67 @@ func mustDeleteAll(t *testing.T, s blob.Store, prefix string) {
 		if err := s.Delete(context.Background(), n); err != nil {
 			t.Fatalf("Delete(%q): %v", n, err)
 		}
+	}
+}
+
+// testParts builds an object from parts uploaded out of order, one of them
+// twice at once (a hedge): nothing is listed or readable before Complete,
+// then Get returns the payload the parts and trailer make up. An aborted
+// upload leaves nothing. Stores that are not blob.Parters skip it.
+func testParts(t *testing.T, s blob.Store, _ *config) {
+	p, min, ok := blob.PartsOf(s)
+	if !ok {
+		t.Skipf("%T cannot build objects from parts", s)
+	}
+	ctx := context.Background()
+	u, err := p.CreateParts(ctx, "parts/obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := payload(7, 2*min+1000)
+	var crc uint32
+	crc = blob.UpdateChecksum(crc, payload)
+	last := blob.AppendTrailerOf(append([]byte(nil), payload[2*min:]...), crc, int64(len(payload)))
+	if err := u.UploadPart(ctx, 3, last); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for _, n := range []int{2, 2, 1} {
+		wg.Go(func() { errs <- u.UploadPart(ctx, n, payload[(n-1)*min:n*min]) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names := mustList(t, s, "parts/"); len(names) != 0 {
+		t.Fatalf("before Complete, List gives %v", names)
+	}
+	if _, err := s.Get(ctx, "parts/obj"); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("before Complete, Get gives %v, want not found", err)
+	}
+	if err := u.Complete(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, s, "parts/obj", payload)
+
+	a, err := p.CreateParts(ctx, "parts/aborted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.UploadPart(ctx, 1, payload[:min]); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Abort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if names := mustList(t, s, "parts/"); !slices.Equal(names, []string{"parts/obj"}) {
+		t.Fatalf("after an abort, List gives %v, want only parts/obj", names)
+	}
+	if err := a.Complete(ctx, 1); err == nil {
+		t.Fatal("Complete after Abort succeeded")
 	}
 }

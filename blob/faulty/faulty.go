@@ -206,18 +206,25 @@ func (s *Store) inject(ctx context.Context, o op, f fault) error {
 // injected error leaves the object unwritten, or written if the error's
 // Written field is true.
 func (s *Store) Put(ctx context.Context, name string, data []byte) error {
+	return s.write(ctx, "put", name, func() error { return s.inner.Put(ctx, name, data) })
+}
+
+// write runs do, a write of the object name, subject to the injected
+// faults of a Put: an injected error before do leaves the object as it
+// was, one after it (Written) follows do's success.
+func (s *Store) write(ctx context.Context, op, name string, do func() error) error {
 	f := s.decide(opPut)
 	if err := s.inject(ctx, opPut, f); err != nil {
 		return err
 	}
 	if f.fail && !f.afterWrite {
-		return &InjectedError{Op: "put", Name: name}
+		return &InjectedError{Op: op, Name: name}
 	}
-	if err := s.inner.Put(ctx, name, data); err != nil {
+	if err := do(); err != nil {
 		return err
 	}
 	if f.fail {
-		return &InjectedError{Op: "put", Name: name, Written: true}
+		return &InjectedError{Op: op, Name: name, Written: true}
 	}
 	return nil
 }
@@ -229,21 +236,56 @@ func (s *Store) Put(ctx context.Context, name string, data []byte) error {
 // created by this call. An inner store that is not a blob.Creator gives
 // blob.PutIfAbsent's error.
 func (s *Store) PutIfAbsent(ctx context.Context, name string, data []byte) error {
-	f := s.decide(opPut)
-	if err := s.inject(ctx, opPut, f); err != nil {
-		return err
-	}
-	if f.fail && !f.afterWrite {
-		return &InjectedError{Op: "create", Name: name}
-	}
-	if err := blob.PutIfAbsent(ctx, s.inner, name, data); err != nil {
-		return err
-	}
-	if f.fail {
-		return &InjectedError{Op: "create", Name: name, Written: true}
-	}
-	return nil
+	return s.write(ctx, "create", name, func() error { return blob.PutIfAbsent(ctx, s.inner, name, data) })
 }
+
+// MinPartSize is the inner store's, or 0 if it is not a blob.Parter.
+func (s *Store) MinPartSize() int {
+	if p, ok := s.inner.(blob.Parter); ok {
+		return p.MinPartSize()
+	}
+	return 0
+}
+
+// CreateParts starts an upload in the inner store. Its create, each part
+// and the completion are subject to the injected faults of a Put (and
+// count as Puts in Stats); an injected error after a part's upload leaves
+// the part uploaded.
+func (s *Store) CreateParts(ctx context.Context, name string) (blob.PartUpload, error) {
+	p, ok := s.inner.(blob.Parter)
+	if !ok {
+		return nil, blob.NoParts(s.inner, name)
+	}
+	var u blob.PartUpload
+	err := s.write(ctx, "create parts", name, func() error {
+		var err error
+		u, err = p.CreateParts(ctx, name)
+		return err
+	})
+	if err != nil {
+		if u != nil {
+			_ = u.Abort(context.WithoutCancel(ctx))
+		}
+		return nil, err
+	}
+	return faultyUpload{s, name, u}, nil
+}
+
+type faultyUpload struct {
+	s    *Store
+	name string
+	u    blob.PartUpload
+}
+
+func (f faultyUpload) UploadPart(ctx context.Context, n int, data []byte) error {
+	return f.s.write(ctx, fmt.Sprintf("upload part %d", n), f.name, func() error { return f.u.UploadPart(ctx, n, data) })
+}
+
+func (f faultyUpload) Complete(ctx context.Context, n int) error {
+	return f.s.write(ctx, "complete", f.name, func() error { return f.u.Complete(ctx, n) })
+}
+
+func (f faultyUpload) Abort(ctx context.Context) error { return f.u.Abort(ctx) }
 
 // Get returns the object from the inner store, subject to the injected
 // faults.

@@ -1,0 +1,82 @@
+package blob
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Parter is a Store that can build one object from parts uploaded over
+// time and make it visible whole at the end: S3's multipart upload. A
+// writer that produces an object piece by piece (the changelog's log of a
+// checkpoint interval) uploads each piece as soon as it exists and pays
+// only for the last one when the object must be durable.
+//
+// Wrappers of stores (Count, faulty) implement Parter whatever they wrap
+// and report through MinPartSize whether the store below can: use
+// PartsOf to get a Parter that works.
+type Parter interface {
+	// MinPartSize is the least size of every part but the last; 0 means
+	// the store cannot build objects from parts (a wrapper of one that
+	// cannot).
+	MinPartSize() int
+	// CreateParts starts the object name. Nothing is visible under name
+	// until Complete returns; an upload neither completed nor aborted
+	// costs storage until the store expires it (on S3, a bucket lifecycle
+	// rule AbortIncompleteMultipartUpload).
+	CreateParts(ctx context.Context, name string) (PartUpload, error)
+}
+
+// PartUpload is an object being built from parts. Its methods are safe for
+// concurrent use: UploadPart may run for several parts at once, and for
+// one part twice (a hedge or a retry; the part holds the bytes of the
+// upload that finished last, so both must send the same bytes).
+type PartUpload interface {
+	// UploadPart stores data as part n (from 1 to 10,000) of the
+	// object's bytes. The store does not keep data once it returns.
+	UploadPart(ctx context.Context, n int, data []byte) error
+	// Complete makes parts 1..n, concatenated, the object. Their bytes
+	// must be a payload followed by its trailer (AppendTrailerOf), as a
+	// Put of the payload stores it, so that Get verifies and returns the
+	// payload.
+	Complete(ctx context.Context, n int) error
+	// Abort drops the upload and its parts.
+	Abort(ctx context.Context) error
+}
+
+// ErrNoParts is matched by the error of CreateParts on a store (or a
+// wrapper of one) that cannot build objects from parts.
+var ErrNoParts = errors.New("store cannot build objects from parts")
+
+// PartsOf returns s as a Parter and its least part size, or false if s
+// cannot build objects from parts.
+func PartsOf(s Store) (Parter, int, bool) {
+	p, ok := s.(Parter)
+	if !ok {
+		return nil, 0, false
+	}
+	n := p.MinPartSize()
+	return p, n, n > 0
+}
+
+// NoParts is the error a wrapper's CreateParts returns when the store it
+// wraps cannot build objects from parts.
+func NoParts(s Store, name string) error {
+	return fmt.Errorf("blob: create %q from parts: %T: %w", name, s, ErrNoParts)
+}
+
+// UpdateChecksum returns the Checksum of a payload whose earlier bytes had
+// checksum crc, continued with p: a writer of parts computes the trailer's
+// checksum as the parts go by (start with crc 0).
+func UpdateChecksum(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli, p) }
+
+// AppendTrailerOf appends the trailer of a payload of n bytes whose
+// Checksum is crc: what AppendTrailer appends, for a payload that was
+// never in one buffer.
+func AppendTrailerOf(dst []byte, crc uint32, n int64) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, crc)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(n))
+	return append(dst, trailerMagic...)
+}

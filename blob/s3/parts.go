@@ -1,0 +1,92 @@
+package s3
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/eddyflow/eddy/blob"
+)
+
+var _ blob.Parter = (*Store)(nil)
+
+// MinPartSize is S3's least part size (5 MiB).
+func (s *Store) MinPartSize() int { return MinPartSize }
+
+// CreateParts starts a multipart upload of name.
+func (s *Store) CreateParts(ctx context.Context, name string) (blob.PartUpload, error) {
+	if err := blob.ValidateName(name); err != nil {
+		return nil, err
+	}
+	key := aws.String(s.Key(name))
+	up, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(s.bucket), Key: key})
+	if err != nil {
+		return nil, s.fail("create parts", name, err)
+	}
+	return &partUpload{s: s, name: name, key: key, id: up.UploadId, etags: map[int]*string{}}, nil
+}
+
+// partUpload is a multipart upload in progress.
+type partUpload struct {
+	s    *Store
+	name string
+	key  *string
+	id   *string
+
+	mu    sync.Mutex
+	etags map[int]*string // by part number, of the last upload that finished
+}
+
+func (u *partUpload) UploadPart(ctx context.Context, n int, data []byte) error {
+	if n < 1 || n > 10000 {
+		return u.s.fail("upload part", u.name, fmt.Errorf("part number %d outside 1..10000", n))
+	}
+	l := int64(len(data))
+	out, err := u.s.client.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket: aws.String(u.s.bucket), Key: u.key, UploadId: u.id,
+		PartNumber: aws.Int32(int32(n)), Body: pieces{data}.reader(0, l), ContentLength: aws.Int64(l),
+	})
+	if err != nil {
+		return u.s.fail(fmt.Sprintf("upload part %d of", n), u.name, err)
+	}
+	u.mu.Lock()
+	u.etags[n] = out.ETag
+	u.mu.Unlock()
+	return nil
+}
+
+func (u *partUpload) Complete(ctx context.Context, n int) error {
+	u.mu.Lock()
+	parts := make([]types.CompletedPart, 0, n)
+	for i := 1; i <= n; i++ {
+		etag, ok := u.etags[i]
+		if !ok {
+			u.mu.Unlock()
+			return u.s.fail("complete", u.name, fmt.Errorf("part %d of %d was not uploaded", i, n))
+		}
+		parts = append(parts, types.CompletedPart{ETag: etag, PartNumber: aws.Int32(int32(i))})
+	}
+	u.mu.Unlock()
+	slices.SortFunc(parts, func(a, b types.CompletedPart) int { return int(*a.PartNumber - *b.PartNumber) })
+	_, err := u.s.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
+		Bucket: aws.String(u.s.bucket), Key: u.key, UploadId: u.id,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
+	})
+	if err != nil {
+		return u.s.fail("complete", u.name, err)
+	}
+	return nil
+}
+
+func (u *partUpload) Abort(ctx context.Context) error {
+	_, err := u.s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(u.s.bucket), Key: u.key, UploadId: u.id})
+	if err != nil && !isNotFound(err) {
+		return u.s.fail("abort", u.name, err)
+	}
+	return nil
+}
