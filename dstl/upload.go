@@ -117,33 +117,100 @@ type attempt struct {
 // first attempt to succeed wins; the others are cancelled and their
 // objects deleted once they have finished, best effort.
 func (l *Log) put(b *batch, data []byte) (string, error) {
+	return l.putNamed(b.name, b.seq, data, func() { b.dataRefs.Add(1) }, func() { l.unrefData(b, data) })
+}
+
+// putNamed is put of data under name for batch seq; ref and unref hold
+// and drop data for the time of an attempt.
+func (l *Log) putNamed(name string, seq uint64, data []byte, ref, unref func()) (string, error) {
+	nameOf := func(k int) string {
+		if k == 0 {
+			return name
+		}
+		return fmt.Sprintf("%s-h%d", name, k)
+	}
+	winner, err := l.hedged(true, func(int) { ref() }, func(ctx context.Context, k int) error {
+		defer unref()
+		return l.store.Put(ctx, nameOf(k), data)
+	}, func(winner, n int) {
+		for k := range n {
+			if k == winner {
+				continue
+			}
+			// A failed Put may have stored the object anyway; deleting a
+			// missing object is not an error.
+			dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if derr := l.store.Delete(dctx, nameOf(k)); derr != nil {
+				l.m.deleteErrors.Add(1)
+			} else {
+				l.m.loserDeletes.Add(1)
+			}
+			dcancel()
+		}
+	})
+	if err != nil {
+		var f *failedAttempts
+		if errors.As(err, &f) {
+			return "", &BatchError{Batch: seq, Object: name, Attempts: f.n, Err: f.err}
+		}
+		return "", err
+	}
+	return nameOf(winner), nil
+}
+
+// failedAttempts is hedged's error when every attempt failed.
+type failedAttempts struct {
+	n   int
+	err error
+}
+
+func (f *failedAttempts) Error() string { return fmt.Sprintf("%d attempt(s) failed: %v", f.n, f.err) }
+
+// hedged runs attempts of one request until one succeeds: a first one, a
+// hedge whenever the newest has run for the hedge delay (blob.Hedger), and
+// a retry after each failure, MaxAttempts in all. begin(k) runs before
+// attempt k starts, in hedged's goroutine; run(ctx, k) is the attempt. The
+// first to succeed wins and the others are cancelled; once all have
+// finished, cleanup(winner, n) runs in the background (winner -1 if none
+// won; n attempts were started). record says whether the attempts'
+// durations teach the hedger (uploads of batches and parts, not small
+// requests). It returns the winner, or a *failedAttempts, or ErrClosed.
+func (l *Log) hedged(record bool, begin func(k int), run func(ctx context.Context, k int) error, cleanup func(winner, n int)) (int, error) {
 	ctx, cancel := context.WithCancel(l.ctx)
 	results := make(chan attempt, l.opts.MaxAttempts)
-	var names []string
-	running := 0
+	n, running := 0, 0
 	start := func() {
-		k := len(names)
-		name := b.name
-		if k > 0 {
-			name = fmt.Sprintf("%s-h%d", b.name, k)
-		}
-		names = append(names, name)
+		k := n
+		n++
 		running++
+		begin(k)
 		l.m.attempts.Add(1)
 		l.uploads.Add(1)
-		b.dataRefs.Add(1)
 		go func() {
 			defer l.uploads.Done()
 			began := time.Now()
 			actx, acancel := context.WithTimeout(ctx, l.opts.AttemptTimeout)
-			err := l.store.Put(actx, name, data)
+			err := run(actx, k)
 			acancel()
-			if err == nil {
+			if err == nil && record {
 				l.hedger.Record(time.Since(began))
 			}
-			l.unrefData(b, data)
 			results <- attempt{k, err}
 		}()
+	}
+	finish := func(winner int, err error) (int, error) {
+		cancel()
+		if cleanup != nil && (winner < 0 || n > 1) {
+			l.uploads.Add(1)
+			go func(running int) {
+				defer l.uploads.Done()
+				for ; running > 0; running-- {
+					<-results
+				}
+				cleanup(winner, n)
+			}(running)
+		}
+		return winner, err
 	}
 
 	start()
@@ -155,85 +222,44 @@ func (l *Log) put(b *batch, data []byte) (string, error) {
 	retryArmed := false
 	backoff := l.opts.RetryBackoff
 	var errs []error
-	winner := -1
-	for winner < 0 {
+	for {
 		select {
 		case r := <-results:
 			running--
 			if r.err == nil {
-				winner = r.k
-				break
+				return finish(r.k, nil)
 			}
 			l.m.failedAttempts.Add(1)
-			errs = append(errs, fmt.Errorf("attempt %d (%s): %w", r.k+1, names[r.k], r.err))
+			errs = append(errs, fmt.Errorf("attempt %d: %w", r.k+1, r.err))
 			if l.closed.Load() {
-				return l.abandon(b, names, running, -1, results, cancel, ErrClosed)
+				return finish(-1, ErrClosed)
 			}
-			if len(names) < l.opts.MaxAttempts {
+			if n < l.opts.MaxAttempts {
 				if !retryArmed {
 					retry.Reset(backoff)
 					retryArmed = true
 					backoff = min(2*backoff, l.opts.UploadTimeout)
 				}
 			} else if running == 0 {
-				return l.abandon(b, names, running, -1, results, cancel, &BatchError{
-					Batch: b.seq, Object: b.name, Attempts: len(names), Err: errors.Join(errs...)})
+				return finish(-1, &failedAttempts{n: n, err: errors.Join(errs...)})
 			}
 		case <-hedge.C:
-			if len(names) < l.opts.MaxAttempts && running > 0 {
+			if n < l.opts.MaxAttempts && running > 0 {
 				l.m.hedged.Add(1)
 				start()
 				hedge.Reset(l.hedger.Delay())
 			}
 		case <-retry.C:
 			retryArmed = false
-			if len(names) < l.opts.MaxAttempts {
+			if n < l.opts.MaxAttempts {
 				l.m.retries.Add(1)
 				start()
 				hedge.Reset(l.hedger.Delay())
 			}
 		case <-l.ctx.Done():
-			return l.abandon(b, names, running, -1, results, cancel, ErrClosed)
+			return finish(-1, ErrClosed)
 		}
 	}
-	_, err := l.abandon(b, names, running, winner, results, cancel, nil)
-	return names[winner], err
-}
-
-// abandon cancels the attempts still running and, in the background,
-// deletes the objects of every attempt but winner once all have finished.
-// It returns "" and err.
-func (l *Log) abandon(b *batch, names []string, running, winner int, results chan attempt, cancel context.CancelFunc, err error) (string, error) {
-	cancel()
-	losers := len(names)
-	if winner >= 0 {
-		losers--
-	}
-	if losers == 0 {
-		return "", err
-	}
-	l.uploads.Add(1)
-	go func() {
-		defer l.uploads.Done()
-		for ; running > 0; running-- {
-			<-results
-		}
-		for k, name := range names {
-			if k == winner {
-				continue
-			}
-			// A failed Put may have stored the object anyway; deleting a
-			// missing object is not an error.
-			dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if derr := l.store.Delete(dctx, name); derr != nil {
-				l.m.deleteErrors.Add(1)
-			} else {
-				l.m.loserDeletes.Add(1)
-			}
-			dcancel()
-		}
-	}()
-	return "", err
 }
 
 // localPath returns the file of the local copy of object in dir.
