@@ -10,7 +10,9 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// The object format. Every object the log uploads is
+// The object format. Every object the log uploads is one frame, or, for
+// a streamed object (Options.NoParts unset, on a blob.Parter), several
+// frames laid end to end, one per batch in sealing order. A frame is
 //
 //	header (20 bytes, little-endian):
 //	  [0:4)   magic "DSTL"
@@ -35,7 +37,12 @@ import (
 // parsing them. seqdelta is the change's sequence number minus that of the previous
 // change of the section (the first change's delta is its sequence number),
 // so sequence numbers are at least 1 and strictly increase within a
-// section; gaps are changes superseded within the batch. op is an Op: the
+// section; gaps are changes superseded within the batch. In an object of
+// several frames a writer has a section in each frame it logged in, its
+// sequence numbers increasing from frame to frame. A Handle records an
+// object's checksum: its one frame's header CRC, or for several frames the
+// CRC-32C of their header CRCs, little-endian, in order (framesCRC).
+// Readers before streamed objects existed read only one-frame objects. op is an Op: the
 // element operations (OpPutElem, OpDeleteElem) carry the element's sub
 // key, and the deletes carry no value. The object must end exactly where
 // its last section does.
@@ -317,18 +324,59 @@ func (b *Batch) object() *Object {
 // decodeBatch verifies an object and decodes it into a Batch keeping only
 // the sections of the writers keep accepts (all if keep is nil): the
 // others are checked but not recorded.
+//
+// An object is one frame or several laid end to end (a streamed object,
+// one frame per batch): each is verified and decoded, and the Batch holds
+// the sections of all of them in order, a writer's possibly several.
 func decodeBatch(data []byte, keep func(writer string) bool) (*Batch, error) {
-	body, version, compressed, err := checkObject(data)
-	if err != nil {
-		return nil, err
+	var b *Batch
+	var crcs []uint32
+	for i := 0; len(data) > 0 || i == 0; i++ {
+		frame, err := nextFrame(data)
+		if err != nil {
+			return nil, frameError(i, err)
+		}
+		body, version, compressed, err := checkObject(frame)
+		if err != nil {
+			return nil, frameError(i, err)
+		}
+		f, err := decodeBody(body, version, keep)
+		if err != nil {
+			return nil, frameError(i, err)
+		}
+		if b == nil {
+			b = f
+		} else {
+			b.sections = append(b.sections, f.sections...)
+		}
+		b.compressed = b.compressed || compressed
+		crcs = append(crcs, objectCRC(frame))
+		data = data[len(frame):]
 	}
-	b, err := decodeBody(body, version, keep)
-	if err != nil {
-		return nil, err
-	}
-	b.compressed = compressed
-	b.crc = objectCRC(data)
+	b.crc = framesCRC(crcs)
 	return b, nil
+}
+
+// nextFrame returns the first frame of data: as many bytes as its header
+// says, or all of data if the header is short or damaged (checkObject
+// then says why).
+func nextFrame(data []byte) ([]byte, error) {
+	if len(data) < headerSize || string(data[:4]) != objectMagic {
+		return data, nil
+	}
+	n := uint64(binary.LittleEndian.Uint32(data[8:])) + headerSize
+	if n > uint64(len(data)) {
+		return data, nil
+	}
+	return data[:n], nil
+}
+
+// frameError names the frame of a streamed object an error is in.
+func frameError(i int, err error) error {
+	if i == 0 {
+		return err
+	}
+	return fmt.Errorf("frame %d: %w", i+1, err)
 }
 
 // objectCRC is the checksum an object's header records (CRC-32C of the

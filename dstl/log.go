@@ -67,6 +67,10 @@ type Log struct {
 
 	arena arena
 
+	parter  blob.Parter // the store, if it builds objects from parts (and Options.NoParts is unset)
+	minPart int         // its least part size
+	open    *stream     // the stream early batches join, under sealMu
+
 	bpMu   sync.Mutex // guards bpCond waits
 	bpCond *sync.Cond
 
@@ -83,7 +87,7 @@ type Log struct {
 		loserDeletes, deleteErrors, bytesRaw, bytesUploaded atomic.Int64
 		blocked, blockedNanos, persists                     atomic.Int64
 		localWrites, localErrors, localDeletes              atomic.Int64
-		uploadNanos                                         atomic.Int64
+		uploadNanos, objects, parts                         atomic.Int64
 		uploadBuckets                                       [len(UploadLatencyBuckets)]atomic.Int64
 	}
 }
@@ -113,6 +117,9 @@ func Open(store blob.Store, opts Options) (*Log, error) {
 		quit:    make(chan struct{}),
 		hedger:  blob.NewHedger(o.HedgeAfterP90, o.UploadTimeout),
 	}
+	if p, min, ok := blob.PartsOf(store); ok && !o.NoParts {
+		l.parter, l.minPart = p, min
+	}
 	l.bpCond = sync.NewCond(&l.bpMu)
 	l.flusher.Add(1)
 	go l.flushLoop()
@@ -132,6 +139,7 @@ func (l *Log) Close() error {
 		l.cancel()
 		l.broadcast()
 		l.flusher.Wait()
+		l.closeOpenStream()
 		l.uploads.Wait()
 	})
 	return l.err()
@@ -229,6 +237,8 @@ func (l *Log) Metrics() Metrics {
 		LocalErrors:    l.m.localErrors.Load(),
 		LocalDeletes:   l.m.localDeletes.Load(),
 		UploadLatency:  l.uploadLatency(),
+		Objects:        l.m.objects.Load(),
+		Parts:          l.m.parts.Load(),
 	}
 }
 
@@ -449,6 +459,7 @@ func (l *Log) sealBatch() (more bool) {
 	l.wmu.Unlock()
 	var b *batch
 	var changes, dropped int64
+	barrier := false // a writer's Cut ends in this batch
 	for _, w := range ws {
 		w.mu.Lock()
 		p := w.cut
@@ -460,6 +471,7 @@ func (l *Log) sealBatch() (more bool) {
 				b = &batch{done: make(chan struct{})}
 			}
 			if p == w.cut {
+				barrier = true
 				w.cut = nil
 				more = more || w.cur.n > 0
 			} else {
@@ -494,6 +506,7 @@ func (l *Log) sealBatch() (more bool) {
 	l.batchSeq++
 	b.seq = l.batchSeq
 	b.name = l.opts.ObjectName(b.seq)
+	l.joinStream(b, barrier)
 	l.m.batches.Add(1)
 	l.m.changes.Add(changes)
 	l.m.dropped.Add(dropped)

@@ -33,17 +33,14 @@ type Options struct {
 	// FlushBytes uploads the current batch early, before the barrier that
 	// would end it, once this many bytes of changes are queued in it, over
 	// all writers; the Append that crosses the threshold seals the batch,
-	// so a batch exceeds it by at most that change. Default 15 MiB: the
-	// most one request uploads to S3 through blob/s3 with its default
-	// multipart threshold (16 MiB, less the object's header, trailer and
-	// the change that crossed). A larger batch is one object but a
-	// multipart upload: a create, one request per 8 MiB piece and a
-	// completion, 5 requests for 24 MiB where two objects are 2. Below
-	// it, a checkpoint interval's log is one object: 15 MiB holds 300 ms
-	// of a process logging 50 MB/s. Raise it, together with the store's
-	// multipart threshold, for a process that logs more per interval;
-	// lower it for a store slow per byte, to upload part of an interval's
-	// log before its barrier.
+	// so a batch exceeds it by at most that change. On a store that builds
+	// objects from parts (S3) an early batch is a part of the interval's
+	// one object (see NoParts); elsewhere it is an object of its own.
+	// Default 15 MiB: the most one request uploads to S3 through blob/s3
+	// with its default multipart threshold (16 MiB, less the object's
+	// header, trailer and the change that crossed), so an interval that
+	// logs less is one PUT. Lower it for a store slow per byte, to upload
+	// more of an interval's log before its barrier.
 	FlushBytes int
 	// WriterFlushBytes uploads the current batch early once one writer
 	// holds this many bytes of it. Default FlushBytes: one busy subtask
@@ -100,6 +97,14 @@ type Options struct {
 	// default is "dstl/<run>/<%020d n>", with run a random token drawn by
 	// Open.
 	ObjectName func(seq uint64) string
+	// NoParts uploads every batch as an object of its own, also to a
+	// store that builds objects from parts (blob.Parter, S3). By default
+	// the batches a checkpoint interval seals early (FlushBytes) and the
+	// one its barrier seals are the frames of ONE object, a multipart
+	// upload whose parts go up as the log grows and which the barrier
+	// completes: one object per interval, and the barrier waits only for
+	// what was logged since the last part.
+	NoParts bool
 }
 
 // Defaults.
@@ -202,6 +207,8 @@ type Metrics struct {
 	LocalWrites    int64 // local copies written
 	LocalErrors    int64 // local copies that could not be written (reads fall back to the store)
 	LocalDeletes   int64 // local copies deleted because no writer needs them any more
+	Objects        int64 // objects written: one per batch, or per stream of batches (NoParts unset, on a blob.Parter)
+	Parts          int64 // part uploads of streamed objects (each with its hedges)
 	// UploadLatency is how long the uploaded batches took to become
 	// durable, hedges and retries included (Count is Uploads).
 	UploadLatency Latency

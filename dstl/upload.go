@@ -31,6 +31,10 @@ func (l *Log) upload(b *batch) {
 	size := int64(len(data))
 	l.inflight.Add(size - b.queued)
 	l.broadcast()
+	if b.stream != nil {
+		l.streamFrame(b, data, rawLen, err)
+		return
+	}
 
 	var object string
 	if err == nil {
@@ -46,6 +50,7 @@ func (l *Log) upload(b *batch) {
 	}
 	if err == nil {
 		l.m.uploads.Add(1)
+		l.m.objects.Add(1)
 		l.m.bytesUploaded.Add(size)
 		l.m.bytesRaw.Add(rawLen)
 		l.writeLocal(b, object, data)
@@ -292,11 +297,7 @@ func (l *Log) writeLocal(b *batch, object string, data []byte) {
 // writeFile writes data to path through a temporary file in its directory
 // (named with a leading '.', which Read and PruneLocal ignore).
 func writeFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	f, err := createTemp(path)
 	if err != nil {
 		return err
 	}
@@ -313,12 +314,26 @@ func writeFile(path string, data []byte) error {
 	return nil
 }
 
+// createTemp creates the temporary file of a local copy of path, in its
+// directory (named with a leading '.', which Read and PruneLocal ignore).
+func createTemp(path string) (*os.File, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+}
+
 // release drops a writer's reference to b; the local copy of a batch no
 // writer tracks any more is deleted.
 func (l *Log) release(b *batch) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refs--
+	if b.refs == 0 && b.stream != nil {
+		l.releaseStream(b.stream)
+		return
+	}
 	if b.refs > 0 || b.local == "" {
 		return
 	}

@@ -69,11 +69,17 @@ type batch struct {
 	dataRefs atomic.Int32  // holders of the object buffer
 
 	mu     sync.Mutex
-	refs   int    // writers tracking the batch
-	object string // the winning object, after done
-	crc    uint32 // its checksum, after done
-	err    error  // after done
-	local  string // path of the local copy, if written
+	refs   int     // writers tracking the batch
+	object string  // the winning object, after done
+	crc    uint32  // its checksum, after done
+	err    error   // after done
+	local  string  // path of the local copy, if written
+	stream *stream // the object the batch is a frame of, if streamed (set under Log.sealMu)
+
+	// Of a streamed batch: its turn to add its frame comes when turn is
+	// closed; it closes next when it has. last: it completes the stream.
+	turn, next chan struct{}
+	last       bool
 }
 
 // Name returns the writer's name.
@@ -436,14 +442,23 @@ func (w *Writer) PersistUpto(ctx context.Context, after, upto uint64) (Handle, e
 	for _, s := range need {
 		select {
 		case <-s.b.done:
+		default:
+			// A batch sealed early is complete when its stream is.
+			l.finishStreamOf(s.b)
+		}
+		select {
+		case <-s.b.done:
 		case <-ctx.Done():
 			return Handle{}, fmt.Errorf("dstl: writer %q: persist: waiting for batch %d: %w", w.name, s.b.seq, ctx.Err())
 		}
 		if s.b.err != nil {
 			return Handle{}, s.b.err
 		}
-		h.Objects = append(h.Objects, s.b.object)
-		h.CRCs = append(h.CRCs, s.b.crc)
+		if n := len(h.Objects); n == 0 || h.Objects[n-1] != s.b.object {
+			// Batches of one streamed object are listed once.
+			h.Objects = append(h.Objects, s.b.object)
+			h.CRCs = append(h.CRCs, s.b.crc)
+		}
 		h.Size += s.size
 	}
 	if err := l.usable(); err != nil {
