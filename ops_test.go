@@ -578,8 +578,10 @@ func TestChangelogMetrics(t *testing.T) {
 		bytes, _ := sum(f, "eddy_dstl_uploaded_bytes_total")
 		_, inFlight := sum(f, "eddy_dstl_in_flight_bytes")
 		timed, _ := sum(f, "eddy_dstl_upload_duration_seconds")
-		return ok > 0 && first >= ok && bytes > 0 && inFlight == 1 && timed == ok,
-			fmt.Sprintf("uploads %v, first attempts %v, bytes %v, in-flight gauge %d, timed uploads %v", ok, first, bytes, inFlight, timed)
+		// On a local store every batch is an object of its own.
+		objects, _ := sum(f, "eddy_dstl_objects_total")
+		return ok > 0 && first >= ok && bytes > 0 && inFlight == 1 && timed == ok && objects == ok,
+			fmt.Sprintf("uploads %v, first attempts %v, bytes %v, in-flight gauge %d, timed uploads %v, objects %v", ok, first, bytes, inFlight, timed, objects)
 	})
 	// The latency histogram's buckets are cumulative and end at its count.
 	f := scrape(t, base)

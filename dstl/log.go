@@ -277,9 +277,10 @@ func (l *Log) uploadLatency() Latency {
 		cum += l.m.uploadBuckets[i].Load()
 		lat.Buckets[i] = cum
 	}
-	// Uploads beyond the last bucket count only in Count; read after the
-	// buckets, which an upload fills first, it is never below them.
-	lat.Count = max(l.m.uploads.Load(), cum)
+	// Uploads beyond the last bucket count only in Count (one per object);
+	// read after the buckets, which an upload fills first, it is never
+	// below them.
+	lat.Count = max(l.m.objects.Load(), cum)
 	return lat
 }
 

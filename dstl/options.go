@@ -209,7 +209,8 @@ type Metrics struct {
 	LocalDeletes   int64 // local copies deleted because no writer needs them any more
 	Objects        int64 // objects written: one per batch, or per stream of batches (NoParts unset, on a blob.Parter)
 	Parts          int64 // part uploads of streamed objects (each with its hedges)
-	// UploadLatency is how long the uploaded batches took to become
-	// durable, hedges and retries included (Count is Uploads).
+	// UploadLatency is how long the uploaded objects took to become
+	// durable, hedges and retries included (Count is Objects): for a
+	// streamed object, from its last batch's turn to its completion.
 	UploadLatency Latency
 }

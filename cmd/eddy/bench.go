@@ -267,7 +267,7 @@ type benchResult struct {
 	// checkpoint's completion, the checkpoints completed in between
 	// (the last included), and the time between.
 	reqs      blob.Requests
-	logObjs   float64       // changelog objects uploaded in the same period (eddy_dstl_uploads_total)
+	logObjs   float64       // changelog objects written in the same period (eddy_dstl_objects_total)
 	logBytes  float64       // their bytes (eddy_dstl_uploaded_bytes_total)
 	s3        bool          // the store is S3: httpReqs counts its HTTP requests
 	httpReqs  blob.Requests // the HTTP requests in the same period, multipart pieces included
@@ -590,27 +590,23 @@ func logBytes(reg *prometheus.Registry) float64 {
 }
 
 // logObjects is the number of changelog objects the job registered in
-// reg has uploaded (eddy_dstl_uploads_total with outcome ok), 0 without a
-// changelog.
+// reg has written (eddy_dstl_objects_total: a streamed object of several
+// batches counts once), 0 without a changelog.
 func logObjects(reg *prometheus.Registry) float64 {
 	mfs, err := reg.Gather()
 	if err != nil {
 		return 0
 	}
-	var n float64
 	for _, mf := range mfs {
-		if mf.GetName() != "eddy_dstl_uploads_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" && l.GetValue() == "ok" {
-					n += m.GetCounter().GetValue()
-				}
+		if mf.GetName() == "eddy_dstl_objects_total" {
+			var n float64
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
 			}
+			return n
 		}
 	}
-	return n
+	return 0
 }
 
 // options are the settings the runs of cfg share.

@@ -23,6 +23,7 @@ import (
 	_ "github.com/eddyflow/eddy/blob/file" // the file scheme of blob.Open
 	_ "github.com/eddyflow/eddy/blob/s3"   // the s3 scheme, for the crash tests on S3
 	"github.com/eddyflow/eddy/checkpoint"
+	"github.com/eddyflow/eddy/dstl"
 )
 
 // helperEnv carries the JSON-encoded Config of the demo job that
@@ -240,6 +241,10 @@ const (
 	changelogState
 	pebbleState
 	pebbleChangelogState
+	// changelogBatchesState is the changelog with a 16 KiB log threshold:
+	// each checkpoint interval's log is several batches, which S3 streams
+	// into one object of several frames.
+	changelogBatchesState
 )
 
 // localRestore matches the log line of a Pebble restore that took files
@@ -274,7 +279,11 @@ func crashResumeOn(t *testing.T, backend stateBackend, data func(t *testing.T, d
 	// About 3.75 s uninterrupted on two cores: long enough for the kills
 	// below to land all over the job, checkpoints included.
 	c := Config{Seed: 42, Events: 150_000, Drivers: 300, Data: data(t, dir), Out: filepath.Join(dir, "out"),
-		Rate: 40_000, LateEvery: 29, Changelog: backend == changelogState || backend == pebbleChangelogState, Materialize: 150 * time.Millisecond}
+		Rate: 40_000, LateEvery: 29, Changelog: backend == changelogState || backend == pebbleChangelogState || backend == changelogBatchesState,
+		Materialize: 150 * time.Millisecond}
+	if backend == changelogBatchesState {
+		c.LogFlushBytes = 16 << 10
+	}
 	if backend == pebbleState || backend == pebbleChangelogState {
 		c.PebbleDir = filepath.Join(dir, "pebble")
 	}
@@ -382,6 +391,9 @@ func crashResumeOn(t *testing.T, backend stateBackend, data func(t *testing.T, d
 		t.Fatalf("the kills did not exercise restore: %d with a checkpoint on disk, %d after a checkpoint of the killed run, %d restores",
 			killsWithCheckpoint, killsAfterOwnCheckpoint, restores)
 	}
+	if backend == changelogBatchesState {
+		streamedObjects(t, c.Data)
+	}
 	if backend == pebbleState {
 		// Local recovery: restores take the files a killed process left
 		// on local disk, where they are intact (a kill during start-up
@@ -421,4 +433,47 @@ func logLeftovers(t *testing.T, data string) {
 	}
 	t.Logf("%d checkpoint directories, %d with a manifest, %d leftover temporary files %v",
 		len(dirs), len(manifestIDs(data)), len(tmp), tmp)
+}
+
+// streamedObjects checks that the log objects the retained checkpoints
+// reference on a store that builds objects from parts hold several
+// batches each, often: a writer with two sections in one object is two
+// batches streamed into it.
+func streamedObjects(t *testing.T, data string) {
+	t.Helper()
+	s, err := openStore(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := s.List(context.Background(), "checkpoints/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs, streamed int
+	for _, name := range names {
+		if !strings.Contains(name, "/dstl-") {
+			continue
+		}
+		raw, err := s.Get(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := dstl.DecodeObject(raw)
+		if err != nil {
+			t.Fatalf("log object %s: %v", name, err)
+		}
+		logs++
+		seen := map[string]bool{}
+		for _, sec := range o.Sections {
+			if seen[sec.Writer] {
+				streamed++
+				break
+			}
+			seen[sec.Writer] = true
+		}
+	}
+	t.Logf("%d of %d log objects in the store hold several batches of a writer", streamed, logs)
+	if streamed == 0 {
+		t.Fatalf("none of the %d log objects was streamed from several batches", logs)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/file"
+	"github.com/eddyflow/eddy/dstl"
 	"github.com/eddyflow/eddy/state"
 	"github.com/eddyflow/eddy/state/pebble"
 )
@@ -29,6 +30,11 @@ type Config struct {
 	// Materialize (default 10 s).
 	Changelog   bool
 	Materialize time.Duration
+	// LogFlushBytes is the changelog's dstl.Options.FlushBytes; 0: the
+	// default. A small one makes every checkpoint interval's log several
+	// batches, which a store that builds objects from parts (S3) streams
+	// into one object.
+	LogFlushBytes int
 	// PebbleDir, when set, keeps the keyed state in Pebble databases under
 	// this local directory (the Pebble state backend) instead of the heap.
 	PebbleDir string
@@ -192,7 +198,11 @@ func Env(c Config, opts ...eddy.Option) *eddy.Env {
 		if every <= 0 {
 			every = 10 * time.Second
 		}
-		base = append(base, eddy.Changelog(every))
+		var co []eddy.ChangelogOption
+		if c.LogFlushBytes > 0 {
+			co = append(co, eddy.LogOptions(dstl.Options{FlushBytes: c.LogFlushBytes}))
+		}
+		base = append(base, eddy.Changelog(every, co...))
 	}
 	if c.PebbleDir != "" {
 		var po []pebble.PoolOption

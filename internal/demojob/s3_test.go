@@ -55,10 +55,12 @@ func TestCrashResumeS3Faults(t *testing.T) {
 }
 
 // TestCrashResumeChangelogS3Faults is the changelog crash test on S3
-// with the fault proxy in front of the server.
+// with the fault proxy in front of the server, and with a small log
+// threshold, so that every checkpoint interval's log is several batches
+// streamed into one object.
 func TestCrashResumeChangelogS3Faults(t *testing.T) {
 	skipShort(t)
-	crashResume(t, true, s3FaultData, 500*time.Millisecond)
+	crashResumeOn(t, changelogBatchesState, s3FaultData, 500*time.Millisecond)
 }
 
 // TestCrashResumeS3 is the crash test with the checkpoints on a real S3

@@ -288,6 +288,8 @@ func addLogMetrics(dst *dstl.Metrics, src dstl.Metrics) {
 	dst.DroppedChanges += src.DroppedChanges
 	dst.Batches += src.Batches
 	dst.Uploads += src.Uploads
+	dst.Objects += src.Objects
+	dst.Parts += src.Parts
 	dst.FailedBatches += src.FailedBatches
 	dst.Attempts += src.Attempts
 	dst.HedgedUploads += src.HedgedUploads
