@@ -117,7 +117,9 @@ func Open(store blob.Store, opts Options) (*Log, error) {
 		quit:    make(chan struct{}),
 		hedger:  blob.NewHedger(o.HedgeAfterP90, o.UploadTimeout),
 	}
-	if p, min, ok := blob.PartsOf(store); ok && !o.NoParts {
+	if p, min, ok := blob.PartsOf(store); ok && !o.NoParts && o.MaxInFlight >= 4*min {
+		// (Pending frames wait for a part's worth: with less in flight
+		// allowed, blocked Appends could never add the rest.)
 		l.parter, l.minPart = p, min
 	}
 	l.bpCond = sync.NewCond(&l.bpMu)

@@ -103,7 +103,8 @@ type Options struct {
 	// one its barrier seals are the frames of ONE object, a multipart
 	// upload whose parts go up as the log grows and which the barrier
 	// completes: one object per interval, and the barrier waits only for
-	// what was logged since the last part.
+	// what was logged since the last part. A MaxInFlight below four of
+	// the store's least part sizes (20 MiB on S3) implies NoParts.
 	NoParts bool
 }
 

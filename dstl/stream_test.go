@@ -332,3 +332,20 @@ func TestDecodeFrames(t *testing.T) {
 		t.Fatalf("truncated: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestStreamNeedsRoomInFlight: with MaxInFlight below four least part
+// sizes, pending frames could hold what blocked Appends wait for, so the
+// log makes an object per batch instead; a writer logging past
+// MaxInFlight is not stuck.
+func TestStreamNeedsRoomInFlight(t *testing.T) {
+	store := newPartStore(1 << 20)
+	l := openLog(t, store, Options{FlushBytes: 64 << 10, MaxInFlight: 3 << 20})
+	w := l.Writer("w")
+	for i := range 5000 {
+		mustAppend(t, w, change{state: 1, op: OpPut, key: fmt.Sprint(i), value: string(streamValue(i))})
+	}
+	mustPersist(t, w)
+	if m := l.Metrics(); m.Parts != 0 || m.Objects != m.Batches {
+		t.Fatalf("metrics %+v: want one object per batch, no parts", m)
+	}
+}
