@@ -597,8 +597,11 @@ const VoidAhead = 2
 // A checkpoint whose every write was still in flight when its writer
 // stopped has no object to list yet; it can only be the newest, or the one
 // after it. So once a store holds anything, the VoidAhead ids past the
-// newest id seen are made void as well (best effort: they have no objects
-// to delete instead), and NextID continues after them.
+// newest id seen are made void as well, and NextID continues after them.
+// They have no objects to delete instead: where such a marker cannot be
+// written, VoidInFlight fails on a store without a lock (blob.Locker: an
+// object store, where a write may land late) and passes over it on a
+// locked one (local files, where a stopped writer writes nothing more).
 func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, error) {
 	names, err := s.list(ctx, checkpointsDir)
 	if err != nil {
@@ -635,9 +638,20 @@ func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, 
 			if void[id] {
 				continue
 			}
-			if err := s.hedger.Put(ctx, s.store, fmt.Sprintf("%s%020d", voidDir, id), []byte("ahead of the newest checkpoint when its writer stopped"), PruneAttempts); err == nil {
+			err := s.hedger.Put(ctx, s.store, fmt.Sprintf("%s%020d", voidDir, id), []byte("ahead of the newest checkpoint when its writer stopped"), PruneAttempts)
+			if err == nil {
 				made = append(made, id)
+				continue
 			}
+			if _, locked := s.store.(blob.Locker); !locked {
+				// On a store without a lock a write of this checkpoint
+				// may still land (delayed in the network), and there is
+				// nothing to delete instead: restoring now could later
+				// restore a checkpoint whose output is being aborted.
+				return made, fmt.Errorf("checkpoint: make checkpoint %d void (ahead of the newest, %d; a write of it may still land): %w", id, newest, err)
+			}
+			// A locked store (local files) has no late writes: a
+			// stopped writer's writes are done or lost.
 		}
 	}
 	for _, id := range ids {

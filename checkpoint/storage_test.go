@@ -743,13 +743,27 @@ func TestVoidInFlight(t *testing.T) {
 }
 
 // noVoidMarkers fails every Put of a void marker, as a full disk would.
-type noVoidMarkers struct{ blob.Store }
+// Over a file store it is a blob.Locker, as the file store is.
+type noVoidMarkers struct{ *file.Store }
+
+// noVoidMarkersUnlocked is noVoidMarkers on a store without a lock, as an
+// object store is.
+type noVoidMarkersUnlocked struct{ blob.Store }
+
+func (s noVoidMarkersUnlocked) Put(ctx context.Context, name string, data []byte) error {
+	return failVoid(name, func() error { return s.Store.Put(ctx, name, data) })
+}
 
 func (s noVoidMarkers) Put(ctx context.Context, name string, data []byte) error {
+	return failVoid(name, func() error { return s.Store.Put(ctx, name, data) })
+}
+
+// failVoid fails the Put of a void marker, and runs put for other names.
+func failVoid(name string, put func() error) error {
 	if strings.HasPrefix(name, "void/") {
 		return errors.New("no space left on device")
 	}
-	return s.Store.Put(ctx, name, data)
+	return put()
 }
 
 // TestVoidInFlightWithoutRoom: where no marker can be written, the
@@ -778,6 +792,22 @@ func TestVoidInFlightWithoutRoom(t *testing.T) {
 	}
 	if got, _, err := st.Latest(ctx); err != nil || got == nil || got.ID != 1 {
 		t.Fatalf("Latest = %v, %v; want checkpoint 1", got, err)
+	}
+}
+
+// TestVoidAheadFailsLoudlyWithoutALock: on a store without a lock (an
+// object store, where a stopped writer's manifest may land late), a void
+// marker ahead of the newest checkpoint that cannot be written fails
+// VoidInFlight, naming the id, rather than leave a checkpoint a restore
+// could later take while its output is aborted.
+func TestVoidAheadFailsLoudlyWithoutALock(t *testing.T) {
+	fs := newFileStore(t)
+	bs := noVoidMarkersUnlocked{fs}
+	st := checkpoint.NewStorage(bs, 3)
+	writeCheckpoint(t, st, bs, 1, 1)
+	_, err := st.VoidInFlight(ctx, 1)
+	if err == nil || !strings.Contains(err.Error(), "make checkpoint 2 void (ahead of the newest, 1") || !strings.Contains(err.Error(), "no space left") {
+		t.Fatalf("VoidInFlight = %v, want an error naming checkpoint 2 and the cause", err)
 	}
 }
 
