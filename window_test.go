@@ -408,29 +408,10 @@ func (r slowReader) Next(rec *ev) (eddy.ReadStatus, error) {
 // one session, as in Flink (windows that touch intersect).
 func TestSessionWindowsMergeWhenTouching(t *testing.T) {
 	evs := []ev{{Key: "k", TS: 0, V: 1}, {Key: "k", TS: 400, V: 2}, {Key: "k", TS: 801, V: 4}}
-	dir := t.TempDir()
-	env := eddy.New(eddy.Parallelism(1), eddy.LogOutput(&logBuf{}))
-	src := eddy.FromSource[ev](env, sliceSource{evs}, eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, 0))
-	out := eddy.AggregateWindows(eddy.KeyBy(src, func(e *ev) string { return e.Key }), eddy.Session(400*time.Millisecond), eddy.Aggregator[string, ev, sumAcc, winOut]{
-		Add:   func(a sumAcc, e *ev) sumAcc { return sumAcc{a.Sum + e.V, a.Count + 1} },
-		Merge: func(a, b sumAcc) sumAcc { return sumAcc{a.Sum + b.Sum, a.Count + b.Count} },
-		Result: func(k string, w eddy.Window, a sumAcc) winOut {
-			return winOut{Key: k, Start: w.Start.UnixMilli(), End: w.End.UnixMilli(), Sum: a.Sum, Count: a.Count}
-		},
-	})
-	eddy.ToSink(out.Results, file.JSONLines[winOut](dir))
-	if err := env.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	got := readLines(t, dir)
-	sort.Strings(got)
-	want := []string{
+	sessionsAre(t, evs, 0, 0, []string{
 		`{"key":"k","start":0,"end":800,"sum":3,"count":2}`,
 		`{"key":"k","start":801,"end":1201,"sum":4,"count":1}`,
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("sessions %v, want %v", got, want)
-	}
+	})
 }
 
 // TestSessionMergeKeepsSharedTimers merges sessions whose timers coincide:
@@ -441,27 +422,34 @@ func TestSessionWindowsMergeWhenTouching(t *testing.T) {
 // its cleanup without ever firing.
 func TestSessionMergeKeepsSharedTimers(t *testing.T) {
 	evs := []ev{{Key: "k", TS: 0, V: 1}, {Key: "k", TS: 100, V: 2}, {Key: "j", TS: 0, V: 1}, {Key: "j", TS: 500, V: 2}, {Key: "j", TS: 50, V: 4}}
+	sessionsAre(t, evs, time.Second, 100*time.Millisecond, []string{
+		`{"key":"j","start":0,"end":450,"sum":5,"count":2}`,
+		`{"key":"j","start":500,"end":900,"sum":2,"count":1}`,
+		`{"key":"k","start":0,"end":500,"sum":3,"count":2}`,
+	})
+}
+
+// sessionsAre runs evs through 400 ms session windows at parallelism 1,
+// with watermarks delay behind the records and the allowed lateness, and
+// checks the sorted results.
+func sessionsAre(t *testing.T, evs []ev, delay, lateness time.Duration, want []string) {
+	t.Helper()
 	dir := t.TempDir()
 	env := eddy.New(eddy.Parallelism(1), eddy.LogOutput(&logBuf{}))
-	src := eddy.FromSource[ev](env, sliceSource{evs}, eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, time.Second))
+	src := eddy.FromSource[ev](env, sliceSource{evs}, eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, delay))
 	out := eddy.AggregateWindows(eddy.KeyBy(src, func(e *ev) string { return e.Key }), eddy.Session(400*time.Millisecond), eddy.Aggregator[string, ev, sumAcc, winOut]{
 		Add:   func(a sumAcc, e *ev) sumAcc { return sumAcc{a.Sum + e.V, a.Count + 1} },
 		Merge: func(a, b sumAcc) sumAcc { return sumAcc{a.Sum + b.Sum, a.Count + b.Count} },
 		Result: func(k string, w eddy.Window, a sumAcc) winOut {
 			return winOut{Key: k, Start: w.Start.UnixMilli(), End: w.End.UnixMilli(), Sum: a.Sum, Count: a.Count}
 		},
-	}, eddy.AllowedLateness(100*time.Millisecond))
+	}, eddy.AllowedLateness(lateness))
 	eddy.ToSink(out.Results, file.JSONLines[winOut](dir))
 	if err := env.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got := readLines(t, dir)
 	sort.Strings(got)
-	want := []string{
-		`{"key":"j","start":0,"end":450,"sum":5,"count":2}`,
-		`{"key":"j","start":500,"end":900,"sum":2,"count":1}`,
-		`{"key":"k","start":0,"end":500,"sum":3,"count":2}`,
-	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("sessions %v, want %v", got, want)
 	}

@@ -573,32 +573,25 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 // reg has uploaded (eddy_dstl_uploaded_bytes_total), 0 without a
 // changelog.
 func logBytes(reg *prometheus.Registry) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "eddy_dstl_uploaded_bytes_total" {
-			var n float64
-			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
-			}
-			return n
-		}
-	}
-	return 0
+	return counterSum(reg, "eddy_dstl_uploaded_bytes_total")
 }
 
 // logObjects is the number of changelog objects the job registered in
 // reg has written (eddy_dstl_objects_total: a streamed object of several
 // batches counts once), 0 without a changelog.
 func logObjects(reg *prometheus.Registry) float64 {
+	return counterSum(reg, "eddy_dstl_objects_total")
+}
+
+// counterSum is the sum of the counter name's series in reg, 0 if it has
+// none.
+func counterSum(reg *prometheus.Registry, name string) float64 {
 	mfs, err := reg.Gather()
 	if err != nil {
 		return 0
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "eddy_dstl_objects_total" {
+		if mf.GetName() == name {
 			var n float64
 			for _, m := range mf.GetMetric() {
 				n += m.GetCounter().GetValue()
