@@ -44,6 +44,7 @@ func benchPebbleCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.report, "report", 10*time.Second, "reporting interval")
 	fs.DurationVar(&c.update, "update", 60*time.Second, "time to update random existing keys after the fill (0: none)")
 	fs.Float64Var(&c.rate, "update-rate", 5000, "updates per second in the update phase (0: as fast as possible)")
+	fs.DurationVar(&c.changelog, "changelog", 0, "turn on the changelog backend on Pebble, materializing (a Pebble checkpoint) at most this often (0: off)")
 	dir := fs.String("dir", "", "working directory: Pebble databases and the checkpoint store (default: a temporary one; removed after)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -79,16 +80,21 @@ type capConfig struct {
 	interval, report time.Duration
 	update           time.Duration
 	rate             float64
+	changelog        time.Duration // materialization interval with the changelog; 0: off
 	dir              string
 }
 
 func (c capConfig) keys() int64 { return int64(c.stateGB * (1 << 30) / float64(c.valueBytes)) }
 
 func (c capConfig) options(par int, onCkpt func(eddy.CheckpointStats)) []eddy.Option {
-	return []eddy.Option{eddy.Parallelism(par), eddy.JobName("bench-pebble"), eddy.LogOutput(io.Discard),
+	opts := []eddy.Option{eddy.Parallelism(par), eddy.JobName("bench-pebble"), eddy.LogOutput(io.Discard),
 		eddy.Checkpoints(filepath.Join(c.dir, "data"), c.interval), eddy.CheckpointTimeout(30 * time.Minute),
 		eddy.AllowChangedJob(), eddy.OnCheckpoint(onCkpt),
 		eddy.StateBackend(eddy.Pebble(filepath.Join(c.dir, "pebble"), pebble.Memory(c.memory)))}
+	if c.changelog > 0 {
+		opts = append(opts, eddy.Changelog(c.changelog))
+	}
+	return opts
 }
 
 // capValue is the state of a key: its value bytes, random so that Pebble's
