@@ -14,10 +14,15 @@
 // ErrNoConditionalCreate for a store that cannot promise that. Lock
 // objects and first-writer-wins claims are built on it.
 //
+// A store that can build one object from parts uploaded over time and
+// make it visible whole at the end (S3's multipart upload) implements
+// Parter; the changelog's log streams a checkpoint interval's batches into
+// one object with it.
+//
 // Count wraps a store to count its Put, Get, List and Delete calls in a
 // Counter, the same way for every backend, so that what a job costs in
 // object-store requests can be read and compared; the wrapper keeps the
-// store's Creator and Locker.
+// store's Creator and Locker and passes Parter on.
 //
 // Object names are slash-separated relative paths such as
 // "checkpoints/00000000000000000012/MANIFEST"; ValidateName says which are

@@ -10,7 +10,10 @@
 // PartSize pieces sent in parallel straight from the caller's buffer (it
 // is not copied), and objects larger than PartSize are read with parallel
 // ranged GETs, each conditional on the ETag the first saw, so a read never
-// mixes two versions of an object.
+// mixes two versions of an object. CreateParts (blob.Parter) exposes the
+// multipart upload itself, for a writer whose object grows over time: its
+// parts (at least 5 MiB but the last) go up as they exist, and Complete
+// makes them the object.
 //
 // PutIfAbsent (blob.Creator) sends "If-None-Match: *" with the PUT, or
 // with the completion of a multipart upload: S3 lets exactly one of
