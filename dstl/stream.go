@@ -138,8 +138,9 @@ func (l *Log) endOpenStream() {
 }
 
 // streamFrame adds b's sealed object (data, of rawLen raw body bytes, or
-// the sealing error err) to its stream as a frame, in its turn, and uploads a part when enough
-// frames are pending; the last member completes the stream.
+// the sealing error err) to its stream as a frame, in its turn, and
+// uploads a part when enough frames are pending; the last member
+// completes the stream.
 func (l *Log) streamFrame(b *batch, data []byte, rawLen int64, err error) {
 	s := b.stream
 	<-b.turn
