@@ -54,8 +54,11 @@ func TestAbortedCheckpointsTransactionsCommit(t *testing.T) {
 	defer cancel()
 	var stopped uint64
 	store := &slowFirstCheckpoint{Store: inner, release: make(chan struct{})}
+	// The 200 ms timeout aborts checkpoint 1; on a loaded machine (the
+	// race detector) it may abort a few after it too, before the one
+	// that releases 1's uploads: tolerate them, not fail the run.
 	env := Env(c, eddy.CheckpointStore(store, 10*time.Millisecond), eddy.CheckpointTimeout(200*time.Millisecond),
-		eddy.Restarts(0, 0), eddy.LogOutput(testWriter{t}),
+		eddy.TolerableCheckpointFailures(1000), eddy.Restarts(0, 0), eddy.LogOutput(testWriter{t}),
 		eddy.OnCheckpoint(func(s eddy.CheckpointStats) {
 			if s.ID >= 2 && stopped == 0 {
 				stopped = s.ID // the first checkpoint after the slow one: stop there
