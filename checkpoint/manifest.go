@@ -149,11 +149,16 @@ func (p StatePart) DBKeyGroups() (start, end uint32) {
 // PebbleFile is one file of a Pebble checkpoint: its name in the database
 // directory, the blob holding its bytes, and their size and CRC-32C
 // (Castagnoli), which a restore verifies.
+//
+// InBundle marks a file whose object bundles several small files of one
+// checkpoint; its bytes are at Offset in the object.
 type PebbleFile struct {
-	Name   string `proto:"1"`
-	Object string `proto:"2"`
-	Size   int64  `proto:"3"`
-	CRC32C uint32 `proto:"4,fixed,name=crc32c"`
+	Name     string `proto:"1"`
+	Object   string `proto:"2"`
+	Size     int64  `proto:"3"`
+	CRC32C   uint32 `proto:"4,fixed,name=crc32c"`
+	InBundle bool   `proto:"5,name=in_bundle"`
+	Offset   int64  `proto:"6"`
 }
 
 // SinkState is what one sink pre-committed in a checkpoint.
@@ -298,6 +303,8 @@ func (m *Manifest) validate() error {
 						return fmt.Errorf("%s: Pebble file %d: %q is not a file name", where, j, f.Name)
 					case f.Size < 0:
 						return fmt.Errorf("%s: Pebble file %s: negative size %d", where, f.Name, f.Size)
+					case f.Offset < 0 || f.Offset > 0 && !f.InBundle:
+						return fmt.Errorf("%s: Pebble file %s: offset %d in an object it does not share", where, f.Name, f.Offset)
 					case !files[f.Object]:
 						return fmt.Errorf("%s: Pebble file %s: object %q is not listed in Files", where, f.Name, f.Object)
 					}

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,6 +21,7 @@ import (
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/internal/parallel"
 )
 
 func init() {
@@ -387,7 +387,7 @@ func (s *Store) putMultipart(ctx context.Context, name string, obj pieces, ifAbs
 	size, ps := obj.size(), s.cfg.partSize
 	n := int((size + ps - 1) / ps)
 	parts := make([]types.CompletedPart, n)
-	err = forEach(ctx, n, s.cfg.concurrency, func(ctx context.Context, i int) error {
+	err = parallel.ForEach(ctx, n, s.cfg.concurrency, func(ctx context.Context, i int) error {
 		off := int64(i) * ps
 		l := min(ps, size-off)
 		out, err := s.client.UploadPart(ctx, &s3.UploadPartInput{
@@ -412,35 +412,6 @@ func (s *Store) putMultipart(ctx context.Context, name string, obj pieces, ifAbs
 	}
 	_, err = s.client.CompleteMultipartUpload(ctx, in)
 	return err
-}
-
-// forEach runs f(ctx, i) for i in [0, n), at most conc at once, and
-// returns the first error, cancelling the rest.
-func forEach(ctx context.Context, n, conc int, f func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sem := make(chan struct{}, conc)
-	var wg sync.WaitGroup
-	for i := range n {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := f(ctx, i); err != nil {
-				cancel(err)
-			}
-		})
-	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil {
-		return err
-	}
-	return nil
 }
 
 // Get reads the object name and verifies its trailer.
@@ -512,7 +483,7 @@ func (s *Store) get(ctx context.Context, name string, buf *[]byte) ([]byte, erro
 		return data, err
 	}
 	rest := int((total - n + ps - 1) / ps)
-	err = forEach(ctx, rest, s.cfg.concurrency, func(ctx context.Context, i int) error {
+	err = parallel.ForEach(ctx, rest, s.cfg.concurrency, func(ctx context.Context, i int) error {
 		off := n + int64(i)*ps
 		end := min(off+ps, total)
 		out, err := s.client.GetObject(ctx, &s3.GetObjectInput{

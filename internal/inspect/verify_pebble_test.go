@@ -49,7 +49,7 @@ func TestVerifyPebbleFiles(t *testing.T) {
 	}
 	found := false
 	for _, p := range r.Problems {
-		if p.File == object && strings.Contains(p.What, "Pebble file 000004.sst") && strings.Contains(p.What, "crc32c") {
+		if p.File == object && strings.Contains(p.What, "Pebble file 000004.sst") && strings.Contains(p.What, "CRC-32C") {
 			found = true
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/internal/parallel"
 )
 
 // Checkpoint is a checkpoint of one DB in blob storage, as the job's
@@ -43,14 +44,41 @@ func (c Checkpoint) own() (start, end int) {
 // File is one file of a checkpoint: the name it has in a DB directory, the
 // object holding its bytes, and their size and CRC-32C (Castagnoli), which
 // a restore verifies. An SST's object is shared by every checkpoint that
-// holds the file; the other files (MANIFEST, OPTIONS, markers) are small and
-// uploaded with each checkpoint.
+// holds the file; the other files (MANIFEST, OPTIONS, markers) are small
+// and uploaded with each checkpoint, all in one object, a bundle
+// (InBundle), at Offset: one request per checkpoint and DB rather than one
+// per file.
 type File struct {
-	Name   string `proto:"1"`
-	Object string `proto:"2"`
-	Size   int64  `proto:"3"`
-	CRC32C uint32 `proto:"4,fixed,name=crc32c"`
+	Name     string `proto:"1"`
+	Object   string `proto:"2"`
+	Size     int64  `proto:"3"`
+	CRC32C   uint32 `proto:"4,fixed,name=crc32c"`
+	InBundle bool   `proto:"5,name=in_bundle"`
+	Offset   int64  `proto:"6"`
 }
+
+// Contents returns f's bytes from the payload of its object, verified
+// against f's size and CRC-32C; the error says what does not match. A file
+// alone in its object must be all of it; a bundled one lies at its Offset.
+func (f File) Contents(object []byte) ([]byte, error) {
+	if !f.InBundle {
+		if int64(len(object)) != f.Size {
+			return nil, fmt.Errorf("%d bytes, the checkpoint recorded %d", len(object), f.Size)
+		}
+	} else if f.Offset < 0 || f.Size < 0 || f.Offset > int64(len(object)) || f.Size > int64(len(object))-f.Offset {
+		return nil, fmt.Errorf("bytes [%d, %d) of a %d-byte bundle", f.Offset, f.Offset+f.Size, len(object))
+	}
+	data := object[f.Offset : f.Offset+f.Size]
+	if c := crc32.Checksum(data, castagnoli); c != f.CRC32C {
+		return nil, fmt.Errorf("CRC-32C %08x, the checkpoint recorded %08x", c, f.CRC32C)
+	}
+	return data, nil
+}
+
+// transfers is how many files a checkpoint uploads, or a restore
+// downloads, at once: an object store's latency, not its bandwidth, bounds
+// one request at a time.
+const transfers = 4
 
 // CheckpointOptions says where a checkpoint goes.
 type CheckpointOptions struct {
@@ -161,10 +189,11 @@ func (d *DB) checkpointTo(id uint64) (*LocalCheckpoint, error) {
 }
 
 // Upload uploads the files of the checkpoint that opts.Prev does not
-// already hold and returns the checkpoint for the manifest.
+// already hold and returns the checkpoint for the manifest: the new SSTs,
+// transfers at a time, and the small files as one bundle.
 func (lc *LocalCheckpoint) Upload(ctx context.Context, store blob.Store, opts CheckpointOptions) (Checkpoint, CheckpointStats, error) {
 	d := lc.db
-	c := Checkpoint{MaxParallelism: uint32(d.maxPar), Start: uint32(d.start), End: uint32(d.end)}
+	c := Checkpoint{MaxParallelism: uint32(d.maxPar), Start: uint32(d.start), End: uint32(d.end), Files: make([]File, len(lc.names))}
 	var st CheckpointStats
 	prev := map[string]File{}
 	if opts.Prev != nil {
@@ -174,32 +203,68 @@ func (lc *LocalCheckpoint) Upload(ctx context.Context, store blob.Store, opts Ch
 			}
 		}
 	}
-	for _, name := range lc.names {
+	var upload []int // indexes of the SSTs to upload
+	var bundle []byte
+	bundleName := objectName(opts, bundleFile)
+	for i, name := range lc.names {
 		path := filepath.Join(lc.dir, name)
+		if !immutable(name) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return Checkpoint{}, st, &DirError{Dir: lc.dir, Op: "read " + name, Err: err}
+			}
+			c.Files[i] = File{Name: name, Object: bundleName, Size: int64(len(data)), CRC32C: crc32.Checksum(data, castagnoli),
+				InBundle: true, Offset: int64(len(bundle))}
+			bundle = append(bundle, data...)
+			continue
+		}
 		fi, err := os.Stat(path)
 		if err != nil {
 			return Checkpoint{}, st, &DirError{Dir: lc.dir, Op: "stat " + name, Err: err}
 		}
 		if f, ok := prev[name]; ok && f.Size == fi.Size() {
-			c.Files = append(c.Files, f)
+			c.Files[i] = f
 			st.ReusedFiles++
 			st.ReusedBytes += f.Size
 			continue
 		}
+		upload = append(upload, i)
+	}
+	err := parallel.ForEach(ctx, len(upload), transfers, func(ctx context.Context, k int) error {
+		i := upload[k]
+		name := lc.names[i]
+		path := filepath.Join(lc.dir, name)
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return Checkpoint{}, st, &DirError{Dir: lc.dir, Op: "read " + name, Err: err}
+			return &DirError{Dir: lc.dir, Op: "read " + name, Err: err}
 		}
 		f := File{Name: name, Object: objectName(opts, name), Size: int64(len(data)), CRC32C: crc32.Checksum(data, castagnoli)}
 		if err := store.Put(ctx, f.Object, data); err != nil {
-			return Checkpoint{}, st, fmt.Errorf("pebble: upload of %s as %s: %w", path, f.Object, err)
+			return fmt.Errorf("pebble: upload of %s as %s: %w", path, f.Object, err)
 		}
-		c.Files = append(c.Files, f)
+		c.Files[i] = f
+		return nil
+	})
+	if err != nil {
+		return Checkpoint{}, st, err
+	}
+	for _, i := range upload {
 		st.UploadedFiles++
-		st.UploadedBytes += f.Size
+		st.UploadedBytes += c.Files[i].Size
+	}
+	if len(bundle) > 0 {
+		if err := store.Put(ctx, bundleName, bundle); err != nil {
+			return Checkpoint{}, st, fmt.Errorf("pebble: upload of the small files of %s as %s: %w", lc.dir, bundleName, err)
+		}
+		st.UploadedFiles++
+		st.UploadedBytes += int64(len(bundle))
 	}
 	return c, st, nil
 }
+
+// bundleFile names the object of a checkpoint's small files (no DB file
+// is named so).
+const bundleFile = "files.bundle"
 
 // objectName is the object a file of a checkpoint is uploaded to.
 func objectName(opts CheckpointOptions, name string) string {
@@ -225,6 +290,12 @@ func (lc *LocalCheckpoint) Objects(opts CheckpointOptions) []string {
 	}
 	var out []string
 	for _, name := range lc.names {
+		if !immutable(name) {
+			if b := objectName(opts, bundleFile); !slices.Contains(out, b) {
+				out = append(out, b)
+			}
+			continue
+		}
 		if size, ok := prev[name]; ok {
 			// As Upload decides: the same name and size is the same file.
 			if fi, err := os.Stat(filepath.Join(lc.dir, name)); err == nil && fi.Size() == size {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -110,8 +111,17 @@ func TestIncrementalCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st1.ReusedFiles != 0 || st1.UploadedFiles != len(c1.Files) || len(ssts(c1)) == 0 {
-		t.Fatalf("first checkpoint: %+v of %d files (%d SSTs)", st1, len(c1.Files), len(ssts(c1)))
+	// The small files (MANIFEST, OPTIONS, markers) go up as one bundle.
+	if st1.ReusedFiles != 0 || st1.UploadedFiles != len(ssts(c1))+1 || len(ssts(c1)) == 0 || len(c1.Files) < len(ssts(c1))+2 {
+		t.Fatalf("first checkpoint: %+v of %d files (%d SSTs), want the SSTs and one bundle uploaded", st1, len(c1.Files), len(ssts(c1)))
+	}
+	if small, _ := store.List(ctx, "op/0/1/"); len(small) != 1 {
+		t.Fatalf("the first checkpoint's small files are in %v, want one bundle", small)
+	}
+	for _, f := range c1.Files {
+		if f.InBundle == slices.Contains(ssts(c1), f.Object) {
+			t.Fatalf("file %+v: an SST must have its own object, a small file the bundle", f)
+		}
 	}
 	s.run(t, rng, 500, 200)
 	c2, st2, err := s.db.Checkpoint(ctx, store, pebble.CheckpointOptions{Prefix: "op/0", Run: "r1", ID: 2, Prev: &c1})
@@ -157,8 +167,8 @@ func TestIncrementalCheckpoint(t *testing.T) {
 			t.Fatalf("retention would delete %s, which the retained checkpoint lists", o)
 		}
 	}
-	if len(del) != len(c1.Files)-len(reused) {
-		t.Fatalf("retention deletes %d objects; the first checkpoint has %d files, %d shared", len(del), len(c1.Files), len(reused))
+	if len(del) != len(ssts(c1))+1-len(reused) {
+		t.Fatalf("retention deletes %d objects; the first checkpoint has %d SSTs and a bundle, %d SSTs shared", len(del), len(ssts(c1)), len(reused))
 	}
 	// The checkpoint round-trips through serde, as a manifest holds it.
 	codec := serde.MustFor[pebble.Checkpoint]()
@@ -467,4 +477,34 @@ func TestTakeCheckpointAsync(t *testing.T) {
 		t.Fatal("no write logged after the call")
 	}
 	compareSnapshots(t, s.heap.b, r.pb.b)
+}
+
+// TestFileContents: a file alone in its object must be all of it (as
+// checkpoints written before bundles have them); a bundled one is found at
+// its offset; a wrong size, range or checksum is an error saying which.
+func TestFileContents(t *testing.T) {
+	crc := func(b string) uint32 { return crc32.Checksum([]byte(b), crc32.MakeTable(crc32.Castagnoli)) }
+	alone := pebble.File{Name: "000004.sst", Object: "o", Size: 3, CRC32C: crc("abc")}
+	if got, err := alone.Contents([]byte("abc")); err != nil || string(got) != "abc" {
+		t.Fatalf("alone: %q, %v", got, err)
+	}
+	bundled := pebble.File{Name: "OPTIONS-000003", Object: "b", Size: 3, CRC32C: crc("def"), InBundle: true, Offset: 3}
+	if got, err := bundled.Contents([]byte("abcdefgh")); err != nil || string(got) != "def" {
+		t.Fatalf("bundled: %q, %v", got, err)
+	}
+	for _, c := range []struct {
+		f    pebble.File
+		obj  string
+		want string
+	}{
+		{alone, "abcd", "4 bytes, the checkpoint recorded 3"},
+		{alone, "abd", "CRC-32C"},
+		{bundled, "abcde", "bytes [3, 6) of a 5-byte bundle"},
+		{bundled, "abcdeF", "CRC-32C"},
+		{pebble.File{InBundle: true, Offset: -1, Size: 1}, "abc", "bytes [-1, 0)"},
+	} {
+		if _, err := c.f.Contents([]byte(c.obj)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v in %q: %v, want an error with %q", c.f, c.obj, err, c.want)
+		}
+	}
 }

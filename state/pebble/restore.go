@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/internal/parallel"
 )
 
 // CorruptFileError reports a downloaded checkpoint file whose size or
@@ -211,7 +212,8 @@ func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, fr
 }
 
 // download replaces dir with the files of a checkpoint, verifying each,
-// taking those it finds in local from there.
+// taking those it finds in local from there, and fetching the others
+// transfers at a time (a bundle of small files once).
 func download(ctx context.Context, store blob.Store, dir string, files []File, local *localCopies) (RestoreStats, error) {
 	var st RestoreStats
 	if err := os.RemoveAll(dir); err != nil {
@@ -220,7 +222,8 @@ func download(ctx context.Context, store blob.Store, dir string, files []File, l
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return st, &DirError{Dir: dir, Op: "create", Err: err}
 	}
-	var buf []byte
+	byObject := map[string][]File{} // the files to fetch, by object
+	var objects []string
 	for _, f := range files {
 		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." {
 			return st, &CorruptFileError{File: f.Name, Object: f.Object, Reason: "not a file name"}
@@ -230,25 +233,37 @@ func download(ctx context.Context, store blob.Store, dir string, files []File, l
 			st.LocalBytes += f.Size
 			continue
 		}
-		data, err := blob.GetInto(ctx, store, f.Object, &buf)
+		if _, ok := byObject[f.Object]; !ok {
+			objects = append(objects, f.Object)
+		}
+		byObject[f.Object] = append(byObject[f.Object], f)
+	}
+	var mu sync.Mutex
+	err := parallel.ForEach(ctx, len(objects), transfers, func(ctx context.Context, i int) error {
+		object := objects[i]
+		var buf []byte
+		data, err := blob.GetInto(ctx, store, object, &buf)
 		if err != nil {
 			var ce *blob.CorruptError
 			if errors.As(err, &ce) {
-				return st, &CorruptFileError{File: f.Name, Object: f.Object, Reason: err.Error()}
+				return &CorruptFileError{File: byObject[object][0].Name, Object: object, Reason: err.Error()}
 			}
-			return st, fmt.Errorf("pebble: download of checkpoint file %s: %w", f.Name, err)
+			return fmt.Errorf("pebble: download of checkpoint file %s: %w", byObject[object][0].Name, err)
 		}
-		if int64(len(data)) != f.Size {
-			return st, &CorruptFileError{File: f.Name, Object: f.Object, Reason: fmt.Sprintf("%d bytes, the checkpoint recorded %d", len(data), f.Size)}
+		for _, f := range byObject[object] {
+			contents, err := f.Contents(data)
+			if err != nil {
+				return &CorruptFileError{File: f.Name, Object: f.Object, Reason: err.Error()}
+			}
+			if err := os.WriteFile(filepath.Join(dir, f.Name), contents, 0o644); err != nil {
+				return &DirError{Dir: dir, Op: "write " + f.Name, Err: err}
+			}
+			mu.Lock()
+			st.DownloadedFiles++
+			st.DownloadedBytes += f.Size
+			mu.Unlock()
 		}
-		if c := crc32.Checksum(data, castagnoli); c != f.CRC32C {
-			return st, &CorruptFileError{File: f.Name, Object: f.Object, Reason: fmt.Sprintf("CRC-32C %08x, the checkpoint recorded %08x", c, f.CRC32C)}
-		}
-		if err := os.WriteFile(filepath.Join(dir, f.Name), data, 0o644); err != nil {
-			return st, &DirError{Dir: dir, Op: "write " + f.Name, Err: err}
-		}
-		st.DownloadedFiles++
-		st.DownloadedBytes += f.Size
-	}
-	return st, nil
+		return nil
+	})
+	return st, err
 }
