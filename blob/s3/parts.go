@@ -28,7 +28,7 @@ func (s *Store) CreateParts(ctx context.Context, name string) (blob.PartUpload, 
 	if err != nil {
 		return nil, s.fail("create parts", name, err)
 	}
-	return &partUpload{s: s, name: name, key: key, id: up.UploadId, etags: map[int]*string{}}, nil
+	return &partUpload{s: s, name: name, key: key, id: up.UploadId, etags: map[int]*string{}, sizes: map[int]int64{}}, nil
 }
 
 // partUpload is a multipart upload in progress.
@@ -40,6 +40,7 @@ type partUpload struct {
 
 	mu    sync.Mutex
 	etags map[int]*string // by part number, of the last upload that finished
+	sizes map[int]int64   // their sizes
 }
 
 func (u *partUpload) UploadPart(ctx context.Context, n int, data []byte) error {
@@ -55,7 +56,7 @@ func (u *partUpload) UploadPart(ctx context.Context, n int, data []byte) error {
 		return u.s.fail(fmt.Sprintf("upload part %d of", n), u.name, err)
 	}
 	u.mu.Lock()
-	u.etags[n] = out.ETag
+	u.etags[n], u.sizes[n] = out.ETag, l
 	u.mu.Unlock()
 	return nil
 }
@@ -63,7 +64,9 @@ func (u *partUpload) UploadPart(ctx context.Context, n int, data []byte) error {
 func (u *partUpload) Complete(ctx context.Context, n int) error {
 	u.mu.Lock()
 	parts := make([]types.CompletedPart, 0, n)
+	var size int64
 	for i := 1; i <= n; i++ {
+		size += u.sizes[i]
 		etag, ok := u.etags[i]
 		if !ok {
 			u.mu.Unlock()
@@ -77,10 +80,24 @@ func (u *partUpload) Complete(ctx context.Context, n int) error {
 		Bucket: aws.String(u.s.bucket), Key: u.key, UploadId: u.id,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 	})
+	if err != nil && errorCode(err) == "NoSuchUpload" && u.completed(ctx, size) {
+		// An earlier attempt completed the upload and its response was
+		// lost (or a hedge won): the object is there, whole.
+		return nil
+	}
 	if err != nil {
 		return u.s.fail("complete", u.name, err)
 	}
 	return nil
+}
+
+// completed reports whether the object exists with the size of the
+// upload's parts, after a completion found the upload gone. (Names of
+// objects built from parts are never reused, so an object of that size
+// is this upload's.)
+func (u *partUpload) completed(ctx context.Context, size int64) bool {
+	out, err := u.s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(u.s.bucket), Key: u.key})
+	return err == nil && out.ContentLength != nil && *out.ContentLength == size
 }
 
 func (u *partUpload) Abort(ctx context.Context) error {
