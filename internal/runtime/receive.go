@@ -129,6 +129,11 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 		switch m.Kind {
 		case shuffle.Data:
 			cur = from
+			for _, k := range sc.keyed {
+				// Batches are recycled: a key slice of this one may sit
+				// where one of the last held another key (EnsureKey).
+				k.backend.DropCached()
+			}
 			if err := process(from, m.Batch, onMark); err != nil {
 				return err
 			}
