@@ -230,6 +230,10 @@ func Memo[V any](sc *Subtask, key any, build func() (V, error)) (V, error) {
 func Shuffle[K comparable, T any](sc *Subtask, e *Edge, key func(*T) K, enc func([]byte, *K) []byte) Push[T] {
 	cfg := sc.job.env.cfg
 	w := shuffle.NewWriter(sc, e.offset+sc.subtask, sc.job.inboxes[e.to], e.pool, key, enc, cfg.MaxParallelism, cfg.BatchSize, &sc.shuffled)
+	// A batch waits for at most as many records of the subtask as fill
+	// one batch of every receiver: never, for a subtask with one output
+	// whose keys spread evenly.
+	w.LimitAge(&sc.pushed, cfg.BatchSize*len(sc.job.inboxes[e.to]))
 	sc.outs = append(sc.outs, w)
 	return w.Push
 }

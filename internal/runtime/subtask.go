@@ -38,6 +38,7 @@ type Subtask struct {
 	// procNow is the wall clock (ns) as read once per message a receiver
 	// handles, 0 until read: see processingTime.
 	procNow int64
+	pushed  int64 // records pushed to any shuffle writer: their age clock (shuffle.Writer.LimitAge)
 }
 
 // processingTime is the subtask's processing time: the wall clock when the
