@@ -361,13 +361,17 @@ func (f *windowFn[K, IN, ACC, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) 
 		// end gives: no walk over the key's open windows, however many
 		// (their number grows with how far event time lags the records).
 		s := t + 1 - f.w.size // the window this timer fires
-		if ws, ok := f.st.Get(s); ok && ws.End-1 == t {
+		ws, ok := f.st.Get(s)
+		if ok && ws.End-1 == t {
 			if err := f.fire(ctx, s, ws); err != nil {
 				return err
 			}
 		}
-		s = t + 1 - f.lateness - f.w.size // the window it cleans up
-		if ws, ok := f.st.Get(s); ok && ws.End-1+f.lateness == t {
+		if f.lateness != 0 {
+			s = t + 1 - f.lateness - f.w.size // the window it cleans up
+			ws, ok = f.st.Get(s)
+		}
+		if ok && ws.End-1+f.lateness == t {
 			f.st.Delete(s)
 		}
 		return nil
