@@ -22,7 +22,8 @@ type Windows struct {
 
 // InProcessingTime makes the windows follow the wall clock instead of
 // event time: a record belongs to the windows of the time it reaches the
-// operator, and a window fires when the clock passes its end (a
+// operator (the clock is read once per batch of records a subtask takes
+// in), and a window fires when the clock passes its end (a
 // processing-time timer, checkpointed like the others). Records need no
 // event time, nothing is ever late, and results depend on when records
 // arrive: they are not reproducible the way event-time results are.
