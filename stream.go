@@ -607,7 +607,11 @@ func openKeyedTo[K comparable, OUT any](sc *runtime.Subtask, uid string, fn inte
 func keyedPush[K comparable, IN, OUT any](op *keyedOp[K, OUT], what string, process func(*Context[K, OUT], *IN) error) runtime.KeyedPush[K, IN] {
 	backend, ctx := op.backend, op.ctx
 	return func(k *K, kb []byte, kg int, ts int64, in *IN) error {
-		backend.SetCurrentKey(kb, kg)
+		// A record of the key of the record before it comes with the
+		// identical slice (shuffle.Deliver), which keeps the key's
+		// cached state entries; the receiver drops them before each
+		// batch, whose memory is recycled.
+		backend.EnsureKey(kb, kg)
 		backend.SetRecordTime(ts)
 		ctx.Key, ctx.kb, ctx.kg, ctx.ts, ctx.domain = *k, kb, kg, ts, EventTime
 		if err := process(ctx, in); err != nil {

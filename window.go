@@ -22,7 +22,8 @@ type Windows struct {
 
 // InProcessingTime makes the windows follow the wall clock instead of
 // event time: a record belongs to the windows of the time it reaches the
-// operator, and a window fires when the clock passes its end (a
+// operator (the clock is read once per batch of records a subtask takes
+// in), and a window fires when the clock passes its end (a
 // processing-time timer, checkpointed like the others). Records need no
 // event time, nothing is ever late, and results depend on when records
 // arrive: they are not reproducible the way event-time results are.
@@ -161,21 +162,13 @@ type windowFn[K comparable, IN, ACC, OUT any] struct {
 	fireBuf  []int64   // scratch of OnTimer
 	mergeBuf []span    // scratch of addSession
 	dropBuf  []int64   // scratch of OnTimer
+	dueBuf   []int64   // scratch of OnTimer
 }
 
 func (f *windowFn[K, IN, ACC, OUT]) Open(ctx *OpenContext) error {
 	var err error
 	f.st, err = state.NewMap[int64, winState[ACC]](ctx.State, "windows")
 	return err
-}
-
-// now is the window operator's clock: the watermark, or the wall clock
-// for processing-time windows.
-func (f *windowFn[K, IN, ACC, OUT]) now(ctx *Context[K, OUT]) int64 {
-	if f.w.proc {
-		return time.Now().UnixNano()
-	}
-	return ctx.op.Watermark()
 }
 
 // register sets a timer at t in the windows' time domain.
@@ -187,20 +180,13 @@ func (f *windowFn[K, IN, ACC, OUT]) register(ctx *Context[K, OUT], t int64) {
 	ctx.RegisterEventTimer(time.Unix(0, t))
 }
 
-// unregister deletes an event-time timer at t; a processing-time one
-// stays and finds no window when it fires.
-func (f *windowFn[K, IN, ACC, OUT]) unregister(ctx *Context[K, OUT], t int64) {
-	if !f.w.proc {
-		ctx.DeleteEventTimer(time.Unix(0, t))
-	}
-}
-
 func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error {
 	ts := ctx.ts
 	if f.w.proc {
-		// The record's time is when it arrives; the clock a moment
-		// before it, so that its windows are open.
-		ts = time.Now().UnixNano()
+		// The record's time is when it arrives (its batch, read once
+		// per batch); the clock a moment before it, so that its windows
+		// are open.
+		ts = ctx.op.ProcessingTime()
 	} else if ts == runtime.NoTimestamp {
 		return errors.New("eddy: a window operator got a record without event time; give its source eddy.Watermarks")
 	}
@@ -272,17 +258,28 @@ func (f *windowFn[K, IN, ACC, OUT]) gone(end, wm int64) bool {
 // stored session it overlaps or touches (Flink's TimeWindow.intersects: a
 // session ending where another starts is one session).
 //
-// The merged session is written before the absorbed ones are deleted and
-// its timers registered before theirs are deleted: a session extended by a
-// record (the common case: same start, later end) then overwrites its
-// entry, and the key's window map and timer list never empty in between,
-// which would drop them and allocate them anew.
+// The merged session is written before the absorbed ones are deleted: a
+// session extended by a record (the common case: same start, later end)
+// then overwrites its entry, and the key's window map never empties in
+// between, which would drop it and allocate it anew.
+//
+// Session timers are moved lazily (see sessionTimers): a merged session
+// needs a timer of its own only if none of the sessions it absorbed had one
+// due by its next action, so a record that extends a session costs no
+// timer at all.
 func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end int64, in *IN) error {
 	var acc ACC
 	acc = f.add(acc, in)
+	wm := start - 1 // processing time: the record's time, the clock just before it
+	if !f.w.proc {
+		wm = ctx.op.Watermark()
+	}
 	absorbed := f.mergeBuf[:0] // the stored sessions merged in
 	defer func() { f.mergeBuf = absorbed[:0] }()
-	for {
+	// One pass absorbs what overlaps the session as it grows; another is
+	// needed only if it grew and stored sessions are left that an earlier
+	// part of the pass skipped.
+	for stored := f.st.Len(); len(absorbed) < stored; {
 		found := false
 		for s, ws := range f.st.All() {
 			if s <= end && start <= ws.End && !slices.ContainsFunc(absorbed, func(a span) bool { return a.start == s }) {
@@ -291,7 +288,6 @@ func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end 
 				start, end = min(start, s), max(end, ws.End)
 				acc = f.merge(ws.Acc, acc)
 				found = true
-				break
 			}
 		}
 		if !found {
@@ -300,21 +296,16 @@ func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end 
 	}
 	ws := winState[ACC]{End: end, Acc: acc}
 	f.st.Put(start, ws)
-	wm := f.now(ctx)
-	if f.w.proc {
-		wm = start - 1 // the record's time, the clock just before it
-	}
-	f.registerTimers(ctx, end, wm)
+	due := f.nextAction(end, wm)
+	covered := false // an absorbed session's timer comes by due
 	for _, a := range absorbed {
 		if a.start != start {
 			f.st.Delete(a.start)
 		}
-		if a.end != end {
-			f.unregisterUnused(ctx, a.end-1, end)
-			if f.lateness > 0 {
-				f.unregisterUnused(ctx, a.end-1+f.lateness, end)
-			}
-		}
+		covered = covered || f.nextAction(a.end, wm) <= due
+	}
+	if !covered {
+		f.register(ctx, due)
 	}
 	if end-1 <= wm {
 		return f.fire(ctx, start, ws)
@@ -322,26 +313,27 @@ func (f *windowFn[K, IN, ACC, OUT]) addSession(ctx *Context[K, OUT], start, end 
 	return nil
 }
 
-// unregisterUnused deletes an absorbed session's timer at t unless a
-// stored session still needs it: timers are one per key and instant, and
-// with allowed lateness an absorbed session's cleanup timer can be the
-// merged session's firing timer (a record extending [0, 400) to [0, 500)
-// with 100 ms lateness: both are at 499), which deleting would drop the
-// session unfired. end is the merged session's end; other sessions can
-// share a timer only when the lateness is at least the gap, since every
-// session is at least the gap long and they neither overlap nor touch.
-func (f *windowFn[K, IN, ACC, OUT]) unregisterUnused(ctx *Context[K, OUT], t, end int64) {
-	if t == end-1 || t == end-1+f.lateness {
-		return
+// nextAction is when a stored session ending at end next needs its timer,
+// at clock wm: its firing at end-1, or once that has passed its cleanup at
+// end-1+lateness.
+//
+// Session timers are kept lazily. The invariant: every stored session has
+// a timer at or before its next action. A new session registers one there;
+// a merged session inherits the timers of the sessions it absorbed, whose
+// next actions come no later than its own, unless an absorbed one had
+// already fired and the merged one has not (addSession registers one
+// then); and a session timer that fires re-registers every stored session
+// of the key at its next action (OnTimer), which is a no-op for a session
+// whose timer is there already. Timers are never deleted: a stale one
+// finds no session to fire and moves the key's sessions' timers on. With
+// timers deleted and registered on every extension (Flink's way), a
+// session cost a timer registration, a deletion and a dead queue entry per
+// record.
+func (f *windowFn[K, IN, ACC, OUT]) nextAction(end, wm int64) int64 {
+	if end-1 > wm {
+		return end - 1
 	}
-	if f.lateness > 0 && f.lateness >= f.w.size {
-		for _, ws := range f.st.All() {
-			if t == ws.End-1 || t == ws.End-1+f.lateness {
-				return
-			}
-		}
-	}
-	f.unregister(ctx, t)
+	return end - 1 + f.lateness
 }
 
 // fire emits a window's result with the window's last instant as its event
@@ -370,25 +362,33 @@ func (f *windowFn[K, IN, ACC, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) 
 		// end gives: no walk over the key's open windows, however many
 		// (their number grows with how far event time lags the records).
 		s := t + 1 - f.w.size // the window this timer fires
-		if ws, ok := f.st.Get(s); ok && ws.End-1 == t {
+		ws, ok := f.st.Get(s)
+		if ok && ws.End-1 == t {
 			if err := f.fire(ctx, s, ws); err != nil {
 				return err
 			}
 		}
-		s = t + 1 - f.lateness - f.w.size // the window it cleans up
-		if ws, ok := f.st.Get(s); ok && ws.End-1+f.lateness == t {
+		if f.lateness != 0 {
+			s = t + 1 - f.lateness - f.w.size // the window it cleans up
+			ws, ok = f.st.Get(s)
+		}
+		if ok && ws.End-1+f.lateness == t {
 			f.st.Delete(s)
 		}
 		return nil
 	}
-	fire, drop := f.fireBuf[:0], f.dropBuf[:0]
-	defer func() { f.fireBuf, f.dropBuf = fire[:0], drop[:0] }()
+	fire, drop, due := f.fireBuf[:0], f.dropBuf[:0], f.dueBuf[:0]
+	defer func() { f.fireBuf, f.dropBuf, f.dueBuf = fire[:0], drop[:0], due[:0] }()
 	for s, ws := range f.st.All() {
 		if ws.End-1 == t {
 			fire = append(fire, s)
 		}
-		if ws.End-1+f.lateness == t {
+		if ws.End-1+f.lateness <= t {
 			drop = append(drop, s)
+		} else {
+			// The session's timer may have been this one (see
+			// nextAction): it gets one at its next action.
+			due = append(due, f.nextAction(ws.End, t))
 		}
 	}
 	slices.Sort(fire)
@@ -400,6 +400,9 @@ func (f *windowFn[K, IN, ACC, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) 
 	}
 	for _, s := range drop {
 		f.st.Delete(s)
+	}
+	for _, d := range due {
+		f.register(ctx, d)
 	}
 	return nil
 }

@@ -213,6 +213,13 @@ func (b *Backend) EnsureKey(key []byte, kg int) {
 	b.SetCurrentKey(key, kg)
 }
 
+// DropCached drops the states' cached entries of the current key, which
+// stays current: the next access of each state looks its entry up. A
+// caller that passes EnsureKey slices of a buffer it recycles calls it
+// before each reuse, so that a slice at the same place holding another key
+// cannot find the entries cached for the old one.
+func (b *Backend) DropCached() { b.gen++ }
+
 // CurrentKey returns the serialized current key.
 func (b *Backend) CurrentKey() []byte { return b.key }
 

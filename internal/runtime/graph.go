@@ -3,13 +3,10 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
-	"unsafe"
 
 	"github.com/eddyflow/eddy/connector"
 	"github.com/eddyflow/eddy/internal/shuffle"
-	"github.com/eddyflow/eddy/serde"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -233,6 +230,10 @@ func Memo[V any](sc *Subtask, key any, build func() (V, error)) (V, error) {
 func Shuffle[K comparable, T any](sc *Subtask, e *Edge, key func(*T) K, enc func([]byte, *K) []byte) Push[T] {
 	cfg := sc.job.env.cfg
 	w := shuffle.NewWriter(sc, e.offset+sc.subtask, sc.job.inboxes[e.to], e.pool, key, enc, cfg.MaxParallelism, cfg.BatchSize, &sc.shuffled)
+	// A batch waits for at most as many records of the subtask as fill
+	// one batch of every receiver: never, for a subtask with one output
+	// whose keys spread evenly.
+	w.LimitAge(&sc.pushed, cfg.BatchSize*len(sc.job.inboxes[e.to]))
 	sc.outs = append(sc.outs, w)
 	return w.Push
 }
@@ -247,44 +248,6 @@ type KeyedPush[K comparable, T any] = shuffle.KeyedPush[K, T]
 
 // NoTimestamp marks a record without event time.
 const NoTimestamp = shuffle.NoTimestamp
-
-// KeyEncoder returns how keys of type K are serialized to choose their key
-// group: strings as their bytes, other types with serde.
-func KeyEncoder[K comparable]() (func(dst []byte, k *K) []byte, error) {
-	if reflect.TypeFor[K]().Kind() == reflect.String {
-		return func(dst []byte, k *K) []byte {
-			return append(dst, *(*string)(unsafe.Pointer(k))...)
-		}, nil
-	}
-	codec, err := serde.For[K]()
-	if err != nil {
-		return nil, fmt.Errorf("eddy: key type: %w", err)
-	}
-	return func(dst []byte, k *K) []byte {
-		out, err := codec.Append(dst, k)
-		if err != nil {
-			return append(dst, fmt.Sprint(*k)...) // keys that fail to encode (bad UTF-8) still hash consistently
-		}
-		return out
-	}, nil
-}
-
-// KeyDecoder reverses KeyEncoder, for timers. The bytes it is given are a
-// view of a timer service's interned key, which never changes, so string
-// keys share them instead of copying.
-func KeyDecoder[K comparable]() (func(b []byte, k *K) error, error) {
-	if reflect.TypeFor[K]().Kind() == reflect.String {
-		return func(b []byte, k *K) error {
-			*(*string)(unsafe.Pointer(k)) = unsafe.String(unsafe.SliceData(b), len(b))
-			return nil
-		}, nil
-	}
-	codec, err := serde.For[K]()
-	if err != nil {
-		return nil, err
-	}
-	return codec.Decode, nil
-}
 
 // OpenSink opens writer index of total of sink entry in subtask sc (the
 // subtask's index and its stage's parallelism, unless a union of stages

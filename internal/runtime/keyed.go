@@ -19,6 +19,7 @@ import (
 // Keyed is the runtime of one keyed operator in one subtask: its state
 // backend, timers and watermark.
 type Keyed struct {
+	sc          *Subtask
 	uid         string
 	backend     *state.Backend
 	procTimers  *timers.Service
@@ -43,7 +44,7 @@ type Keyed struct {
 func OpenKeyed(sc *Subtask, uid string, ksch serde.Schema) *Keyed {
 	kgs, kge := sc.keyGroups()
 	maxPar := sc.job.env.cfg.MaxParallelism
-	k := &Keyed{uid: uid, watermark: math.MinInt64}
+	k := &Keyed{sc: sc, uid: uid, watermark: math.MinInt64}
 	if sc.job.pebble != nil {
 		began := time.Now()
 		db, err := sc.openStore(uid, kgs, kge)
@@ -82,6 +83,12 @@ func (k *Keyed) OnEnd(end func() error) { k.end = end }
 // Watermark is the operator's event-time watermark (math.MinInt64 before
 // the first one).
 func (k *Keyed) Watermark() int64 { return k.watermark }
+
+// ProcessingTime is the operator's processing time (ns since the epoch):
+// the wall clock when the subtask took the batch of records, or the timer,
+// being handled. It is read once per batch, so records of one batch share
+// it.
+func (k *Keyed) ProcessingTime() int64 { return k.sc.processingTime() }
 
 // RegisterTimer adds a timer of key kb (key group kg) at (ns) in the event
 // time domain, or the processing time one.

@@ -78,7 +78,8 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 	// onTimer fires due processing-time timers and forces re-arming.
 	onTimer := func() error {
 		armed = -1
-		if err := sc.fireTimers(time.Now().UnixNano()); err != nil {
+		sc.procNow = 0
+		if err := sc.fireTimers(sc.processingTime()); err != nil {
 			return err
 		}
 		if stores {
@@ -124,9 +125,15 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 	// gives the input its credit back.
 	handle := func(from int, m shuffle.Msg) error {
 		defer ib.Release(from)
+		sc.procNow = 0 // the message's records reach the operators now
 		switch m.Kind {
 		case shuffle.Data:
 			cur = from
+			for _, k := range sc.keyed {
+				// Batches are recycled: a key slice of this one may sit
+				// where one of the last held another key (EnsureKey).
+				k.backend.DropCached()
+			}
 			if err := process(from, m.Batch, onMark); err != nil {
 				return err
 			}

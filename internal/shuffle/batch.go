@@ -85,18 +85,29 @@ func (p *Pool) Put(b any) {
 // Deliver hands the records of batch b (a *KeyedBatch[K, T] from pool) to
 // push, and each watermark in it to mark at its place among the records;
 // then it resets the batch and gives it back to pool. It returns how many
-// records the batch held.
+// records the batch held. Consecutive records with equal keys get the same
+// key slice, valid until Deliver returns.
 func Deliver[K comparable, T any](pool *Pool, b any, push KeyedPush[K, T], mark func(wm int64) error) (int, error) {
 	kb := b.(*KeyedBatch[K, T])
 	n := len(kb.Recs)
 	m := 0
+	var prev []byte
 	for i := range kb.Recs {
 		for ; m < len(kb.Marks) && int(kb.Marks[m].At) == i; m++ {
 			if err := mark(kb.Marks[m].WM); err != nil {
 				return n, err
 			}
 		}
-		if err := push(&kb.Keys[i], kb.Key(i), int(kb.KGs[i]), kb.TS[i], &kb.Recs[i]); err != nil {
+		// A record with the key of the one before it gets the very
+		// slice that one got: a receiver can tell it is the same key
+		// without comparing bytes (state.Backend.EnsureKey), and keep
+		// the key's state entries at hand.
+		key := kb.Key(i)
+		if string(key) == string(prev) {
+			key = prev
+		}
+		prev = key
+		if err := push(&kb.Keys[i], key, int(kb.KGs[i]), kb.TS[i], &kb.Recs[i]); err != nil {
 			return n, err
 		}
 	}

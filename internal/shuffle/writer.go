@@ -49,6 +49,24 @@ type Writer[K comparable, T any] struct {
 	maxPar     int
 	par        int
 	batchSize  int
+	// Of a writer with an age limit (LimitAge): the sending subtask's
+	// count of records pushed to any of its writers, and per output the
+	// count when its open batch got its first record.
+	clock  *int64
+	born   []int64
+	maxAge int64
+}
+
+// LimitAge makes the writer send a batch once maxAge records have been
+// pushed since its first one, counted by clock, which every writer of the
+// sending subtask advances per record. A subtask feeding several edges
+// then keeps their records in about the order it read them: a batch of
+// an edge that gets few records (Nexmark's auctions, 6% of the events)
+// no longer waits for the ten thousand records that fill it while the
+// busy edge's batches (their bids) go out, which a join downstream would
+// have to hold in state (bids of auctions it has not seen yet).
+func (w *Writer[K, T]) LimitAge(clock *int64, maxAge int) {
+	w.clock, w.maxAge, w.born = clock, int64(maxAge), make([]int64, len(w.outs))
 }
 
 // NewWriter returns the writer of one sending subtask, which is input
@@ -85,7 +103,11 @@ func (w *Writer[K, T]) Push(ts int64, rec *T) error {
 	j := state.SubtaskFor(kg, w.maxPar, w.par)
 	b := w.batch(j)
 	b.add(w.cur, int32(kg), w.scratch, ts, rec)
-	if len(b.Recs) >= w.batchSize {
+	full := len(b.Recs) >= w.batchSize
+	if w.clock != nil {
+		full = w.aged(j, len(b.Recs)) || full
+	}
+	if full {
 		if err := w.sendBatch(j); err != nil {
 			return err
 		}
@@ -94,6 +116,17 @@ func (w *Writer[K, T]) Push(ts int64, rec *T) error {
 		return w.counted()
 	}
 	return nil
+}
+
+// aged counts a record pushed to output j, whose batch now holds n, and
+// reports whether the batch's first record has waited maxAge records.
+func (w *Writer[K, T]) aged(j, n int) bool {
+	*w.clock++
+	if n == 1 {
+		w.born[j] = *w.clock
+		return false
+	}
+	return *w.clock-w.born[j] >= w.maxAge
 }
 
 // counted counts a pushed record against the oldest unsent mark (there is

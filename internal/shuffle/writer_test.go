@@ -221,3 +221,45 @@ func TestPushAllocatesNothing(t *testing.T) {
 		t.Fatalf("%.3f allocations per record", allocs)
 	}
 }
+
+// TestLimitAgeSendsSparseBatches: two writers of one subtask share an age
+// clock; the batch of the writer that gets few records goes once the
+// records pushed to either writer since its first reach the limit, at its
+// next push, instead of waiting until it is full; the busy writer's
+// batches still go full.
+func TestLimitAgeSendsSparseBatches(t *testing.T) {
+	out := []*inbox.Inbox[Msg]{inbox.New[Msg](1, 4)}
+	key := func(x *rec) string { return x.Key }
+	enc := func(dst []byte, k *string) []byte { return append(dst, *k...) }
+	const batchSize, maxAge = 100, 150
+	var clock int64
+	mk := func() (*recorder, *Writer[string, rec]) {
+		pool := NewPool[string, rec](8, batchSize)
+		r := &recorder{outs: out, pool: pool, got: make([][]string, 1)}
+		var shuffled int64
+		w := NewWriter(r, 0, out, pool, key, enc, 128, batchSize, &shuffled)
+		w.LimitAge(&clock, maxAge)
+		return r, w
+	}
+	sparseR, sparse := mk()
+	busyR, busy := mk()
+	for n := range 1000 {
+		w := busy
+		if n%10 == 0 {
+			w = sparse
+		}
+		if err := w.Push(int64(n), &rec{Key: "k", N: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The sparse writer's first record (n=0) is the clock's 1st; its
+	// push at n=150 is the 151st, 150 records later: its batch goes with
+	// records 0 to 150, the next is born at n=160 and goes at n=310, and
+	// so on: 6 batches of 16 records, the last up to n=950.
+	if got := sparseR.got[0]; len(got) != 6*16 || got[15] != "r150" || got[len(got)-1] != "r950" || sparseR.batches != 6 {
+		t.Fatalf("sparse writer: %d batches, %d records, last %v; want 6 batches of 16 records up to r950", sparseR.batches, len(got), got[max(0, len(got)-3):])
+	}
+	if busyR.batches != 9 {
+		t.Fatalf("busy writer: %d batches of %d records; want 9 full ones", busyR.batches, len(busyR.got[0]))
+	}
+}

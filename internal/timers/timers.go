@@ -141,19 +141,22 @@ func (t *Service) FireDue(now int64, fire func(kb []byte, kg int, at int64) erro
 	return nil
 }
 
-// push and pop keep queue a binary min-heap by time, without the boxing of
-// container/heap.
+// push and pop keep queue a 4-ary min-heap by time, without the boxing of
+// container/heap: half the levels of a binary heap, and a node's children
+// share a cache line or two, so a pop misses the cache about half as often
+// on a queue of millions of timers.
 func (t *Service) push(e timerEntry) {
 	q := append(t.queue, e)
 	i := len(q) - 1
 	for i > 0 {
-		p := (i - 1) / 2
-		if q[p].at <= q[i].at {
+		p := (i - 1) / 4
+		if q[p].at <= e.at {
 			break
 		}
-		q[p], q[i] = q[i], q[p]
+		q[i] = q[p]
 		i = p
 	}
+	q[i] = e
 	t.queue = q
 }
 
@@ -171,20 +174,29 @@ func (t *Service) pop() timerEntry {
 // down moves entry i of the queue down to its place in the heap.
 func (t *Service) down(i int) {
 	q := t.queue
+	n := len(q)
+	if i >= n {
+		return
+	}
+	e := q[i]
 	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(q) && q[l].at < q[m].at {
-			m = l
-		}
-		if r < len(q) && q[r].at < q[m].at {
-			m = r
-		}
-		if m == i {
+		c := 4*i + 1
+		if c >= n {
 			break
 		}
-		q[i], q[m] = q[m], q[i]
+		m := c
+		for j := c + 1; j < c+4 && j < n; j++ {
+			if q[j].at < q[m].at {
+				m = j
+			}
+		}
+		if q[m].at >= e.at {
+			break
+		}
+		q[i] = q[m]
 		i = m
 	}
+	q[i] = e
 }
 
 // minCompact is how many deleted timers the queue holds at least before
@@ -208,7 +220,7 @@ func (t *Service) compact() {
 	}
 	clear(t.queue[len(q):])
 	t.queue = q
-	for i := len(q)/2 - 1; i >= 0; i-- {
+	for i := (len(q) - 2) / 4; i >= 0; i-- {
 		t.down(i)
 	}
 }

@@ -1,7 +1,9 @@
 package timers
 
 import (
+	"cmp"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -147,5 +149,69 @@ func TestMovedTimersCompact(t *testing.T) {
 	}
 	if len(s.queue) != 0 || s.live != 0 {
 		t.Fatalf("after firing all: queue %d, live %d", len(s.queue), s.live)
+	}
+}
+
+// TestFireDueMatchesModel: random registrations, deletions and firings up
+// to rising times (enough deletions to compact the queue) fire exactly the
+// timers a brute-force model holds due, in time order.
+func TestFireDueMatchesModel(t *testing.T) {
+	b, s := newService(t)
+	r := rand.New(rand.NewPCG(3, 4))
+	type timer struct {
+		key string
+		at  int64
+	}
+	model := map[timer]bool{}
+	key := func(k string) ([]byte, int) { kb := []byte(k); return kb, state.KeyGroupFor(kb, 8) }
+	now := int64(0)
+	for round := range 200 {
+		for range 100 {
+			tm := timer{fmt.Sprintf("k%d", r.IntN(300)), now + 1 + r.Int64N(5000)}
+			kb, kg := key(tm.key)
+			if r.IntN(3) == 0 {
+				// Delete one of the key's timers, if it has one.
+				b.SetCurrentKey(kb, kg)
+				if xs := s.st.Get(); len(xs) > 0 {
+					tm.at = xs[r.IntN(len(xs))]
+					s.Delete(kb, kg, tm.at)
+					delete(model, tm)
+				}
+				continue
+			}
+			s.Register(kb, kg, tm.at)
+			model[tm] = true
+		}
+		now += r.Int64N(400)
+		if round == 199 {
+			now = 1 << 62
+		}
+		var fired []timer
+		err := s.FireDue(now, func(kb []byte, _ int, at int64) error {
+			fired = append(fired, timer{string(kb), at})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []timer
+		for tm := range model {
+			if tm.at <= now {
+				want = append(want, tm)
+				delete(model, tm)
+			}
+		}
+		if !slices.IsSortedFunc(fired, func(a, b timer) int { return cmp.Compare(a.at, b.at) }) {
+			t.Fatalf("round %d: fired out of time order: %v", round, fired)
+		}
+		byKey := func(a, b timer) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.key, b.key)) }
+		slices.SortFunc(fired, byKey)
+		slices.SortFunc(want, byKey)
+		if !slices.Equal(fired, want) {
+			t.Fatalf("round %d: fired %d timers, want %d", round, len(fired), len(want))
+		}
+	}
+	if len(model) != 0 || s.Next() != 0 {
+		t.Fatalf("timers left: model %d, queue next %d", len(model), s.Next())
 	}
 }
