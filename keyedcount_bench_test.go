@@ -294,7 +294,7 @@ func BenchmarkKeyedCount(b *testing.B) {
 		source := sync.OnceValue(func() eddy.Source[datagen.GPSPoint] {
 			return datagen.GPS(datagen.Seed(1), datagen.Events(int64(k.events)), datagen.Drivers(k.keys))
 		})
-		for _, side := range []string{"eddy", "pebble"} {
+		for _, side := range []string{"eddy", "pebble", "pebblecl"} {
 			b.Run("keys="+k.name+"/"+side, func(b *testing.B) {
 				src := source()
 				runs := make([]kcRunStats, 0, b.N)
@@ -302,8 +302,14 @@ func BenchmarkKeyedCount(b *testing.B) {
 				for range b.N {
 					dir := b.TempDir() // fresh: a used one would restore the finished job
 					var opts []eddy.Option
-					if side == "pebble" {
+					if side != "eddy" {
 						opts = append(opts, eddy.StateBackend(eddy.Pebble(b.TempDir(), pebble.Memory(kcPebbleMemory))))
+					}
+					if side == "pebblecl" {
+						// The checkpoint is the log since the last
+						// materialization; the default interval (10 min)
+						// does not come within a run.
+						opts = append(opts, eddy.Changelog(0))
 					}
 					sink := discard.New[kcKeyCount]()
 					var env *eddy.Env
