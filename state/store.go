@@ -1,8 +1,12 @@
 package state
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
+	"unsafe"
 
 	"github.com/eddyflow/eddy/serde"
 )
@@ -44,35 +48,70 @@ type Store interface {
 	Scan(kg int, state uint32, fn func(key, sub, val []byte) error) error
 }
 
-// DefaultCacheKeys is how many keys per state a store-backed Backend keeps
-// decoded across Flush calls before it drops them all.
-const DefaultCacheKeys = 4096
+// DefaultCacheBytes is the memory, in bytes, a store-backed Backend keeps
+// decoded values in unless SetCacheBytes sets it.
+const DefaultCacheBytes = 16 << 20
+
+// The estimated memory of a decoded key beyond the bytes of its key and its
+// value's encoding, and of a key written since the last Flush beyond its
+// key: its map slots (string header, pointer, the maps' free slots) and its
+// entry's share of the slab.
+const (
+	cachedKeyOverhead = 48
+	dirtyKeyOverhead  = 40
+)
 
 // NewStoreBackend returns a Backend for the key groups [kgStart, kgEnd) of
 // maxParallelism whose state lives in store rather than in the heap. It has
-// the API of a heap backend, and in addition the runtime must call Flush
-// after each batch of records (and after a restore or a replay of logged
-// changes) so that the batch's writes reach the store.
+// the API of a heap backend; in addition the runtime must call EndBatch
+// after each batch of records, and Flush before it takes a checkpoint of
+// the store and after a restore or a replay of logged changes.
 func NewStoreBackend(maxParallelism, kgStart, kgEnd int, keySchema serde.Schema, store Store) *Backend {
 	b := NewBackend(maxParallelism, kgStart, kgEnd, keySchema)
 	b.store = store
-	b.cacheKeys = DefaultCacheKeys
+	b.cacheBytes = DefaultCacheBytes
 	return b
 }
 
-// SetCacheKeys sets how many keys per state a store-backed backend keeps
-// decoded between Flush calls (at least the keys of one batch are always
-// kept until its Flush).
-func (b *Backend) SetCacheKeys(n int) { b.cacheKeys = max(n, 0) }
+// SetCacheBytes sets how much memory, in bytes, a store-backed backend
+// keeps decoded values in across batches of records (an estimate: the
+// keys, the values' encodings and the maps' overhead). The values a batch
+// writes stay in the cache until Flush or until their key group is
+// evicted (write-back), so a key used again is neither read from the store
+// nor written to it per batch; 0 writes and drops every value at each
+// EndBatch.
+func (b *Backend) SetCacheBytes(n int64) { b.cacheBytes = max(n, 0) }
 
 // StoreBacked reports whether the backend's state lives in a Store.
 func (b *Backend) StoreBacked() bool { return b.store != nil }
 
-// Flush writes the changes of the current batch of records to the store
-// and commits them, and drops the decoded keys if the cache holds more than
-// its bound. It returns the backend's first failure, if any: a failed read
-// or write of the store, or of the change log. A heap backend has nothing
-// to flush and returns Err().
+// EndBatch ends a batch of records of a store-backed backend: it commits
+// the batch's element and delete records to the store, and when the
+// decoded values take more than the cache's bytes, it writes back every
+// value written since the last Flush and evicts key groups of decoded
+// values until they fit (Flush). It returns the backend's first failure,
+// if any: a failed read or write of the store, or of the change log. A
+// heap backend has nothing to end and returns Err().
+func (b *Backend) EndBatch() error {
+	if b.store == nil || b.err != nil {
+		return b.err
+	}
+	if b.cacheUsed() > b.cacheBytes {
+		return b.Flush()
+	}
+	if err := b.store.Commit(); err != nil {
+		b.fail(&StoreError{Op: "commit", Err: err})
+		return b.err
+	}
+	b.stale = false
+	return nil
+}
+
+// Flush writes every value written since the last Flush to the store and
+// commits, so that the store holds all of the state; then it evicts key
+// groups of decoded values until they fit the cache. It returns the
+// backend's first failure, as EndBatch does. A heap backend has nothing to
+// flush and returns Err().
 func (b *Backend) Flush() error {
 	if b.store == nil {
 		return b.err
@@ -92,12 +131,45 @@ func (b *Backend) Flush() error {
 		return b.err
 	}
 	b.stale = false
-	for _, s := range b.states {
-		if s.cachedKeys() > b.cacheKeys {
-			s.evict()
-		}
-	}
+	b.trimCache()
 	return nil
+}
+
+// cacheUsed estimates the bytes of the decoded values of every state.
+func (b *Backend) cacheUsed() int64 {
+	var n int64
+	for _, s := range b.states {
+		n += s.cacheBytes()
+	}
+	return n
+}
+
+// trimCache evicts key groups of decoded values, the next in turn of the
+// state holding the most, until they take at most 7/8 of the cache's bytes,
+// which leaves room for the next batches' new keys before another eviction.
+// Nothing is dirty: Flush wrote it.
+func (b *Backend) trimCache() {
+	target := b.cacheBytes - b.cacheBytes/8
+	sizes := make([]int64, len(b.states))
+	var used int64
+	for i, s := range b.states {
+		sizes[i] = s.cacheBytes()
+		used += sizes[i]
+	}
+	for used > target {
+		i := 0
+		for j := range sizes {
+			if sizes[j] > sizes[i] {
+				i = j
+			}
+		}
+		freed := b.states[i].evictNext()
+		if freed == 0 {
+			freed = sizes[i] // no key left: what remains is an estimate's rest
+		}
+		sizes[i] -= freed
+		used -= freed
+	}
 }
 
 // flushAndEvict is Flush dropping every decoded key, so that the store
@@ -173,6 +245,12 @@ type dirtyKey struct {
 	off, n int
 }
 
+// dirtyEntry is a dirty entry and where it is to be stored, for sorting.
+type dirtyEntry[E any] struct {
+	p *E
+	dirtyKey
+}
+
 // storeGet is get for a store-backed table: the cached entry, or the
 // key's records loaded from the store into the cache. A key known to be
 // absent is cached as t.absent.
@@ -202,12 +280,13 @@ func (t *table[E]) storeLoad(kg int, key []byte) *E {
 	}
 	// A closure over kg and key would be allocated per load: the key
 	// goes through the table, and the method value is made once.
-	t.loadKG, t.loadKey = kg, key
+	t.loadKG, t.loadKey, t.loadBytes = kg, key, 0
 	if t.loadFn == nil {
 		t.loadFn = t.applyLoaded
 	}
 	err := b.store.Load(kg, t.id, key, t.elems, t.loadFn)
 	t.loadKey = nil
+	t.noteSize(len(key) + t.loadBytes)
 	if err != nil {
 		b.fail(&StoreError{Op: "load", State: t.name, Err: err})
 	}
@@ -218,7 +297,6 @@ func (t *table[E]) storeLoad(kg int, key []byte) *E {
 		p = t.absent
 		m[arenaString(&t.mem[g].keys, key)] = p
 	}
-	t.cached++
 	return p
 }
 
@@ -250,7 +328,6 @@ func (t *table[E]) storeClear() {
 		}
 	} else {
 		m[arenaString(&t.mem[g].keys, b.key)] = t.absent
-		t.cached++
 	}
 	t.cgen, t.cp = b.gen, nil
 	b.record(t.id, t.elems, ChangeDelete, nil, nil)
@@ -268,14 +345,37 @@ func (t *table[E]) markDirty(p *E) {
 	}
 }
 
-// flush writes the entries written in this batch to the store. A whole
-// value replaces the key's element records, if the state has elements.
+// flush writes the entries written since the last Flush to the store, in
+// the store's key order (key group, key length, key; exact for keys shorter
+// than 128 bytes): Pebble sorts a large batch before it flushes it, which
+// costs far less on sorted input, and for less than a map's random order
+// would. A whole value replaces the key's element records, if the state
+// has elements.
 func (t *table[E]) flush() error {
+	if len(t.dirty) == 0 {
+		return nil
+	}
+	order := t.order[:0]
 	for p, d := range t.dirty {
-		if err := t.putWhole(d.kg, t.dirtyKeys[d.off:d.off+d.n], p, true); err != nil {
+		order = append(order, dirtyEntry[E]{p, d})
+	}
+	keys := t.dirtyKeys
+	slices.SortFunc(order, func(a, b dirtyEntry[E]) int {
+		if c := cmp.Compare(a.kg, b.kg); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.n, b.n); c != 0 {
+			return c
+		}
+		return bytes.Compare(keys[a.off:a.off+a.n], keys[b.off:b.off+b.n])
+	})
+	for _, e := range order {
+		if err := t.putWhole(e.kg, keys[e.off:e.off+e.n], e.p, true); err != nil {
 			return &StoreError{Op: "write", State: t.name, Err: err}
 		}
 	}
+	clear(order)
+	t.order = order[:0]
 	clear(t.dirty)
 	t.dirtyKeys = t.dirtyKeys[:0]
 	return nil
@@ -298,17 +398,50 @@ func (t *table[E]) putWhole(kg int, key []byte, e *E, replace bool) error {
 	if b.scratch, err = t.codec.Append(b.scratch[:0], e); err != nil {
 		return err
 	}
+	t.noteSize(len(key) + len(b.scratch))
 	return b.store.Set(kg, t.id, key, nil, b.scratch)
 }
 
-func (t *table[E]) cachedKeys() int { return t.cached }
+// noteSize adds the bytes of a key and its value's encoding, as loaded or
+// stored, to the running average that estimates a cached key's memory.
+func (t *table[E]) noteSize(n int) { t.size16 += n - t.size16>>4 }
+
+// keyCost estimates the memory of one decoded key of the table.
+func (t *table[E]) keyCost() int64 {
+	var e E
+	return cachedKeyOverhead + int64(unsafe.Sizeof(e)) + int64(t.size16>>4)
+}
+
+// cacheBytes estimates the memory of the table's decoded keys.
+func (t *table[E]) cacheBytes() int64 {
+	n := 0
+	for _, m := range t.groups {
+		n += len(m)
+	}
+	return int64(n)*t.keyCost() + int64(len(t.dirty))*dirtyKeyOverhead + int64(len(t.dirtyKeys))
+}
+
+// evictNext drops the decoded keys of the next key group in turn that has
+// any, none of them dirty, and returns the memory they took (0 if no group
+// has any).
+func (t *table[E]) evictNext() int64 {
+	for range len(t.groups) {
+		g := t.evictAt % len(t.groups)
+		t.evictAt++
+		if n := len(t.groups[g]); n > 0 {
+			t.evictGroup(g)
+			t.b.gen++
+			return int64(n) * t.keyCost()
+		}
+	}
+	return 0
+}
 
 // evict drops every decoded entry of the table.
 func (t *table[E]) evict() {
 	for g := range t.groups {
 		t.evictGroup(g)
 	}
-	t.cached = 0
 	t.b.gen++
 }
 
@@ -351,6 +484,7 @@ func (t *table[E]) applyRecord(kg int, key, sub, val []byte) error {
 
 // applyLoaded is applyRecord for the key storeLoad loads.
 func (t *table[E]) applyLoaded(sub, val []byte) error {
+	t.loadBytes += len(val)
 	return t.applyRecord(t.loadKG, t.loadKey, sub, val)
 }
 

@@ -35,10 +35,13 @@ type table[E any] struct {
 	absent    *E                                   // the cached entry of a key the store does not hold
 	dirty     map[*E]dirtyKey                      // entries written in this batch, stored at Flush
 	dirtyKeys []byte                               // the keys of dirty
+	order     []dirtyEntry[E]                      // dirty sorted by key, reused by every Flush
 	loadKG    int                                  // the key group of the key storeLoad loads
 	loadKey   []byte                               // the key storeLoad loads
+	loadBytes int                                  // the value bytes storeLoad loaded
 	loadFn    func(sub, val []byte) error          // t.applyLoaded, made once
-	cached    int                                  // keys in the maps
+	size16    int                                  // 16 × the running average of a key's and its value's bytes
+	evictAt   int                                  // the key group index evictNext tries next
 	split     func(kg int, key []byte, e *E) error // stores a whole value as element records (Map)
 
 	ttl *ttl // expiry, if declared with TTL (ttl.go)
@@ -52,6 +55,7 @@ func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
 	}
 	if b.store != nil {
 		t.absent = new(E)
+		t.size16 = 16 * 16
 	}
 	return t
 }
