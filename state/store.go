@@ -245,7 +245,8 @@ type dirtyKey struct {
 	off, n int
 }
 
-// dirtyEntry is a dirty entry and where it is to be stored, for sorting.
+// dirtyEntry is a dirty entry (nil: cleared since it was written) and
+// where it is to be stored.
 type dirtyEntry[E any] struct {
 	p *E
 	dirtyKey
@@ -322,7 +323,7 @@ func (t *table[E]) storeClear() {
 	m := t.groups[g]
 	if p, ok := m[string(b.key)]; ok {
 		if p != t.absent {
-			delete(t.dirty, p)
+			t.undirty(p)
 			t.mem[g].entries.release(p)
 			m[string(b.key)] = t.absent
 		}
@@ -334,33 +335,40 @@ func (t *table[E]) storeClear() {
 }
 
 // markDirty notes that p, the current key's entry, is to be written to the
-// store at the next Flush.
+// store at the next Flush. The entry's mark (its slot in the slab) says
+// whether it is in the dirty list already, which a map from entries would
+// say at the cost of a random memory access per write.
 func (t *table[E]) markDirty(p *E) {
-	if t.dirty == nil {
-		t.dirty = map[*E]dirtyKey{}
+	m := markOf(p)
+	if *m != 0 {
+		return
 	}
-	if _, ok := t.dirty[p]; !ok {
-		t.dirty[p] = dirtyKey{kg: t.b.kg, off: len(t.dirtyKeys), n: len(t.b.key)}
-		t.dirtyKeys = append(t.dirtyKeys, t.b.key...)
+	t.dirty = append(t.dirty, dirtyEntry[E]{p, dirtyKey{kg: t.b.kg, off: len(t.dirtyKeys), n: len(t.b.key)}})
+	*m = uint32(len(t.dirty))
+	t.dirtyKeys = append(t.dirtyKeys, t.b.key...)
+}
+
+// undirty takes p out of the dirty list, if it is there: its key was
+// cleared, and the entry is about to be released for reuse.
+func (t *table[E]) undirty(p *E) {
+	m := markOf(p)
+	if *m != 0 {
+		t.dirty[*m-1].p = nil
+		*m = 0
 	}
 }
 
 // flush writes the entries written since the last Flush to the store, in
 // the store's key order (key group, key length, key; exact for keys shorter
 // than 128 bytes): Pebble sorts a large batch before it flushes it, which
-// costs far less on sorted input, and for less than a map's random order
-// would. A whole value replaces the key's element records, if the state
-// has elements.
+// costs far less on sorted input. A whole value replaces the key's element
+// records, if the state has elements.
 func (t *table[E]) flush() error {
 	if len(t.dirty) == 0 {
 		return nil
 	}
-	order := t.order[:0]
-	for p, d := range t.dirty {
-		order = append(order, dirtyEntry[E]{p, d})
-	}
 	keys := t.dirtyKeys
-	slices.SortFunc(order, func(a, b dirtyEntry[E]) int {
+	slices.SortFunc(t.dirty, func(a, b dirtyEntry[E]) int {
 		if c := cmp.Compare(a.kg, b.kg); c != 0 {
 			return c
 		}
@@ -369,14 +377,17 @@ func (t *table[E]) flush() error {
 		}
 		return bytes.Compare(keys[a.off:a.off+a.n], keys[b.off:b.off+b.n])
 	})
-	for _, e := range order {
+	for _, e := range t.dirty {
+		if e.p == nil {
+			continue // cleared since
+		}
+		*markOf(e.p) = 0
 		if err := t.putWhole(e.kg, keys[e.off:e.off+e.n], e.p, true); err != nil {
 			return &StoreError{Op: "write", State: t.name, Err: err}
 		}
 	}
-	clear(order)
-	t.order = order[:0]
 	clear(t.dirty)
+	t.dirty = t.dirty[:0]
 	t.dirtyKeys = t.dirtyKeys[:0]
 	return nil
 }
@@ -408,7 +419,7 @@ func (t *table[E]) noteSize(n int) { t.size16 += n - t.size16>>4 }
 
 // keyCost estimates the memory of one decoded key of the table.
 func (t *table[E]) keyCost() int64 {
-	var e E
+	var e markedEntry[E]
 	return cachedKeyOverhead + int64(unsafe.Sizeof(e)) + int64(t.size16>>4)
 }
 

@@ -33,9 +33,8 @@ type table[E any] struct {
 	self      keyedState                           // the state type embedding the table, for its apply
 	elems     bool                                 // the state stores elements (List, Map)
 	absent    *E                                   // the cached entry of a key the store does not hold
-	dirty     map[*E]dirtyKey                      // entries written in this batch, stored at Flush
+	dirty     []dirtyEntry[E]                      // entries written since the last Flush, stored at the next
 	dirtyKeys []byte                               // the keys of dirty
-	order     []dirtyEntry[E]                      // dirty sorted by key, reused by every Flush
 	loadKG    int                                  // the key group of the key storeLoad loads
 	loadKey   []byte                               // the key storeLoad loads
 	loadBytes int                                  // the value bytes storeLoad loaded
@@ -56,6 +55,9 @@ func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
 	if b.store != nil {
 		t.absent = new(E)
 		t.size16 = 16 * 16
+		for i := range t.mem {
+			t.mem[i].entries.marked = true
+		}
 	}
 	return t
 }
