@@ -367,17 +367,9 @@ func (t *table[E]) flush() error {
 	if len(t.dirty) == 0 {
 		return nil
 	}
+	sorted := t.sortDirty()
 	keys := t.dirtyKeys
-	slices.SortFunc(t.dirty, func(a, b dirtyEntry[E]) int {
-		if c := cmp.Compare(a.kg, b.kg); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.n, b.n); c != 0 {
-			return c
-		}
-		return bytes.Compare(keys[a.off:a.off+a.n], keys[b.off:b.off+b.n])
-	})
-	for _, e := range t.dirty {
+	for _, e := range sorted {
 		if e.p == nil {
 			continue // cleared since
 		}
@@ -388,8 +380,46 @@ func (t *table[E]) flush() error {
 	}
 	clear(t.dirty)
 	t.dirty = t.dirty[:0]
+	clear(sorted)
 	t.dirtyKeys = t.dirtyKeys[:0]
 	return nil
+}
+
+// sortDirty returns the dirty list sorted by key group (a counting sort),
+// then key length and key (each key group's entries sorted on their own,
+// a small set whose keys stay in the processor's caches), in t.sorted.
+func (t *table[E]) sortDirty() []dirtyEntry[E] {
+	b := t.b
+	counts := t.groupCounts[:0]
+	for range b.kgEnd - b.kgStart + 1 {
+		counts = append(counts, 0)
+	}
+	t.groupCounts = counts
+	for _, e := range t.dirty {
+		counts[e.kg-b.kgStart+1]++
+	}
+	for g := 1; g < len(counts); g++ {
+		counts[g] += counts[g-1]
+	}
+	sorted := slices.Grow(t.sorted[:0], len(t.dirty))[:len(t.dirty)]
+	t.sorted = sorted
+	for _, e := range t.dirty {
+		g := e.kg - b.kgStart
+		sorted[counts[g]] = e
+		counts[g]++
+	}
+	keys := t.dirtyKeys
+	from := 0
+	for _, to := range counts[:len(counts)-1] {
+		slices.SortFunc(sorted[from:to], func(a, b dirtyEntry[E]) int {
+			if c := cmp.Compare(a.n, b.n); c != 0 {
+				return c
+			}
+			return bytes.Compare(keys[a.off:a.off+a.n], keys[b.off:b.off+b.n])
+		})
+		from = to
+	}
+	return sorted
 }
 
 // putWhole stores entry e as key's whole value; with replace, it first

@@ -30,18 +30,20 @@ type table[E any] struct {
 
 	// Of a backend with a Store (see store.go), whose maps then cache
 	// decoded entries:
-	self      keyedState                           // the state type embedding the table, for its apply
-	elems     bool                                 // the state stores elements (List, Map)
-	absent    *E                                   // the cached entry of a key the store does not hold
-	dirty     []dirtyEntry[E]                      // entries written since the last Flush, stored at the next
-	dirtyKeys []byte                               // the keys of dirty
-	loadKG    int                                  // the key group of the key storeLoad loads
-	loadKey   []byte                               // the key storeLoad loads
-	loadBytes int                                  // the value bytes storeLoad loaded
-	loadFn    func(sub, val []byte) error          // t.applyLoaded, made once
-	size16    int                                  // 16 × the running average of a key's and its value's bytes
-	evictAt   int                                  // the key group index evictNext tries next
-	split     func(kg int, key []byte, e *E) error // stores a whole value as element records (Map)
+	self        keyedState                           // the state type embedding the table, for its apply
+	elems       bool                                 // the state stores elements (List, Map)
+	absent      *E                                   // the cached entry of a key the store does not hold
+	dirty       []dirtyEntry[E]                      // entries written since the last Flush, stored at the next
+	dirtyKeys   []byte                               // the keys of dirty
+	sorted      []dirtyEntry[E]                      // dirty sorted by key (sortDirty)
+	groupCounts []int                                // sortDirty's counting sort
+	loadKG      int                                  // the key group of the key storeLoad loads
+	loadKey     []byte                               // the key storeLoad loads
+	loadBytes   int                                  // the value bytes storeLoad loaded
+	loadFn      func(sub, val []byte) error          // t.applyLoaded, made once
+	size16      int                                  // 16 × the running average of a key's and its value's bytes
+	evictAt     int                                  // the key group index evictNext tries next
+	split       func(kg int, key []byte, e *E) error // stores a whole value as element records (Map)
 
 	ttl *ttl // expiry, if declared with TTL (ttl.go)
 }
