@@ -298,6 +298,7 @@ func (t *table[E]) storeLoad(kg int, key []byte) *E {
 		p = t.absent
 		m[arenaString(&t.mem[g].keys, key)] = p
 	}
+	t.cached++
 	return p
 }
 
@@ -329,6 +330,7 @@ func (t *table[E]) storeClear() {
 		}
 	} else {
 		m[arenaString(&t.mem[g].keys, b.key)] = t.absent
+		t.cached++
 	}
 	t.cgen, t.cp = b.gen, nil
 	b.record(t.id, t.elems, ChangeDelete, nil, nil)
@@ -455,11 +457,7 @@ func (t *table[E]) keyCost() int64 {
 
 // cacheBytes estimates the memory of the table's decoded keys.
 func (t *table[E]) cacheBytes() int64 {
-	n := 0
-	for _, m := range t.groups {
-		n += len(m)
-	}
-	return int64(n)*t.keyCost() + int64(len(t.dirty))*dirtyKeyOverhead + int64(len(t.dirtyKeys))
+	return int64(t.cached)*t.keyCost() + int64(len(t.dirty))*dirtyKeyOverhead + int64(len(t.dirtyKeys))
 }
 
 // evictNext drops the decoded keys of the next key group in turn that has
@@ -486,9 +484,12 @@ func (t *table[E]) evict() {
 	t.b.gen++
 }
 
-// evictGroup drops the decoded entries of key group index g.
+// evictGroup drops the decoded entries of key group index g. (A walk over
+// the store loads key groups uncounted into an emptied cache, and evicts
+// them after: the count stays at least 0.)
 func (t *table[E]) evictGroup(g int) {
 	m := t.groups[g]
+	t.cached = max(t.cached-len(m), 0)
 	mem := &t.mem[g]
 	for _, p := range m {
 		if p != t.absent {
