@@ -52,14 +52,11 @@ type Store interface {
 // decoded values in unless SetCacheBytes sets it.
 const DefaultCacheBytes = 16 << 20
 
-// The estimated memory of a decoded key beyond the bytes of its key and its
-// value's encoding, and of a key written since the last Flush beyond its
-// key: its map slots (string header, pointer, the maps' free slots) and its
-// entry's share of the slab.
-const (
-	cachedKeyOverhead = 48
-	dirtyKeyOverhead  = 40
-)
+// cachedKeyOverhead estimates the memory of a decoded key beyond its key's
+// and its value's bytes and its slab slot: its map slot (string header,
+// pointer) and the map's free slots (a million Value[int64] keys of 14
+// bytes took 60 bytes each with the slot, against 64 estimated).
+const cachedKeyOverhead = 32
 
 // NewStoreBackend returns a Backend for the key groups [kgStart, kgEnd) of
 // maxParallelism whose state lives in store rather than in the heap. It has
@@ -241,8 +238,8 @@ func (b *Backend) storeChange(kg int, id uint32, elems bool, op ChangeOp, key, s
 // its key is dirtyKeys[off:off+n] of the table, a buffer reused by every
 // batch so that marking a key dirty allocates nothing.
 type dirtyKey struct {
-	kg     int
-	off, n int
+	off   int
+	kg, n int32
 }
 
 // dirtyEntry is a dirty entry (nil: cleared since it was written) and
@@ -345,7 +342,7 @@ func (t *table[E]) markDirty(p *E) {
 	if *m != 0 {
 		return
 	}
-	t.dirty = append(t.dirty, dirtyEntry[E]{p, dirtyKey{kg: t.b.kg, off: len(t.dirtyKeys), n: len(t.b.key)}})
+	t.dirty = append(t.dirty, dirtyEntry[E]{p, dirtyKey{off: len(t.dirtyKeys), kg: int32(t.b.kg), n: int32(len(t.b.key))}})
 	*m = uint32(len(t.dirty))
 	t.dirtyKeys = append(t.dirtyKeys, t.b.key...)
 }
@@ -369,28 +366,28 @@ func (t *table[E]) flush() error {
 	if len(t.dirty) == 0 {
 		return nil
 	}
-	sorted := t.sortDirty()
 	keys := t.dirtyKeys
-	for _, e := range sorted {
+	for _, i := range t.sortDirty() {
+		e := &t.dirty[i]
 		if e.p == nil {
 			continue // cleared since
 		}
 		*markOf(e.p) = 0
-		if err := t.putWhole(e.kg, keys[e.off:e.off+e.n], e.p, true); err != nil {
+		if err := t.putWhole(int(e.kg), keys[e.off:e.off+int(e.n)], e.p, true); err != nil {
 			return &StoreError{Op: "write", State: t.name, Err: err}
 		}
 	}
 	clear(t.dirty)
 	t.dirty = t.dirty[:0]
-	clear(sorted)
 	t.dirtyKeys = t.dirtyKeys[:0]
 	return nil
 }
 
-// sortDirty returns the dirty list sorted by key group (a counting sort),
-// then key length and key (each key group's entries sorted on their own,
-// a small set whose keys stay in the processor's caches), in t.sorted.
-func (t *table[E]) sortDirty() []dirtyEntry[E] {
+// sortDirty returns the indexes of the dirty list in key order: by key
+// group (a counting sort), then key length and key (each key group's
+// entries sorted on their own, a small set whose keys stay in the
+// processor's caches), in t.sorted.
+func (t *table[E]) sortDirty() []int32 {
 	b := t.b
 	counts := t.groupCounts[:0]
 	for range b.kgEnd - b.kgStart + 1 {
@@ -398,26 +395,27 @@ func (t *table[E]) sortDirty() []dirtyEntry[E] {
 	}
 	t.groupCounts = counts
 	for _, e := range t.dirty {
-		counts[e.kg-b.kgStart+1]++
+		counts[int(e.kg)-b.kgStart+1]++
 	}
 	for g := 1; g < len(counts); g++ {
 		counts[g] += counts[g-1]
 	}
 	sorted := slices.Grow(t.sorted[:0], len(t.dirty))[:len(t.dirty)]
 	t.sorted = sorted
-	for _, e := range t.dirty {
-		g := e.kg - b.kgStart
-		sorted[counts[g]] = e
+	for i, e := range t.dirty {
+		g := int(e.kg) - b.kgStart
+		sorted[counts[g]] = int32(i)
 		counts[g]++
 	}
-	keys := t.dirtyKeys
+	keys, dirty := t.dirtyKeys, t.dirty
 	from := 0
 	for _, to := range counts[:len(counts)-1] {
-		slices.SortFunc(sorted[from:to], func(a, b dirtyEntry[E]) int {
+		slices.SortFunc(sorted[from:to], func(i, j int32) int {
+			a, b := &dirty[i], &dirty[j]
 			if c := cmp.Compare(a.n, b.n); c != 0 {
 				return c
 			}
-			return bytes.Compare(keys[a.off:a.off+a.n], keys[b.off:b.off+b.n])
+			return bytes.Compare(keys[a.off:a.off+int(a.n)], keys[b.off:b.off+int(b.n)])
 		})
 		from = to
 	}
@@ -457,7 +455,10 @@ func (t *table[E]) keyCost() int64 {
 
 // cacheBytes estimates the memory of the table's decoded keys.
 func (t *table[E]) cacheBytes() int64 {
-	return int64(t.cached)*t.keyCost() + int64(len(t.dirty))*dirtyKeyOverhead + int64(len(t.dirtyKeys))
+	// The dirty list and its buffers keep their capacity for the next
+	// Flush: they count as long as they are held.
+	var d dirtyEntry[E]
+	return int64(t.cached)*t.keyCost() + int64(cap(t.dirty))*int64(unsafe.Sizeof(d)) + int64(cap(t.sorted))*4 + int64(cap(t.dirtyKeys))
 }
 
 // evictNext drops the decoded keys of the next key group in turn that has

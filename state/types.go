@@ -35,7 +35,7 @@ type table[E any] struct {
 	absent      *E                                   // the cached entry of a key the store does not hold
 	dirty       []dirtyEntry[E]                      // entries written since the last Flush, stored at the next
 	dirtyKeys   []byte                               // the keys of dirty
-	sorted      []dirtyEntry[E]                      // dirty sorted by key (sortDirty)
+	sorted      []int32                              // the indexes of dirty sorted by key (sortDirty)
 	groupCounts []int                                // sortDirty's counting sort
 	loadKG      int                                  // the key group of the key storeLoad loads
 	loadKey     []byte                               // the key storeLoad loads
