@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -367,15 +368,20 @@ func (t *table[E]) flush() error {
 		return nil
 	}
 	keys := t.dirtyKeys
-	for _, i := range t.sortDirty() {
-		e := &t.dirty[i]
-		if e.p == nil {
-			continue // cleared since
+	byGroup, ends := t.dirtyByGroup()
+	from := 0
+	for _, to := range ends {
+		for _, k := range t.sortGroup(byGroup[from:to]) {
+			e := &t.dirty[k.i]
+			if e.p == nil {
+				continue // cleared since
+			}
+			*markOf(e.p) = 0
+			if err := t.putWhole(int(e.kg), keys[e.off:e.off+int(e.n)], e.p, true); err != nil {
+				return &StoreError{Op: "write", State: t.name, Err: err}
+			}
 		}
-		*markOf(e.p) = 0
-		if err := t.putWhole(int(e.kg), keys[e.off:e.off+int(e.n)], e.p, true); err != nil {
-			return &StoreError{Op: "write", State: t.name, Err: err}
-		}
+		from = to
 	}
 	clear(t.dirty)
 	t.dirty = t.dirty[:0]
@@ -383,11 +389,9 @@ func (t *table[E]) flush() error {
 	return nil
 }
 
-// sortDirty returns the indexes of the dirty list in key order: by key
-// group (a counting sort), then key length and key (each key group's
-// entries sorted on their own, a small set whose keys stay in the
-// processor's caches), in t.sorted.
-func (t *table[E]) sortDirty() []int32 {
+// dirtyByGroup returns the indexes of the dirty list ordered by key group
+// (a counting sort, in t.sorted) and where each key group's end in them.
+func (t *table[E]) dirtyByGroup() (byGroup []int32, ends []int) {
 	b := t.b
 	counts := t.groupCounts[:0]
 	for range b.kgEnd - b.kgStart + 1 {
@@ -400,26 +404,66 @@ func (t *table[E]) sortDirty() []int32 {
 	for g := 1; g < len(counts); g++ {
 		counts[g] += counts[g-1]
 	}
-	sorted := slices.Grow(t.sorted[:0], len(t.dirty))[:len(t.dirty)]
-	t.sorted = sorted
+	byGroup = slices.Grow(t.sorted[:0], len(t.dirty))[:len(t.dirty)]
+	t.sorted = byGroup
 	for i, e := range t.dirty {
 		g := int(e.kg) - b.kgStart
-		sorted[counts[g]] = int32(i)
+		byGroup[counts[g]] = int32(i)
 		counts[g]++
 	}
-	keys, dirty := t.dirtyKeys, t.dirty
-	from := 0
-	for _, to := range counts[:len(counts)-1] {
-		slices.SortFunc(sorted[from:to], func(i, j int32) int {
-			a, b := &dirty[i], &dirty[j]
-			if c := cmp.Compare(a.n, b.n); c != 0 {
-				return c
-			}
-			return bytes.Compare(keys[a.off:a.off+int(a.n)], keys[b.off:b.off+int(b.n)])
-		})
-		from = to
+	return byGroup, counts[:len(counts)-1]
+}
+
+// dirtySortKey is a dirty entry's key for sorting: its length and its
+// first 16 bytes (big-endian, zero-padded) inline, so that most
+// comparisons touch neither the dirty list nor the keys.
+type dirtySortKey struct {
+	hi, lo uint64
+	n, i   int32 // the key's length and the entry's index in the dirty list
+}
+
+// sortGroup returns the entries of one key group (indexes of the dirty
+// list) sorted by key length, then key: the store's key order for keys
+// shorter than 128 bytes. The result is valid until the next call.
+func (t *table[E]) sortGroup(idx []int32) []dirtySortKey {
+	keys := t.dirtyKeys
+	sk := t.sortKeys[:0]
+	for _, i := range idx {
+		e := &t.dirty[i]
+		k := keys[e.off : e.off+int(e.n)]
+		sk = append(sk, dirtySortKey{hi: bigEndianAt(k, 0), lo: bigEndianAt(k, 8), n: e.n, i: i})
 	}
-	return sorted
+	t.sortKeys = sk
+	slices.SortFunc(sk, func(a, b dirtySortKey) int {
+		if a.n != b.n {
+			return cmp.Compare(a.n, b.n)
+		}
+		if a.hi != b.hi {
+			return cmp.Compare(a.hi, b.hi)
+		}
+		if a.lo != b.lo || a.n <= 16 {
+			return cmp.Compare(a.lo, b.lo)
+		}
+		ea, eb := &t.dirty[a.i], &t.dirty[b.i]
+		return bytes.Compare(keys[ea.off+16:ea.off+int(ea.n)], keys[eb.off+16:eb.off+int(eb.n)])
+	})
+	return sk
+}
+
+// bigEndianAt returns the 8 bytes of k from off as a big-endian number,
+// the bytes past k's end taken as zeros.
+func bigEndianAt(k []byte, off int) uint64 {
+	if len(k) >= off+8 {
+		return binary.BigEndian.Uint64(k[off:])
+	}
+	var v uint64
+	for j := off; j < off+8; j++ {
+		v <<= 8
+		if j < len(k) {
+			v |= uint64(k[j])
+		}
+	}
+	return v
 }
 
 // putWhole stores entry e as key's whole value; with replace, it first
