@@ -49,6 +49,23 @@ type Store interface {
 	Scan(kg int, state uint32, fn func(key, sub, val []byte) error) error
 }
 
+// SortedStore is a Store that also takes many whole values of one state
+// at once, in the store's key order, for less than a Set each: Flush gives
+// it the dirty values of a state without elements when there are at least
+// minSortedSet of them.
+type SortedStore interface {
+	Store
+	// SetSorted commits the pending writes, then stores the whole values
+	// of state that fill passes to set, in increasing order of key group,
+	// uvarint(len key) and key, each key once; set does not keep the
+	// slices.
+	SetSorted(state uint32, fill func(set func(kg int, key, val []byte) error) error) error
+}
+
+// minSortedSet is the fewest dirty values Flush hands a SortedStore at once:
+// below it a batch of Sets costs less than a table file.
+const minSortedSet = 4096
+
 // DefaultCacheBytes is the memory, in bytes, a store-backed Backend keeps
 // decoded values in unless SetCacheBytes sets it.
 const DefaultCacheBytes = 16 << 20
@@ -359,29 +376,54 @@ func (t *table[E]) undirty(p *E) {
 }
 
 // flush writes the entries written since the last Flush to the store, in
-// the store's key order (key group, key length, key; exact for keys shorter
-// than 128 bytes): Pebble sorts a large batch before it flushes it, which
-// costs far less on sorted input. A whole value replaces the key's element
-// records, if the state has elements.
+// the store's key order (key group, uvarint(len key), key): a SortedStore
+// takes many of them at once, and Pebble sorts a large batch before it
+// flushes it, which costs far less on sorted input. A whole value replaces
+// the key's element records, if the state has elements.
 func (t *table[E]) flush() error {
 	if len(t.dirty) == 0 {
 		return nil
 	}
 	keys := t.dirtyKeys
 	byGroup, ends := t.dirtyByGroup()
-	from := 0
-	for _, to := range ends {
-		for _, k := range t.sortGroup(byGroup[from:to]) {
-			e := &t.dirty[k.i]
-			if e.p == nil {
-				continue // cleared since
+	// each calls fn with the dirty entries in key order, clean again.
+	each := func(fn func(e *dirtyEntry[E]) error) error {
+		from := 0
+		for _, to := range ends {
+			for _, k := range t.sortGroup(byGroup[from:to]) {
+				e := &t.dirty[k.i]
+				if e.p == nil {
+					continue // cleared since
+				}
+				*markOf(e.p) = 0
+				if err := fn(e); err != nil {
+					return err
+				}
 			}
-			*markOf(e.p) = 0
-			if err := t.putWhole(int(e.kg), keys[e.off:e.off+int(e.n)], e.p, true); err != nil {
-				return &StoreError{Op: "write", State: t.name, Err: err}
-			}
+			from = to
 		}
-		from = to
+		return nil
+	}
+	var err error
+	if ss, ok := t.b.store.(SortedStore); ok && !t.elems && t.split == nil && len(t.dirty) >= minSortedSet {
+		err = ss.SetSorted(t.id, func(set func(kg int, key, val []byte) error) error {
+			return each(func(e *dirtyEntry[E]) error {
+				var err error
+				if t.b.scratch, err = t.codec.Append(t.b.scratch[:0], e.p); err != nil {
+					return err
+				}
+				key := keys[e.off : e.off+int(e.n)]
+				t.noteSize(len(key) + len(t.b.scratch))
+				return set(int(e.kg), key, t.b.scratch)
+			})
+		})
+	} else {
+		err = each(func(e *dirtyEntry[E]) error {
+			return t.putWhole(int(e.kg), keys[e.off:e.off+int(e.n)], e.p, true)
+		})
+	}
+	if err != nil {
+		return &StoreError{Op: "write", State: t.name, Err: err}
 	}
 	clear(t.dirty)
 	t.dirty = t.dirty[:0]
@@ -419,24 +461,26 @@ func (t *table[E]) dirtyByGroup() (byGroup []int32, ends []int) {
 // comparisons touch neither the dirty list nor the keys.
 type dirtySortKey struct {
 	hi, lo uint64
-	n, i   int32 // the key's length and the entry's index in the dirty list
+	ln     uint64 // uvarint(len key) left-aligned: sorts as the store's length prefix
+	n, i   int32  // the key's length and the entry's index in the dirty list
 }
 
 // sortGroup returns the entries of one key group (indexes of the dirty
-// list) sorted by key length, then key: the store's key order for keys
-// shorter than 128 bytes. The result is valid until the next call.
+// list) sorted by uvarint(len key), then key: the store's key order. The
+// result is valid until the next call.
 func (t *table[E]) sortGroup(idx []int32) []dirtySortKey {
 	keys := t.dirtyKeys
 	sk := t.sortKeys[:0]
 	for _, i := range idx {
 		e := &t.dirty[i]
 		k := keys[e.off : e.off+int(e.n)]
-		sk = append(sk, dirtySortKey{hi: bigEndianAt(k, 0), lo: bigEndianAt(k, 8), n: e.n, i: i})
+		var ln [binary.MaxVarintLen64]byte
+		sk = append(sk, dirtySortKey{hi: bigEndianAt(k, 0), lo: bigEndianAt(k, 8), ln: bigEndianAt(binary.AppendUvarint(ln[:0], uint64(e.n)), 0), n: e.n, i: i})
 	}
 	t.sortKeys = sk
 	slices.SortFunc(sk, func(a, b dirtySortKey) int {
-		if a.n != b.n {
-			return cmp.Compare(a.n, b.n)
+		if a.ln != b.ln {
+			return cmp.Compare(a.ln, b.ln)
 		}
 		if a.hi != b.hi {
 			return cmp.Compare(a.hi, b.hi)
