@@ -385,22 +385,17 @@ func (t *table[E]) flush() error {
 		return nil
 	}
 	keys := t.dirtyKeys
-	byGroup, ends := t.dirtyByGroup()
 	// each calls fn with the dirty entries in key order, clean again.
 	each := func(fn func(e *dirtyEntry[E]) error) error {
-		from := 0
-		for _, to := range ends {
-			for _, k := range t.sortGroup(byGroup[from:to]) {
-				e := &t.dirty[k.i]
-				if e.p == nil {
-					continue // cleared since
-				}
-				*markOf(e.p) = 0
-				if err := fn(e); err != nil {
-					return err
-				}
+		for _, k := range t.sortDirty() {
+			e := &t.dirty[k.i]
+			if e.p == nil {
+				continue // cleared since
 			}
-			from = to
+			*markOf(e.p) = 0
+			if err := fn(e); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -431,9 +426,22 @@ func (t *table[E]) flush() error {
 	return nil
 }
 
-// dirtyByGroup returns the indexes of the dirty list ordered by key group
-// (a counting sort, in t.sorted) and where each key group's end in them.
-func (t *table[E]) dirtyByGroup() (byGroup []int32, ends []int) {
+// dirtySortKey is a dirty entry's key for sorting: its length prefix and
+// its first 16 bytes (big-endian, zero-padded) inline, so that most
+// comparisons touch neither the dirty list nor the keys.
+type dirtySortKey struct {
+	hi, lo uint64
+	ln     uint64 // uvarint(len key) left-aligned: sorts as the store's length prefix
+	n, i   int32  // the key's length and the entry's index in the dirty list
+}
+
+// sortDirty returns the dirty list's entries in the store's key order (key
+// group, uvarint(len key), key): a counting sort by key group that reads
+// the dirty list and its keys in order (sequentially) and writes their
+// sort keys, then each key group's sort keys sorted on their own, a small
+// set that stays in the processor's caches. The result is not kept after
+// the Flush (32 bytes per dirty entry).
+func (t *table[E]) sortDirty() []dirtySortKey {
 	b := t.b
 	counts := t.groupCounts[:0]
 	for range b.kgEnd - b.kgStart + 1 {
@@ -446,51 +454,34 @@ func (t *table[E]) dirtyByGroup() (byGroup []int32, ends []int) {
 	for g := 1; g < len(counts); g++ {
 		counts[g] += counts[g-1]
 	}
-	byGroup = slices.Grow(t.sorted[:0], len(t.dirty))[:len(t.dirty)]
-	t.sorted = byGroup
-	for i, e := range t.dirty {
+	keys, dirty := t.dirtyKeys, t.dirty
+	sk := make([]dirtySortKey, len(dirty))
+	var ln [binary.MaxVarintLen64]byte
+	for i := range dirty {
+		e := &dirty[i]
 		g := int(e.kg) - b.kgStart
-		byGroup[counts[g]] = int32(i)
+		k := keys[e.off : e.off+int(e.n)]
+		sk[counts[g]] = dirtySortKey{hi: bigEndianAt(k, 0), lo: bigEndianAt(k, 8),
+			ln: bigEndianAt(binary.AppendUvarint(ln[:0], uint64(e.n)), 0), n: e.n, i: int32(i)}
 		counts[g]++
 	}
-	return byGroup, counts[:len(counts)-1]
-}
-
-// dirtySortKey is a dirty entry's key for sorting: its length and its
-// first 16 bytes (big-endian, zero-padded) inline, so that most
-// comparisons touch neither the dirty list nor the keys.
-type dirtySortKey struct {
-	hi, lo uint64
-	ln     uint64 // uvarint(len key) left-aligned: sorts as the store's length prefix
-	n, i   int32  // the key's length and the entry's index in the dirty list
-}
-
-// sortGroup returns the entries of one key group (indexes of the dirty
-// list) sorted by uvarint(len key), then key: the store's key order. The
-// result is valid until the next call.
-func (t *table[E]) sortGroup(idx []int32) []dirtySortKey {
-	keys := t.dirtyKeys
-	sk := t.sortKeys[:0]
-	for _, i := range idx {
-		e := &t.dirty[i]
-		k := keys[e.off : e.off+int(e.n)]
-		var ln [binary.MaxVarintLen64]byte
-		sk = append(sk, dirtySortKey{hi: bigEndianAt(k, 0), lo: bigEndianAt(k, 8), ln: bigEndianAt(binary.AppendUvarint(ln[:0], uint64(e.n)), 0), n: e.n, i: i})
+	from := 0
+	for _, to := range counts[:len(counts)-1] {
+		slices.SortFunc(sk[from:to], func(a, b dirtySortKey) int {
+			if a.ln != b.ln {
+				return cmp.Compare(a.ln, b.ln)
+			}
+			if a.hi != b.hi {
+				return cmp.Compare(a.hi, b.hi)
+			}
+			if a.lo != b.lo || a.n <= 16 {
+				return cmp.Compare(a.lo, b.lo)
+			}
+			ea, eb := &dirty[a.i], &dirty[b.i]
+			return bytes.Compare(keys[ea.off+16:ea.off+int(ea.n)], keys[eb.off+16:eb.off+int(eb.n)])
+		})
+		from = to
 	}
-	t.sortKeys = sk
-	slices.SortFunc(sk, func(a, b dirtySortKey) int {
-		if a.ln != b.ln {
-			return cmp.Compare(a.ln, b.ln)
-		}
-		if a.hi != b.hi {
-			return cmp.Compare(a.hi, b.hi)
-		}
-		if a.lo != b.lo || a.n <= 16 {
-			return cmp.Compare(a.lo, b.lo)
-		}
-		ea, eb := &t.dirty[a.i], &t.dirty[b.i]
-		return bytes.Compare(keys[ea.off+16:ea.off+int(ea.n)], keys[eb.off+16:eb.off+int(eb.n)])
-	})
 	return sk
 }
 
@@ -546,7 +537,7 @@ func (t *table[E]) cacheBytes() int64 {
 	// The dirty list and its buffers keep their capacity for the next
 	// Flush: they count as long as they are held.
 	var d dirtyEntry[E]
-	return int64(t.cached)*t.keyCost() + int64(cap(t.dirty))*int64(unsafe.Sizeof(d)) + int64(cap(t.sorted))*4 + int64(cap(t.dirtyKeys))
+	return int64(t.cached)*t.keyCost() + int64(cap(t.dirty))*int64(unsafe.Sizeof(d)) + int64(cap(t.dirtyKeys))
 }
 
 // evictNext drops the decoded keys of the next key group in turn that has

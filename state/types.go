@@ -35,9 +35,7 @@ type table[E any] struct {
 	absent      *E                                   // the cached entry of a key the store does not hold
 	dirty       []dirtyEntry[E]                      // entries written since the last Flush, stored at the next
 	dirtyKeys   []byte                               // the keys of dirty
-	sorted      []int32                              // the indexes of dirty by key group (dirtyByGroup)
-	sortKeys    []dirtySortKey                       // one key group's dirty keys sorted (sortGroup)
-	groupCounts []int                                // dirtyByGroup's counting sort
+	groupCounts []int                                // sortDirty's counting sort
 	loadKG      int                                  // the key group of the key storeLoad loads
 	loadKey     []byte                               // the key storeLoad loads
 	loadBytes   int                                  // the value bytes storeLoad loaded
