@@ -252,9 +252,9 @@ func (b *Backend) storeChange(kg int, id uint32, elems bool, op ChangeOp, key, s
 	}
 }
 
-// dirtyKey is where a decoded entry written in this batch is to be stored:
-// its key is dirtyKeys[off:off+n] of the table, a buffer reused by every
-// batch so that marking a key dirty allocates nothing.
+// dirtyKey is where a decoded entry written since the last Flush is to be
+// stored: its key is dirtyKeys[off:off+n] of the table, a buffer reused by
+// every Flush so that marking a key dirty allocates nothing.
 type dirtyKey struct {
 	off   int
 	kg, n int32

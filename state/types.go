@@ -55,7 +55,7 @@ func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
 		t.groups[i] = map[string]*E{}
 	}
 	if b.store != nil {
-		t.absent = new(E)
+		t.absent = &new(markedEntry[E]).e // with a mark, as every entry of the table
 		t.size16 = 16 * 16
 		for i := range t.mem {
 			t.mem[i].entries.marked = true
