@@ -302,7 +302,11 @@ func (t *table[E]) storeLoad(kg int, key []byte) *E {
 	}
 	err := b.store.Load(kg, t.id, key, t.elems, t.loadFn)
 	t.loadKey = nil
-	t.noteSize(len(key) + t.loadBytes)
+	if t.loadBytes > 0 {
+		// A key the store does not hold says nothing of the values'
+		// size: a run of new keys would pull the average to the keys'.
+		t.noteSize(len(key) + t.loadBytes)
+	}
 	if err != nil {
 		b.fail(&StoreError{Op: "load", State: t.name, Err: err})
 	}
@@ -352,7 +356,7 @@ func (t *table[E]) storeClear() {
 }
 
 // markDirty notes that p, the current key's entry, is to be written to the
-// store at the next Flush. The entry's mark (its slot in the slab) says
+// store at the next Flush, and its size in the running average. The entry's mark (its slot in the slab) says
 // whether it is in the dirty list already, which a map from entries would
 // say at the cost of a random memory access per write.
 func (t *table[E]) markDirty(p *E) {
@@ -363,6 +367,10 @@ func (t *table[E]) markDirty(p *E) {
 	t.dirty = append(t.dirty, dirtyEntry[E]{p, dirtyKey{off: len(t.dirtyKeys), kg: int32(t.b.kg), n: int32(len(t.b.key))}})
 	*m = uint32(len(t.dirty))
 	t.dirtyKeys = append(t.dirtyKeys, t.b.key...)
+	// New keys' values are sized as they are written, not only at the
+	// next Flush: a cache filling with new keys of large values would
+	// otherwise grow far past its bytes on a stale average.
+	t.noteSize(len(t.b.key) + t.codec.Size(p))
 }
 
 // undirty takes p out of the dirty list, if it is there: its key was
