@@ -356,9 +356,10 @@ func (t *table[E]) storeClear() {
 }
 
 // markDirty notes that p, the current key's entry, is to be written to the
-// store at the next Flush, and its size in the running average. The entry's mark (its slot in the slab) says
-// whether it is in the dirty list already, which a map from entries would
-// say at the cost of a random memory access per write.
+// store at the next Flush, and samples its size for the running average.
+// The entry's mark (its slot in the slab) says whether it is in the dirty
+// list already, which a map from entries would say at the cost of a random
+// memory access per write.
 func (t *table[E]) markDirty(p *E) {
 	m := markOf(p)
 	if *m != 0 {
@@ -369,8 +370,11 @@ func (t *table[E]) markDirty(p *E) {
 	t.dirtyKeys = append(t.dirtyKeys, t.b.key...)
 	// New keys' values are sized as they are written, not only at the
 	// next Flush: a cache filling with new keys of large values would
-	// otherwise grow far past its bytes on a stale average.
-	t.noteSize(len(t.b.key) + t.codec.Size(p))
+	// otherwise grow far past its bytes on a stale average. One in 16 is
+	// enough for the average and costs a sixteenth.
+	if len(t.dirty)&15 == 1 {
+		t.noteSize(len(t.b.key) + t.codec.Size(p))
+	}
 }
 
 // undirty takes p out of the dirty list, if it is there: its key was
