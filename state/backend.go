@@ -43,10 +43,10 @@ type Backend struct {
 	clock      func() int64 // the wall clock of processing-time TTL, if not time.Now
 	ttlStates  []cleaner    // states with a TTL, for CleanupExpired
 
-	store     Store      // where the state lives, if not in the heap (store.go)
-	cacheKeys int        // keys per state kept decoded across Flush calls
-	stale     bool       // the store has writes a Load would not see yet
-	applyMu   sync.Mutex // serializes ApplyChange into the store
+	store      Store      // where the state lives, if not in the heap (store.go)
+	cacheBytes int64      // memory the decoded values may take across batches
+	stale      bool       // the store has writes a Load would not see yet
+	applyMu    sync.Mutex // serializes ApplyChange into the store
 }
 
 // ChangeLog receives every state write of a backend: the key group, the
@@ -160,7 +160,8 @@ type keyedState interface {
 
 	// Of a store-backed backend (store.go):
 	flush() error
-	cachedKeys() int
+	cacheBytes() int64
+	evictNext() int64
 	evict()
 	evictGroup(g int)
 	loadGroup(kg int) error

@@ -31,13 +31,39 @@ type entrySlab[E any] struct {
 	chunk []E  // the unused rest of the current chunk
 	free  []*E // zeroed entries of deleted keys, reused first
 	next  int  // the size of the next chunk
+	// A store-backed table's slab hands out the entries of marked slots
+	// (markOf) instead, from mchunk.
+	marked bool
+	mchunk []markedEntry[E]
 }
 
-// alloc returns a zero entry.
+// markedEntry is an entry with a mark of the table's own: the place of a
+// store-backed table's entry in its dirty list, plus one (0: clean).
+type markedEntry[E any] struct {
+	e    E
+	mark uint32
+}
+
+// markOf returns the mark of p, which a marked slab handed out.
+func markOf[E any](p *E) *uint32 {
+	var m markedEntry[E]
+	return (*uint32)(unsafe.Add(unsafe.Pointer(p), unsafe.Offsetof(m.mark)))
+}
+
+// alloc returns a zero entry (of mark 0, in a marked slab).
 func (s *entrySlab[E]) alloc() *E {
 	if n := len(s.free); n > 0 {
 		p := s.free[n-1]
 		s.free = s.free[:n-1]
+		return p
+	}
+	if s.marked {
+		if len(s.mchunk) == 0 {
+			s.next = min(max(2*s.next, minChunk), maxChunk)
+			s.mchunk = make([]markedEntry[E], s.next)
+		}
+		p := &s.mchunk[0].e
+		s.mchunk = s.mchunk[1:]
 		return p
 	}
 	if len(s.chunk) == 0 {

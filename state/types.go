@@ -30,16 +30,20 @@ type table[E any] struct {
 
 	// Of a backend with a Store (see store.go), whose maps then cache
 	// decoded entries:
-	self      keyedState                           // the state type embedding the table, for its apply
-	elems     bool                                 // the state stores elements (List, Map)
-	absent    *E                                   // the cached entry of a key the store does not hold
-	dirty     map[*E]dirtyKey                      // entries written in this batch, stored at Flush
-	dirtyKeys []byte                               // the keys of dirty
-	loadKG    int                                  // the key group of the key storeLoad loads
-	loadKey   []byte                               // the key storeLoad loads
-	loadFn    func(sub, val []byte) error          // t.applyLoaded, made once
-	cached    int                                  // keys in the maps
-	split     func(kg int, key []byte, e *E) error // stores a whole value as element records (Map)
+	self        keyedState                           // the state type embedding the table, for its apply
+	elems       bool                                 // the state stores elements (List, Map)
+	absent      *E                                   // the cached entry of a key the store does not hold
+	dirty       []dirtyEntry[E]                      // entries written since the last Flush, stored at the next
+	dirtyKeys   []byte                               // the keys of dirty
+	groupCounts []int                                // sortDirty's counting sort
+	loadKG      int                                  // the key group of the key storeLoad loads
+	loadKey     []byte                               // the key storeLoad loads
+	loadBytes   int                                  // the value bytes storeLoad loaded
+	loadFn      func(sub, val []byte) error          // t.applyLoaded, made once
+	cached      int                                  // keys in the maps (storeLoad counts them)
+	size16      int                                  // 16 × the running average of a key's and its value's bytes
+	evictAt     int                                  // the key group index evictNext tries next
+	split       func(kg int, key []byte, e *E) error // stores a whole value as element records (Map)
 
 	ttl *ttl // expiry, if declared with TTL (ttl.go)
 }
@@ -51,7 +55,11 @@ func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
 		t.groups[i] = map[string]*E{}
 	}
 	if b.store != nil {
-		t.absent = new(E)
+		t.absent = &new(markedEntry[E]).e // with a mark, as every entry of the table
+		t.size16 = 16 * 16
+		for i := range t.mem {
+			t.mem[i].entries.marked = true
+		}
 	}
 	return t
 }

@@ -51,6 +51,7 @@ func OpenKeyed(sc *Subtask, uid string, ksch serde.Schema) *Keyed {
 		if err == nil {
 			k.db, k.prev = db, db.Restored()
 			k.backend = state.NewStoreBackend(maxPar, kgs, kge, ksch, db)
+			k.backend.SetCacheBytes(sc.job.pebble.run.pool.ValueCacheBytes())
 			if sc.job.restored != nil {
 				storeMax(&sc.job.env.stats.recovery, int64(time.Since(began)))
 				rs := db.RestoreStats()

@@ -366,15 +366,16 @@ func sanitizeDir(uid string) string {
 	}, uid)
 }
 
-// flushStores commits what the last batch of records wrote to the keyed
-// operators' Pebble databases. The heap backend has nothing to flush, and
-// a subtask without a store-backed operator does not call it.
+// flushStores ends a batch of records of the keyed operators on Pebble:
+// it commits their element writes and keeps their caches of decoded values
+// within bounds (state.Backend.EndBatch). The heap backend has nothing to
+// flush, and a subtask without a store-backed operator does not call it.
 func (sc *Subtask) flushStores() error {
 	for _, k := range sc.keyed {
 		if k.db == nil {
 			continue
 		}
-		if err := k.backend.Flush(); err != nil {
+		if err := k.backend.EndBatch(); err != nil {
 			return fmt.Errorf("eddy: %s subtask %d: %w", k.uid, sc.subtask, err)
 		}
 	}

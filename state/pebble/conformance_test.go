@@ -128,20 +128,22 @@ func (s *states) op(o int, x int64) {
 const ops = 16
 
 // TestConformance runs the same random operations on the heap backend and
-// on Pebble-backed backends (with a cache of decoded keys that holds a whole
-// batch, and with one that is dropped after every batch) and demands
+// on Pebble-backed backends (with a cache of decoded values that holds every
+// key, one that holds some key groups and evicts others, and one that is
+// dropped after every batch), ending a batch of records with EndBatch and
+// every tenth with Flush, as a checkpoint does, and demands
 // identical reads after every operation, identical entry counts, and
 // identical deterministic snapshots, which restore into each other.
 func TestConformance(t *testing.T) {
-	for _, cacheKeys := range []int{0, 1 << 20} {
-		t.Run(fmt.Sprintf("cacheKeys=%d", cacheKeys), func(t *testing.T) {
+	for _, cacheBytes := range []int{0, 1500, 1 << 30} {
+		t.Run(fmt.Sprintf("cacheBytes=%d", cacheBytes), func(t *testing.T) {
 			p := newPool(t)
 			const start, end = 4, 12
 			keys, groups := keysOf(40, start, end)
 			heap := declare(t, state.NewBackend(maxPar, start, end, keySchema(t)))
 			db := openDB(t, p, t.TempDir(), start, end)
 			sb := state.NewStoreBackend(maxPar, start, end, keySchema(t), db)
-			sb.SetCacheKeys(cacheKeys)
+			sb.SetCacheBytes(int64(cacheBytes))
 			pb := declare(t, sb)
 			var log []change
 			sb.SetChangeLog(func(kg, st uint32, op state.ChangeOp, key, sub, value []byte) error {
@@ -150,7 +152,7 @@ func TestConformance(t *testing.T) {
 			})
 			heap.b.SetDeterministic(true)
 			pb.b.SetDeterministic(true)
-			rng := rand.New(rand.NewPCG(1, uint64(cacheKeys)))
+			rng := rand.New(rand.NewPCG(1, uint64(cacheBytes)))
 			for batch := 0; batch < 200; batch++ {
 				for r := 0; r < 1+rng.IntN(30); r++ {
 					i := rng.IntN(len(keys))
@@ -167,7 +169,11 @@ func TestConformance(t *testing.T) {
 						t.Fatalf("batch %d key %s after op %d(%d):\nheap   %s\npebble %s", batch, keys[i], o, x, h, g)
 					}
 				}
-				if err := pb.b.Flush(); err != nil {
+				end := pb.b.EndBatch
+				if batch%10 == 9 {
+					end = pb.b.Flush
+				}
+				if err := end(); err != nil {
 					t.Fatal(err)
 				}
 				if batch%50 == 49 {

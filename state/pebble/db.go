@@ -2,12 +2,17 @@ package pebble
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eddyflow/eddy/state"
 )
@@ -32,6 +37,8 @@ type DB struct {
 	closed   bool
 	failed   chan struct{} // closed with the first background failure
 	fs       *trackingFS
+	opts     *pebble.Options // the options the DB was opened with, for the tables SetSorted writes
+	ingests  int             // names SetSorted's table files
 
 	restoreStats RestoreStats
 }
@@ -81,7 +88,8 @@ func (p *Pool) open(dir string, maxParallelism, start, end int, mustExist bool) 
 		p.release()
 		return nil, &DirError{Dir: dir, Op: "open", Err: err}
 	}
-	d.db, d.batch = db, db.NewBatch()
+	d.db, d.batch, d.opts = db, db.NewBatch(), o.Clone()
+	d.opts.EnsureDefaults() // as Open did to its own copy
 	return d, nil
 }
 
@@ -261,6 +269,41 @@ func (d *DB) Commit() error {
 	return d.wrap("write", err)
 }
 
+// SetSorted implements state.SortedStore: the pending writes are committed
+// first, so that the values, ingested after them, replace what they wrote;
+// then the values go into a table file that the DB ingests (into L0, or
+// lower where nothing overlaps), which costs less than a batch that Pebble
+// sorts into a memtable and flushes to a table file anyway.
+func (d *DB) SetSorted(st uint32, fill func(set func(kg int, key, val []byte) error) error) error {
+	if err := d.Commit(); err != nil {
+		return err
+	}
+	d.ingests++
+	path := filepath.Join(d.dir, fmt.Sprintf("ingest-%d.tmp", d.ingests))
+	f, err := d.fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return d.wrap("write a table to ingest", err)
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), d.opts.MakeWriterOptions(0, d.db.TableFormat()))
+	n := 0
+	err = fill(func(kg int, key, val []byte) error {
+		d.key = appendKey(d.key[:0], kg, st, key, nil)
+		n++
+		return w.Set(d.key, val)
+	})
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > 0 {
+		err = d.db.Ingest(context.Background(), []string{path})
+	}
+	// Ingest moved or linked the file into the DB under a name of its own.
+	if rerr := d.fs.Remove(path); err == nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = rerr
+	}
+	return d.wrap("ingest", err)
+}
+
 // Scan implements state.Store.
 func (d *DB) Scan(kg int, st uint32, fn func(key, sub, val []byte) error) error {
 	it, err := d.db.NewIter(nil)
@@ -312,4 +355,4 @@ func (d *DB) checkDir() error {
 	return d.wrap("check directory", err)
 }
 
-var _ state.Store = (*DB)(nil)
+var _ state.SortedStore = (*DB)(nil)

@@ -14,10 +14,13 @@
 // state calls read the backend's cache, which loads a missing key from the
 // DB (a point read for Value and Reducing, a prefix scan for List and Map),
 // and writes into it; element writes (Map.Put, Map.Delete, List.Add) and
-// clears go to the DB's pending batch as they happen, whole values at
-// Backend.Flush, which the runtime calls after every batch of records and
-// which commits the batch (there is no write-ahead log: durability comes
-// from checkpoints and, with the changelog backend, from the DSTL). Timers
+// clears go to the DB's pending batch as they happen and are committed by
+// Backend.EndBatch, which the runtime calls after every batch of records
+// (there is no write-ahead log: durability comes from checkpoints and, with
+// the changelog backend, from the DSTL). Whole values stay decoded in the
+// backend's cache, sized in bytes (Pool.ValueCacheBytes), and reach the DB
+// at Backend.Flush, before a checkpoint or materialization, or when
+// EndBatch evicts key groups from a full cache (write-back). Timers
 // are a List state of the runtime and live in the same DB.
 //
 // How data leaves: at a checkpoint, between two batches, DB.TakeCheckpoint
@@ -44,13 +47,14 @@
 // then takes only those key groups from it, cutting the others; a
 // Checkpoint without files stands for key groups that start empty.
 //
-// Memory: Memory is the one knob; a quarter of it sizes the memtables of
-// the pool's DBs, the rest is the block cache, and Pebble charges every
+// Memory: Memory is the one knob; half of it holds the backends' decoded
+// values, a quarter sizes the memtables of the pool's DBs, half is the
+// block cache, and Pebble charges every
 // memtable it allocates (the one filling, those flushing, flushed ones an
 // iterator still reads and one kept for reuse: usually at most four per
 // DB, half of Memory for the pool) to that cache with Cache.Reserve, so
-// the cache and the memtables together stay within three quarters of
-// Memory while the memtables fit in it. Built with cgo they are C allocations
+// the cache and the memtables together stay within half of Memory while
+// the memtables fit in it. Built with cgo they are C allocations
 // that GOMEMLIMIT does not see (set GOMEMLIMIT to the process's target
 // minus Memory); built without cgo they are Go heap that it counts (set it
 // to at least Memory plus the job's own heap). See Memory.
@@ -72,8 +76,9 @@
 // The runtime (internal/runtime/pebble.go, eddy.Pebble) uses it so: one
 // Pool per Run; a keyed subtask opens its DB (or Pool.Restore with the
 // operator's Pebble parts of the restored checkpoint), builds its backend
-// with state.NewStoreBackend, calls Backend.Flush after each batch (failing
-// the task on an error), and at a barrier calls DB.TakeCheckpoint, then
+// with state.NewStoreBackend and Pool.ValueCacheBytes, calls
+// Backend.EndBatch after each batch (failing the task on an error), and at
+// a barrier Backend.Flush and DB.TakeCheckpoint, then
 // Upload in the background, after the subtask's previous upload, with Prev
 // = that upload (DB.Restored after a restore); the manifest's part lists the
 // returned files, next to a blob with the backend's state header (key and

@@ -50,20 +50,25 @@ const minMemTable = 1 << 20
 // most this many memtables (one filling, the others flushing).
 const memtablesPerDB = 2
 
-// Memory bounds the memory of the block cache and the memtables of all DBs
-// of the pool, in bytes: a quarter goes to memtables (split evenly among
-// MaxDBs DBs), the rest to the shared block cache. It is the one knob of the
-// state's memory; the decoded keys each Backend caches (a few thousand per
-// state) and Pebble's index and filter blocks of open files (which live in
-// the block cache too) are what comes on top.
+// Memory bounds the memory of the Pebble state of the pool, in bytes: half
+// of it is the block cache shared by all DBs, in which Pebble also reserves
+// their memtables (a quarter of Memory at most, split evenly among MaxDBs
+// DBs); the other half holds decoded values, split evenly among MaxDBs DBs
+// (ValueCacheBytes, for state.Backend.SetCacheBytes), so that a state that
+// fits in it is read from and written to the DB only at checkpoints. It is
+// the one knob of the state's memory; Pebble's index and filter blocks of
+// open files live in the block cache too, and what comes on top is the
+// file metadata and the Go heap's own overhead on the decoded values (with
+// the default GOGC, a live heap may take up to twice its size).
 //
 // Relation to GOMEMLIMIT: built with cgo (the default where a C compiler
-// is found), Pebble allocates the cache and memtables with C malloc, outside
-// the Go heap, so GOMEMLIMIT does not count them: set GOMEMLIMIT to the
-// process's memory target minus Memory. Built without cgo (CGO_ENABLED=0),
-// they are Go heap allocations that GOMEMLIMIT counts: set GOMEMLIMIT to the
-// target, at least Memory plus the job's own working set, or the garbage
-// collector will run continuously trying to shrink memory it cannot free.
+// is found), Pebble allocates the block cache and memtables with C
+// malloc, outside the Go heap, so GOMEMLIMIT does not count them, but the
+// decoded values are Go heap: set GOMEMLIMIT to the process's memory
+// target minus half of Memory. Built without cgo (CGO_ENABLED=0), all of
+// it is Go heap that GOMEMLIMIT counts: set GOMEMLIMIT to the target, at
+// least Memory plus the job's own working set, or the garbage collector
+// will run continuously trying to shrink memory it cannot free.
 func Memory(bytes int64) PoolOption { return func(c *poolConfig) { c.memory = bytes } }
 
 // MaxDBs sets how many DBs (keyed subtasks) the pool holds open at once,
@@ -91,8 +96,12 @@ func NewPool(opts ...PoolOption) (*Pool, error) {
 		return nil, fmt.Errorf("pebble: Memory(%d) is too small for MaxDBs(%d): each DB needs %d bytes of memtables; give Memory at least %d bytes or lower MaxDBs",
 			c.memory, c.maxDBs, memtablesPerDB*minMemTable, 4*memtablesPerDB*minMemTable*c.maxDBs)
 	}
-	return &Pool{cache: pebble.NewCache(c.memory - c.memory/4), memory: c.memory, maxDBs: c.maxDBs, memtable: mem, noCompactions: c.noCompactions}, nil
+	return &Pool{cache: pebble.NewCache(c.memory / 2), memory: c.memory, maxDBs: c.maxDBs, memtable: mem, noCompactions: c.noCompactions}, nil
 }
+
+// ValueCacheBytes is the memory each DB's backend keeps decoded values in:
+// half of Memory, split evenly among MaxDBs DBs.
+func (p *Pool) ValueCacheBytes() int64 { return p.memory / 2 / int64(p.maxDBs) }
 
 // Close releases the pool's cache once every DB of it is closed.
 func (p *Pool) Close() {

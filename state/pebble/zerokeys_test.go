@@ -60,7 +60,7 @@ func TestMapZeroKeysReload(t *testing.T) {
 	heap := declareZeroKeys(t, state.NewBackend(maxPar, 0, maxPar, ks))
 	newStore := func(name string) *zeroKeys {
 		b := state.NewStoreBackend(maxPar, 0, maxPar, ks, openDB(t, pool, filepath.Join(dir, name), 0, maxPar))
-		b.SetCacheKeys(0)
+		b.SetCacheBytes(0)
 		return declareZeroKeys(t, b)
 	}
 	db := newStore("a")
