@@ -79,7 +79,8 @@ type Log struct {
 	closeOnce sync.Once
 	flusher   sync.WaitGroup
 	uploads   sync.WaitGroup // upload goroutines and their stragglers
-	hedger    *blob.Hedger   // learns from the successful attempts when to hedge
+	hedger    *blob.Hedger   // learns from the successful uploads when to hedge
+	small     *blob.Hedger   // the same for the small requests of streamed objects (create, complete)
 
 	m struct {
 		changes, dropped, batches, uploads, failedBatches   atomic.Int64
@@ -116,6 +117,7 @@ func Open(store blob.Store, opts Options) (*Log, error) {
 		kickCh:  make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		hedger:  blob.NewHedger(o.HedgeAfterP90, o.UploadTimeout),
+		small:   blob.NewHedger(o.HedgeAfterP90, o.UploadTimeout),
 	}
 	if p, min, ok := blob.PartsOf(store); ok && !o.NoParts && o.MaxInFlight >= 4*min {
 		// (Pending frames wait for a part's worth: with less in flight

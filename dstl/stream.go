@@ -198,7 +198,7 @@ func (l *Log) streamLocal(s *stream, data []byte) {
 // uploads are aborted.
 func (l *Log) create(s *stream) error {
 	ups := make([]blob.PartUpload, l.opts.MaxAttempts)
-	winner, err := l.hedged(false, func(int) {}, func(ctx context.Context, k int) error {
+	winner, err := l.hedged(l.small, func(int) {}, func(ctx context.Context, k int) error {
 		u, err := l.parter.CreateParts(ctx, s.name)
 		ups[k] = u
 		return err
@@ -226,7 +226,7 @@ func abort(u blob.PartUpload) {
 // uploadPart uploads data as part n of the stream, with hedged attempts
 // (a hedge sends the same part again; the store keeps one).
 func (l *Log) uploadPart(s *stream, n int, data []byte) error {
-	_, err := l.hedged(true, func(int) {}, func(ctx context.Context, _ int) error {
+	_, err := l.hedged(l.hedger, func(int) {}, func(ctx context.Context, _ int) error {
 		return s.up.UploadPart(ctx, n, data)
 	}, nil)
 	l.m.parts.Add(1)
@@ -289,7 +289,7 @@ func (l *Log) completeStream(s *stream) {
 			err = s.failure()
 		}
 		if err == nil {
-			_, err = l.hedged(false, func(int) {}, func(ctx context.Context, _ int) error { return s.up.Complete(ctx, n) }, nil)
+			_, err = l.hedged(l.small, func(int) {}, func(ctx context.Context, _ int) error { return s.up.Complete(ctx, n) }, nil)
 			if err != nil {
 				err = l.streamError(s, "complete", err)
 			}

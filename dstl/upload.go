@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/eddyflow/eddy/blob"
 )
 
 // upload encodes b, uploads it with hedged attempts, writes its local
@@ -134,7 +136,7 @@ func (l *Log) putNamed(name string, seq uint64, data []byte, ref, unref func()) 
 		}
 		return fmt.Sprintf("%s-h%d", name, k)
 	}
-	winner, err := l.hedged(true, func(int) { ref() }, func(ctx context.Context, k int) error {
+	winner, err := l.hedged(l.hedger, func(int) { ref() }, func(ctx context.Context, k int) error {
 		defer unref()
 		return l.store.Put(ctx, nameOf(k), data)
 	}, func(winner, n int) {
@@ -172,15 +174,17 @@ type failedAttempts struct {
 func (f *failedAttempts) Error() string { return fmt.Sprintf("%d attempt(s) failed: %v", f.n, f.err) }
 
 // hedged runs attempts of one request until one succeeds: a first one, a
-// hedge whenever the newest has run for the hedge delay (blob.Hedger), and
-// a retry after each failure, MaxAttempts in all. begin(k) runs before
-// attempt k starts, in hedged's goroutine; run(ctx, k) is the attempt. The
-// first to succeed wins and the others are cancelled; once all have
-// finished, cleanup(winner, n) runs in the background (winner -1 if none
-// won; n attempts were started). record says whether the attempts'
-// durations teach the hedger (uploads of batches and parts, not small
-// requests). It returns the winner, or a *failedAttempts, or ErrClosed.
-func (l *Log) hedged(record bool, begin func(k int), run func(ctx context.Context, k int) error, cleanup func(winner, n int)) (int, error) {
+// hedge whenever the newest has run for the hedge delay (h, a
+// blob.Hedger), and a retry after each failure, MaxAttempts in all.
+// begin(k) runs before attempt k starts, in hedged's goroutine; run(ctx,
+// k) is the attempt. The first to succeed wins and the others are
+// cancelled; once all have finished, cleanup(winner, n) runs in the
+// background (winner -1 if none won; n attempts were started). The
+// successful attempts' durations teach h: uploads of batches and parts
+// teach one hedger, the small requests of streamed objects (create,
+// complete) their own, so that neither waits on the other's typical
+// duration. It returns the winner, or a *failedAttempts, or ErrClosed.
+func (l *Log) hedged(h *blob.Hedger, begin func(k int), run func(ctx context.Context, k int) error, cleanup func(winner, n int)) (int, error) {
 	ctx, cancel := context.WithCancel(l.ctx)
 	results := make(chan attempt, l.opts.MaxAttempts)
 	n, running := 0, 0
@@ -197,8 +201,8 @@ func (l *Log) hedged(record bool, begin func(k int), run func(ctx context.Contex
 			actx, acancel := context.WithTimeout(ctx, l.opts.AttemptTimeout)
 			err := run(actx, k)
 			acancel()
-			if err == nil && record {
-				l.hedger.Record(time.Since(began))
+			if err == nil {
+				h.Record(time.Since(began))
 			}
 			results <- attempt{k, err}
 		}()
@@ -219,7 +223,7 @@ func (l *Log) hedged(record bool, begin func(k int), run func(ctx context.Contex
 	}
 
 	start()
-	hedge := time.NewTimer(l.hedger.Delay())
+	hedge := time.NewTimer(h.Delay())
 	defer hedge.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
@@ -252,14 +256,14 @@ func (l *Log) hedged(record bool, begin func(k int), run func(ctx context.Contex
 			if n < l.opts.MaxAttempts && running > 0 {
 				l.m.hedged.Add(1)
 				start()
-				hedge.Reset(l.hedger.Delay())
+				hedge.Reset(h.Delay())
 			}
 		case <-retry.C:
 			retryArmed = false
 			if n < l.opts.MaxAttempts {
 				l.m.retries.Add(1)
 				start()
-				hedge.Reset(l.hedger.Delay())
+				hedge.Reset(h.Delay())
 			}
 		case <-l.ctx.Done():
 			return finish(-1, ErrClosed)
