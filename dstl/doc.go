@@ -18,8 +18,7 @@
 // changes has called Cut (or PersistDelay after the first Cut); early only
 // when FlushBytes are queued (or one writer holds WriterFlushBytes), and
 // on a timer only if FlushInterval is
-// set. A checkpoint interval's batches become one object per process
-// (see "Objects and requests per checkpoint"). A Persist
+// set. See "Objects and requests per checkpoint". A Persist
 // call is a checkpoint boundary: it ends the current batch at once, waits
 // for every change of the writer after a given sequence number (the last
 // materialization) to be uploaded, and returns a Handle naming the objects
@@ -84,31 +83,31 @@
 //
 // An object store bills requests and draws each one's latency from its
 // tail, and a checkpoint waits for all of its log's objects, so the log
-// makes one object per process per checkpoint interval. On a store that
-// builds objects from parts (blob.Parter: S3's multipart upload) the
-// batches an interval seals early, at the size threshold FlushBytes
-// (15 MiB), are not objects of their own but frames of the interval's
-// object: they go up as its parts as soon as they add up to the store's
-// least part size (5 MiB on S3), and the batch the barrier seals uploads
-// the rest as the last part and completes the object. So an interval of
-// any size is one object, and the barrier waits for what was logged
-// since the last part only, as if the early batches were objects of their
-// own: one request for the create, one per part, one for the completion.
-// An interval that logs less than a part is one PUT. A Persist that needs
-// an early batch while no barrier batch comes (a writer cutting with
-// nothing new) completes the object itself; after 64 batches without a
-// barrier the 64th completes it. An upload neither completed nor aborted
-// (the process died) is invisible but costs storage: give the bucket a
-// lifecycle rule that aborts incomplete multipart uploads after a day.
-// With Options.NoParts, or on a store that cannot (the local file store),
-// every batch is its own object: FlushBytes then splits an interval's log
-// into ceil(bytes / FlushBytes) objects; 15 MiB is the most blob/s3
-// uploads with one PUT under its default multipart threshold (16 MiB).
-// The Append that crosses the threshold seals the batch itself, so a
-// batch exceeds FlushBytes by at most that change (and the encoding's
-// sequence numbers, about a byte per change), however late a busy
-// machine runs the log's goroutines. Memory stays bounded by MaxInFlight
-// (100 MB): Appends wait while that many bytes are queued or uploading.
+// aims at one object per process per checkpoint interval. By default the
+// size threshold FlushBytes (15 MiB, the most blob/s3 uploads with one PUT
+// under its default multipart threshold of 16 MiB) splits an interval's
+// log into ceil(bytes / FlushBytes) objects: an interval that logs less is
+// one PUT. With Options.Parts, on a store that builds objects from parts
+// (blob.Parter: S3's multipart upload), the batches an interval seals
+// early are frames of the interval's one object instead: they go up as
+// its parts as soon as they add up to the store's least part size (5 MiB
+// on S3), and the batch the barrier seals uploads the rest as the last
+// part and completes the object: one request for the create, one per
+// part, one for the completion. An interval of any size is then one
+// object, but the barrier waits for two requests, the last part and the
+// completion, which a server may make as slow as copying the object
+// (versitygw does): on it the checkpoint tail grew (BENCHMARKS.md), so
+// Parts is off by default. A Persist that needs an early batch while no
+// barrier batch comes (a writer cutting with nothing new) completes the
+// object itself; after 64 batches without a barrier the 64th completes it.
+// An upload neither completed nor aborted (the process died) is invisible
+// but costs storage: give the bucket a lifecycle rule that aborts
+// incomplete multipart uploads after a day. The Append that crosses the
+// threshold seals the batch itself, so a batch exceeds FlushBytes by at
+// most that change (and the encoding's sequence numbers, about a byte per
+// change), however late a busy machine runs the log's goroutines. Memory
+// stays bounded by MaxInFlight (100 MB): Appends wait while that many
+// bytes are queued or uploading.
 //
 // # Beyond Flink: last change per key within a batch
 //

@@ -11,7 +11,7 @@ import (
 )
 
 // The object format. Every object the log uploads is one frame, or, for
-// a streamed object (Options.NoParts unset, on a blob.Parter), several
+// a streamed object (Options.Parts, on a blob.Parter), several
 // frames laid end to end, one per batch in sealing order. A frame is
 //
 //	header (20 bytes, little-endian):

@@ -67,7 +67,7 @@ type Log struct {
 
 	arena arena
 
-	parter  blob.Parter // the store, if it builds objects from parts (and Options.NoParts is unset)
+	parter  blob.Parter // the store, if Options.Parts is set and it builds objects from parts
 	minPart int         // its least part size
 	open    *stream     // the stream early batches join, under sealMu
 
@@ -119,7 +119,7 @@ func Open(store blob.Store, opts Options) (*Log, error) {
 		hedger:  blob.NewHedger(o.HedgeAfterP90, o.UploadTimeout),
 		small:   blob.NewHedger(o.HedgeAfterP90, o.UploadTimeout),
 	}
-	if p, min, ok := blob.PartsOf(store); ok && !o.NoParts && o.MaxInFlight >= 4*min {
+	if p, min, ok := blob.PartsOf(store); ok && o.Parts && o.MaxInFlight >= 4*min {
 		// (Pending frames wait for a part's worth: with less in flight
 		// allowed, blocked Appends could never add the rest.)
 		l.parter, l.minPart = p, min

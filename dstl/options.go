@@ -35,7 +35,7 @@ type Options struct {
 	// all writers; the Append that crosses the threshold seals the batch,
 	// so a batch exceeds it by at most that change. On a store that builds
 	// objects from parts (S3) an early batch is a part of the interval's
-	// one object (see NoParts); elsewhere it is an object of its own.
+	// one object when Parts is set; otherwise it is an object of its own.
 	// Default 15 MiB: the most one request uploads to S3 through blob/s3
 	// with its default multipart threshold (16 MiB, less the object's
 	// header, trailer and the change that crossed), so an interval that
@@ -97,15 +97,18 @@ type Options struct {
 	// default is "dstl/<run>/<%020d n>", with run a random token drawn by
 	// Open.
 	ObjectName func(seq uint64) string
-	// NoParts uploads every batch as an object of its own, also to a
-	// store that builds objects from parts (blob.Parter, S3). By default
-	// the batches a checkpoint interval seals early (FlushBytes) and the
-	// one its barrier seals are the frames of ONE object, a multipart
-	// upload whose parts go up as the log grows and which the barrier
-	// completes: one object per interval, and the barrier waits only for
-	// what was logged since the last part. A MaxInFlight below four of
-	// the store's least part sizes (20 MiB on S3) implies NoParts.
-	NoParts bool
+	// Parts streams a checkpoint interval's batches into ONE object on a
+	// store that builds objects from parts (blob.Parter, S3): the batches
+	// sealed early (FlushBytes) go up as parts of a multipart upload as
+	// the log grows, and the barrier's batch uploads the rest and
+	// completes it. One object per interval, whatever it logs; the price
+	// is a second request at the barrier (the completion, which a server
+	// may make as slow as copying the object), which lengthened the
+	// checkpoint tail on versitygw (BENCHMARKS.md, "One log object per
+	// checkpoint interval on S3"). Off by default: every batch is an
+	// object of its own. A MaxInFlight below four of the store's least
+	// part sizes (20 MiB on S3) turns it off.
+	Parts bool
 }
 
 // Defaults.
@@ -208,7 +211,7 @@ type Metrics struct {
 	LocalWrites    int64 // local copies written
 	LocalErrors    int64 // local copies that could not be written (reads fall back to the store)
 	LocalDeletes   int64 // local copies deleted because no writer needs them any more
-	Objects        int64 // objects written: one per batch, or per stream of batches (NoParts unset, on a blob.Parter)
+	Objects        int64 // objects written: one per batch, or per stream of batches (Parts, on a blob.Parter)
 	Parts          int64 // part uploads of streamed objects (each with its hedges)
 	// UploadLatency is how long the uploaded objects took to become
 	// durable, hedges and retries included (Count is Objects): for a

@@ -136,7 +136,7 @@ func TestStreamedIntervalIsOneObject(t *testing.T) {
 		t.Run(fmt.Sprintf("compression=%v", compress), func(t *testing.T) {
 			store := newPartStore(64 << 10)
 			local := t.TempDir()
-			l := openLog(t, store, Options{FlushBytes: 50 << 10, Compression: compress, LocalDir: local})
+			l := openLog(t, store, Options{Parts: true, FlushBytes: 50 << 10, Compression: compress, LocalDir: local})
 			a, b := l.Writer("a"), l.Writer("b")
 			want := model{}
 			for i := range 600 {
@@ -199,7 +199,7 @@ func TestStreamedIntervalIsOneObject(t *testing.T) {
 // interval's barrier.
 func TestStreamEndsWithoutABarrierBatch(t *testing.T) {
 	store := newPartStore(16 << 10)
-	l := openLog(t, store, Options{FlushBytes: 20 << 10})
+	l := openLog(t, store, Options{Parts: true, FlushBytes: 20 << 10})
 	w := l.Writer("w")
 	for i := range 60 {
 		mustAppend(t, w, change{state: 1, op: OpPut, key: fmt.Sprint(i), value: string(streamValue(i))})
@@ -238,7 +238,7 @@ func TestStreamPartFails(t *testing.T) {
 		}
 		return nil
 	}
-	l := openLog(t, store, Options{FlushBytes: 20 << 10, MaxAttempts: 2})
+	l := openLog(t, store, Options{Parts: true, FlushBytes: 20 << 10, MaxAttempts: 2})
 	w := l.Writer("w")
 	for i := range 100 {
 		if err := change(change{state: 1, op: OpPut, key: fmt.Sprint(i), value: string(streamValue(i))}).append(w); err != nil {
@@ -271,7 +271,7 @@ func TestStreamPartFails(t *testing.T) {
 func TestStreamClosed(t *testing.T) {
 	store := newPartStore(16 << 10)
 	local := t.TempDir()
-	l, err := Open(store, Options{FlushBytes: 20 << 10, LocalDir: local})
+	l, err := Open(store, Options{Parts: true, FlushBytes: 20 << 10, LocalDir: local})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestDecodeFrames(t *testing.T) {
 // MaxInFlight is not stuck.
 func TestStreamNeedsRoomInFlight(t *testing.T) {
 	store := newPartStore(1 << 20)
-	l := openLog(t, store, Options{FlushBytes: 64 << 10, MaxInFlight: 3 << 20})
+	l := openLog(t, store, Options{Parts: true, FlushBytes: 64 << 10, MaxInFlight: 3 << 20})
 	w := l.Writer("w")
 	for i := range 5000 {
 		mustAppend(t, w, change{state: 1, op: OpPut, key: fmt.Sprint(i), value: string(streamValue(i))})
@@ -347,5 +347,23 @@ func TestStreamNeedsRoomInFlight(t *testing.T) {
 	mustPersist(t, w)
 	if m := l.Metrics(); m.Parts != 0 || m.Objects != m.Batches {
 		t.Fatalf("metrics %+v: want one object per batch, no parts", m)
+	}
+}
+
+// TestPartsOffByDefault: without Options.Parts, a store that builds
+// objects from parts gets an object per batch, as any store does.
+func TestPartsOffByDefault(t *testing.T) {
+	store := newPartStore(16 << 10)
+	l := openLog(t, store, Options{FlushBytes: 20 << 10})
+	w := l.Writer("w")
+	for i := range 60 {
+		mustAppend(t, w, change{state: 1, op: OpPut, key: fmt.Sprint(i), value: string(streamValue(i))})
+	}
+	h := mustPersist(t, w)
+	if m := l.Metrics(); m.Parts != 0 || m.Objects != m.Batches || len(h.Objects) != int(m.Batches) || m.Batches < 2 {
+		t.Fatalf("metrics %+v, handle objects %v: want one object per batch", m, h.Objects)
+	}
+	if created, _, _ := store.counts(); created != 0 {
+		t.Fatalf("%d multipart uploads created", created)
 	}
 }

@@ -32,9 +32,11 @@ type Config struct {
 	Materialize time.Duration
 	// LogFlushBytes is the changelog's dstl.Options.FlushBytes; 0: the
 	// default. A small one makes every checkpoint interval's log several
-	// batches, which a store that builds objects from parts (S3) streams
-	// into one object.
+	// batches.
 	LogFlushBytes int
+	// LogParts streams each checkpoint interval's log batches into one
+	// object on S3 (dstl.Options.Parts; with LogFlushBytes set).
+	LogParts bool
 	// PebbleDir, when set, keeps the keyed state in Pebble databases under
 	// this local directory (the Pebble state backend) instead of the heap.
 	PebbleDir string
@@ -200,7 +202,7 @@ func Env(c Config, opts ...eddy.Option) *eddy.Env {
 		}
 		var co []eddy.ChangelogOption
 		if c.LogFlushBytes > 0 {
-			co = append(co, eddy.LogOptions(dstl.Options{FlushBytes: c.LogFlushBytes}))
+			co = append(co, eddy.LogOptions(dstl.Options{FlushBytes: c.LogFlushBytes, Parts: c.LogParts}))
 		}
 		base = append(base, eddy.Changelog(every, co...))
 	}
