@@ -36,7 +36,9 @@ func TestRunDoesNotWaitForHangingCleanup(t *testing.T) {
 		checkpoints := 0
 		env := eddy.New(eddy.Parallelism(2), eddy.CheckpointStore(store, 10*time.Millisecond), eddy.Restarts(0, 0),
 			eddy.LogOutput(log), eddy.OnCheckpoint(func(eddy.CheckpointStats) { checkpoints++ }))
-		pts := eddy.FromSource(env, datagen.GPS(datagen.Seed(5), datagen.Events(10_000), datagen.Drivers(20), datagen.Rate(40_000)))
+		// About a second: enough 10 ms checkpoints to prune, also when a
+		// loaded machine completes few of them.
+		pts := eddy.FromSource(env, datagen.GPS(datagen.Seed(5), datagen.Events(40_000), datagen.Drivers(20), datagen.Rate(40_000)))
 		keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
 		counts := eddy.Process[string, datagen.GPSPoint, sumOut](keyed, &counter[countV1]{inc: func(v *countV1) { v.N++ }}, eddy.Named("counter"))
 		eddy.ToSink(counts, discard.Sink[sumOut]())

@@ -18,17 +18,28 @@ import (
 var errInjected = errors.New("injected failure")
 
 // The failure failOnceFn injects: on the failAt-th record processed (over all
-// subtasks and attempts), once per test.
+// subtasks and attempts), or the first after it once a checkpoint has
+// completed if the test waits for one (so that a loaded machine, slow to
+// complete the first checkpoint, does not fail first), once per test.
 var (
-	failAt    atomic.Int64
-	processed atomic.Int64
-	failed    atomic.Bool
+	failAt         atomic.Int64
+	processed      atomic.Int64
+	failed         atomic.Bool
+	needCheckpoint atomic.Bool
+	checkpointed   atomic.Bool
 )
 
-func resetFailure(at int64) {
+func resetFailure(at int64, afterCheckpoint bool) {
 	failAt.Store(at)
 	processed.Store(0)
 	failed.Store(false)
+	needCheckpoint.Store(afterCheckpoint)
+	checkpointed.Store(false)
+}
+
+// noteCheckpoint is the OnCheckpoint option that lets failOnceFn fail.
+func noteCheckpoint() eddy.Option {
+	return eddy.OnCheckpoint(func(eddy.CheckpointStats) { checkpointed.Store(true) })
 }
 
 // failOnceFn is the demo's distanceFn, failing once.
@@ -37,7 +48,7 @@ type failOnceFn struct {
 }
 
 func (f *failOnceFn) Process(ctx *eddy.Context[string, DriverTotal], p *datagen.GPSPoint) error {
-	if n := processed.Add(1); n == failAt.Load() && failed.CompareAndSwap(false, true) {
+	if n := processed.Add(1); n >= failAt.Load() && (!needCheckpoint.Load() || checkpointed.Load()) && failed.CompareAndSwap(false, true) {
 		return fmt.Errorf("record %d of %s: %w", n, p.DriverID, errInjected)
 	}
 	return f.distanceFn.Process(ctx, p)
@@ -92,9 +103,9 @@ func TestKeyedFunctionFailureRestarts(t *testing.T) {
 			if withCheckpoints {
 				c.Data, c.CheckpointInterval = filepath.Join(dir, "data"), 10*time.Millisecond
 			}
-			resetFailure(at)
+			resetFailure(at, withCheckpoints)
 			logs := &logBuffer{t: t}
-			env := failingEnv(c, eddy.Restarts(2, 10*time.Millisecond), eddy.LogOutput(logs))
+			env := failingEnv(c, eddy.Restarts(2, 10*time.Millisecond), eddy.LogOutput(logs), noteCheckpoint())
 			if err := env.Run(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -123,8 +134,8 @@ func TestKeyedFunctionFailureRestarts(t *testing.T) {
 		dir := t.TempDir()
 		c := base
 		c.Data, c.Out, c.CheckpointInterval = filepath.Join(dir, "data"), filepath.Join(dir, "out"), 10*time.Millisecond
-		resetFailure(at)
-		env := failingEnv(c, eddy.Restarts(0, 10*time.Millisecond), eddy.LogOutput(testWriter{t}))
+		resetFailure(at, true)
+		env := failingEnv(c, eddy.Restarts(0, 10*time.Millisecond), eddy.LogOutput(testWriter{t}), noteCheckpoint())
 		err := env.Run(context.Background())
 		if !errors.Is(err, errInjected) {
 			t.Fatalf("Run returned %v, want the injected failure", err)
