@@ -27,8 +27,9 @@
 // flushes the memtables and hard-links the DB's files into a directory next
 // to it; LocalCheckpoint.Upload (which may run concurrently with further
 // writes) uploads the SSTs that the previous checkpoint does not list, under
-// names carrying the run's token, and the small files of every checkpoint,
-// and returns the Checkpoint to record in the manifest. With the
+// names carrying the run's token, four at a time, and the small files of
+// every checkpoint as one bundle object, and returns the Checkpoint to
+// record in the manifest. A restore downloads four objects at a time. With the
 // changelog state backend, a materialization is a checkpoint of the DB
 // that does not wait for the flush: DB.TakeCheckpointAsync only starts it
 // between two batches and takes the checkpoint later, on another goroutine
