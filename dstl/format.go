@@ -332,10 +332,7 @@ func decodeBatch(data []byte, keep func(writer string) bool) (*Batch, error) {
 	var b *Batch
 	var crcs []uint32
 	for i := 0; len(data) > 0 || i == 0; i++ {
-		frame, err := nextFrame(data)
-		if err != nil {
-			return nil, frameError(i, err)
-		}
+		frame := nextFrame(data)
 		body, version, compressed, err := checkObject(frame)
 		if err != nil {
 			return nil, frameError(i, err)
@@ -360,15 +357,15 @@ func decodeBatch(data []byte, keep func(writer string) bool) (*Batch, error) {
 // nextFrame returns the first frame of data: as many bytes as its header
 // says, or all of data if the header is short or damaged (checkObject
 // then says why).
-func nextFrame(data []byte) ([]byte, error) {
+func nextFrame(data []byte) []byte {
 	if len(data) < headerSize || string(data[:4]) != objectMagic {
-		return data, nil
+		return data
 	}
 	n := uint64(binary.LittleEndian.Uint32(data[8:])) + headerSize
 	if n > uint64(len(data)) {
-		return data, nil
+		return data
 	}
-	return data[:n], nil
+	return data[:n]
 }
 
 // frameError names the frame of a streamed object an error is in.

@@ -285,3 +285,14 @@ func (c *change) randomOp(rng *rand.Rand, n, del, putElem, delElem, subs int) {
 		c.value = ""
 	}
 }
+
+// mustPersistUpto persists w's changes (after, upto] and returns the
+// handle.
+func mustPersistUpto(t testing.TB, w *Writer, after, upto uint64) Handle {
+	t.Helper()
+	h, err := w.PersistUpto(context.Background(), after, upto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

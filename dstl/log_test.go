@@ -1469,14 +1469,7 @@ func TestCutsOfOneBarrierShareAnObject(t *testing.T) {
 	if idle.Cut() != 0 || l.Metrics().Batches != 1 {
 		t.Fatalf("a writer without changes sealed a batch")
 	}
-	ha, err := a.PersistUpto(context.Background(), 0, ua)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hb, err := b.PersistUpto(context.Background(), 0, ub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ha, hb := mustPersistUpto(t, a, 0, ua), mustPersistUpto(t, b, 0, ub)
 	if len(ha.Objects) != 1 || !reflect.DeepEqual(ha.Objects, hb.Objects) || ha.Upto != 1 || hb.Upto != 1 {
 		t.Fatalf("handles %+v and %+v, want one shared object up to 1 each", ha, hb)
 	}
@@ -1562,14 +1555,7 @@ func TestIntervalLogIsOneObject(t *testing.T) {
 		t.Fatalf("%d batches sealed before the barrier", m.Batches)
 	}
 	ua, ub := a.Cut(), b.Cut()
-	ha, err := a.PersistUpto(context.Background(), 0, ua)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hb, err := b.PersistUpto(context.Background(), 0, ub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ha, hb := mustPersistUpto(t, a, 0, ua), mustPersistUpto(t, b, 0, ub)
 	if len(ha.Objects) != 1 || !reflect.DeepEqual(ha.Objects, hb.Objects) {
 		t.Fatalf("handles %+v and %+v, want one shared object", ha.Objects, hb.Objects)
 	}

@@ -36,10 +36,7 @@ func TestStreamOnS3(t *testing.T) {
 		}
 		objects := l.Metrics().Objects
 		for _, w := range ws {
-			h, err := w.PersistUpto(context.Background(), 0, w.Cut())
-			if err != nil {
-				t.Fatal(err)
-			}
+			h := mustPersistUpto(t, w, 0, w.Cut())
 			if n := len(h.Objects); n != interval+1 {
 				t.Fatalf("interval %d: writer %s's handle names %d objects, want one per interval: %v", interval, w.Name(), n, h.Objects)
 			}

@@ -152,14 +152,7 @@ func TestStreamedIntervalIsOneObject(t *testing.T) {
 				t.Fatalf("%d batches sealed early, want several", m.Batches)
 			}
 			ua, ub := a.Cut(), b.Cut()
-			ha, err := a.PersistUpto(context.Background(), 0, ua)
-			if err != nil {
-				t.Fatal(err)
-			}
-			hb, err := b.PersistUpto(context.Background(), 0, ub)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ha, hb := mustPersistUpto(t, a, 0, ua), mustPersistUpto(t, b, 0, ub)
 			if len(ha.Objects) != 1 || !slices.Equal(ha.Objects, hb.Objects) || !slices.Equal(ha.CRCs, hb.CRCs) {
 				t.Fatalf("handles %+v and %+v, want one shared object", ha, hb)
 			}
@@ -209,10 +202,7 @@ func TestStreamEndsWithoutABarrierBatch(t *testing.T) {
 	if m := l.Metrics(); m.Objects != 0 || m.Batches < 2 {
 		t.Fatalf("metrics %+v: want batches sealed early and no object yet", m)
 	}
-	h, err := w.PersistUpto(context.Background(), 0, w.Cut())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustPersistUpto(t, w, 0, w.Cut())
 	if len(h.Objects) != 1 || h.Upto != 60 {
 		t.Fatalf("handle %+v, want one object up to 60", h)
 	}

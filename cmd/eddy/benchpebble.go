@@ -18,6 +18,7 @@ import (
 
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/connector/discard"
+	"github.com/eddyflow/eddy/internal/splitmix"
 	"github.com/eddyflow/eddy/state"
 	"github.com/eddyflow/eddy/state/pebble"
 )
@@ -123,7 +124,7 @@ func (f *capFn) Process(ctx *eddy.Context[int64, int64], k *int64) error {
 	if len(v.Payload) != f.size {
 		v.Payload = make([]byte, f.size)
 	}
-	fillRandom(v.Payload, uint64(*k)*0x9e3779b97f4a7c15+uint64(v.Count))
+	fillRandom(v.Payload, uint64(*k)*splitmix.Golden+uint64(v.Count))
 	f.st.Update(v)
 	return nil
 }
@@ -132,13 +133,8 @@ func (f *capFn) Process(ctx *eddy.Context[int64, int64], k *int64) error {
 func fillRandom(b []byte, seed uint64) {
 	x := seed
 	for i := 0; i < len(b); i += 8 {
-		x += 0x9e3779b97f4a7c15
-		z := x
-		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-		z ^= z >> 31
 		var w [8]byte
-		binary.LittleEndian.PutUint64(w[:], z)
+		binary.LittleEndian.PutUint64(w[:], splitmix.Next(&x))
 		copy(b[i:], w[:])
 	}
 }
