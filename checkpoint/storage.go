@@ -128,12 +128,7 @@ func (s *Storage) NextID(ctx context.Context) (uint64, error) {
 	if err != nil {
 		return 1, err
 	}
-	for id := range void {
-		if id >= next {
-			next = id + 1
-		}
-	}
-	return next, nil
+	return max(next, void.max()+1), nil
 }
 
 // quarantineDir holds one marker per quarantined checkpoint, its reason.
@@ -335,7 +330,7 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 			markers = append(markers, n)
 		}
 	}
-	void, savepoints, quarantined := markedIDs(markers, voidDir), savepointIDs(markers), markedIDs(markers, quarantineDir)
+	void, savepoints, quarantined := voidIDs(markers), savepointIDs(markers), markedIDs(markers, quarantineDir)
 	keep := map[string]bool{}
 	// keepAll keeps a retained checkpoint's manifest and what it uses.
 	keepAll := func(m *Manifest) {
@@ -350,7 +345,7 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 	keepAll(m)
 	var older []uint64 // manifests below m.ID, newest first, but void ones
 	for i := len(names) - 1; i >= 0; i-- {
-		if id, manifest, ok := parseName(names[i]); ok && manifest && id < m.ID && !void[id] {
+		if id, manifest, ok := parseName(names[i]); ok && manifest && id < m.ID && !void.has(id) {
 			older = append(older, id)
 		}
 	}
@@ -510,7 +505,7 @@ func (s *Storage) newest(ctx context.Context, eligible func(uint64) bool) (*Mani
 			skipped = append(skipped, &SkipError{id, fmt.Errorf("quarantined: %s", why)})
 			continue
 		}
-		if void[id] {
+		if void.has(id) {
 			skipped = append(skipped, &SkipError{id, errors.New("void: its manifest was written after a restore gave it up (a write in flight when its writer stopped)")})
 			continue
 		}
@@ -573,35 +568,93 @@ func (s *Storage) list(ctx context.Context, prefix string) ([]string, error) {
 	return s.reader.List(ctx, s.store, prefix, readAttempts)
 }
 
-// voidDir holds one marker per void checkpoint id.
+// voidDir holds the void markers: one per void checkpoint id, named by
+// the id, or one per range of them, named "<first>-<last>".
 const voidDir = "void/"
 
-// VoidAhead is how many ids past the newest one seen VoidInFlight makes
-// void: a writer has at most one checkpoint in flight, whose manifest
-// write may trail the trigger of the next by one.
+// reservedDir holds the reservation markers, each named by the highest
+// checkpoint id it reserves.
+const reservedDir = "reserved/"
+
+// ReserveBlock is how many checkpoint ids Reserve reserves at once: one
+// PUT per ReserveBlock checkpoints.
+const ReserveBlock = 64
+
+// Reserve reserves the checkpoint ids up to id+ReserveBlock-1 for this
+// writer and returns the highest one. A writer reserves an id before it
+// triggers its checkpoint: VoidInFlight makes every reserved id void, so a
+// checkpoint whose every write was still in flight when its writer stopped
+// (nothing of it listed yet, its manifest landing later) is never
+// restored. The marker of the reservation before it is deleted, best
+// effort; only the highest counts.
+func (s *Storage) Reserve(ctx context.Context, id uint64) (uint64, error) {
+	last := id + ReserveBlock - 1
+	if err := s.hedger.Put(ctx, s.store, fmt.Sprintf("%s%020d", reservedDir, last), []byte("checkpoint ids reserved by a writer"), PruneAttempts); err != nil {
+		return 0, fmt.Errorf("checkpoint: reserve checkpoint ids %d-%d: %w", id, last, err)
+	}
+	if names, err := s.list(ctx, reservedDir); err == nil {
+		var old []string
+		for n := range markedIDs(names, reservedDir) {
+			if n < last {
+				old = append(old, fmt.Sprintf("%s%020d", reservedDir, n))
+			}
+		}
+		_ = s.deleteAll(ctx, old) // a stale reservation only voids more ids
+	}
+	return last, nil
+}
+
+// LateWrites reports whether a write to the store may land after its
+// writer gave up on it or stopped: true on a store without a lock
+// (blob.Locker), an object store, where a request may be delayed in the
+// network; false on a locked one (local files).
+func (s *Storage) LateWrites() bool {
+	_, locked := s.store.(blob.Locker)
+	return !locked
+}
+
+// reserved returns the highest reserved checkpoint id, 0 if none.
+func (s *Storage) reserved(ctx context.Context) (uint64, error) {
+	names, err := s.list(ctx, reservedDir)
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: list reserved checkpoint ids: %w", err)
+	}
+	var last uint64
+	for id := range markedIDs(names, reservedDir) {
+		last = max(last, id)
+	}
+	return last, nil
+}
+
+// VoidAhead is how many ids past the newest one taken VoidInFlight makes
+// void, for writers that did not reserve their ids (Reserve): such a
+// writer has at most one checkpoint in flight, whose manifest write may
+// trail the trigger of the next by one.
 const VoidAhead = 2
 
-// VoidInFlight makes void every checkpoint id above restored that has
-// objects but no manifest: checkpoints a writer had in flight when it
-// stopped. On an object store a write can land after its writer gave up
-// on it (a request delayed in the network, a process killed with requests
-// in flight), so such a checkpoint's manifest may still appear; its sinks'
-// pending output is about to be aborted by the restore of restored, so it
-// must never be restored. Latest and Before pass over void ids, and
-// pruning deletes their objects like those of any unretained checkpoint.
-// Where the marker cannot be written, the checkpoint's objects are deleted
-// instead, which a restore passes over as missing files.
-// It returns the ids it made void. Call it after choosing the checkpoint
-// to restore and before the sinks abort what it did not pre-commit.
+// VoidInFlight makes void every checkpoint id above restored that has no
+// manifest and that a writer may have taken: checkpoints a writer had in
+// flight when it stopped. On an object store a write can land after its
+// writer gave up on it (a request delayed in the network, a process killed
+// with requests in flight), so such a checkpoint's manifest may still
+// appear; its sinks' pending output is about to be aborted by the restore
+// of restored, so it must never be restored. Latest and Before pass over
+// void ids, and pruning deletes their objects like those of any
+// unretained checkpoint. It returns the ids it made void. Call it after
+// choosing the checkpoint to restore and before the sinks abort what it
+// did not pre-commit.
 //
-// A checkpoint whose every write was still in flight when its writer
-// stopped has no object to list yet; it can only be the newest, or the one
-// after it. So once a store holds anything, the VoidAhead ids past the
-// newest id seen are made void as well, and NextID continues after them.
-// They have no objects to delete instead: where such a marker cannot be
-// written, VoidInFlight fails on a store without a lock (blob.Locker: an
-// object store, where a write may land late) and passes over it on a
-// locked one (local files, where a stopped writer writes nothing more).
+// The ids a writer may have taken are those up to the highest id of an
+// object, a void marker (NextID continues past both) or a reservation
+// (Reserve), and VoidAhead more for writers that reserve nothing. A
+// checkpoint whose every write was in flight has no object to list, so
+// all of them are made void: one marker per range of ids without a
+// manifest. Where a marker cannot be written, the objects of its ids are
+// deleted instead, which a restore passes over as missing files; ids
+// without objects have nothing to delete, so VoidInFlight then fails on a
+// store without a lock (blob.Locker: an object store, where a write may
+// land late) and passes over them on a locked one (local files, where a
+// stopped writer writes nothing more).
 func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, error) {
 	names, err := s.list(ctx, checkpointsDir)
 	if err != nil {
@@ -611,73 +664,140 @@ func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, 
 	if err != nil {
 		return nil, err
 	}
+	reserved, err := s.reserved(ctx)
+	if err != nil {
+		return nil, err
+	}
 	complete := map[uint64]bool{}
 	objects := map[uint64][]string{}
-	var ids []uint64
+	newest := max(restored, void.max(), reserved)
 	for _, n := range names {
 		id, manifest, ok := parseName(n)
-		switch {
-		case !ok || id <= restored:
+		if !ok {
 			continue
+		}
+		newest = max(newest, id)
+		switch {
+		case id <= restored:
 		case manifest:
 			complete[id] = true
-		case len(ids) == 0 || ids[len(ids)-1] != id:
-			ids = append(ids, id)
+		default:
+			objects[id] = append(objects[id], n)
 		}
-		objects[id] = append(objects[id], n)
 	}
-	newest := restored
-	for _, n := range names {
-		if id, _, ok := parseName(n); ok && id > newest {
-			newest = id
+	if newest == 0 {
+		return nil, nil // an empty store: no writer has taken an id
+	}
+	// The ranges of ids to make void: maximal runs of ids neither
+	// complete nor void already.
+	var ranges []idRange
+	for id := restored + 1; id <= newest+VoidAhead; id++ {
+		if complete[id] || void.has(id) {
+			continue
+		}
+		if n := len(ranges); n > 0 && ranges[n-1].last == id-1 {
+			ranges[n-1].last = id
+		} else {
+			ranges = append(ranges, idRange{id, id})
 		}
 	}
 	var made []uint64
-	if newest > 0 {
-		for id := newest + 1; id <= newest+VoidAhead; id++ {
-			if void[id] {
+	for _, r := range ranges {
+		err := s.hedger.Put(ctx, s.store, voidDir+r.String(), []byte("in flight when its writer stopped"), PruneAttempts)
+		for id := r.first; id <= r.last; id++ {
+			switch {
+			case err == nil:
+			case objects[id] != nil:
+				// No marker (a full disk, say): delete what the
+				// checkpoint wrote instead. A manifest landing later then
+				// lists missing files, and Latest and Before pass over it
+				// all the same.
+				if derr := s.deleteAll(ctx, objects[id]); derr != nil {
+					return made, fmt.Errorf("checkpoint: make checkpoint %d void: %w", id, errors.Join(err, derr))
+				}
+			default:
+				if s.LateWrites() {
+					// On a store without a lock a write of this
+					// checkpoint may still land (delayed in the
+					// network), and there is nothing to delete instead:
+					// restoring now could later restore a checkpoint
+					// whose output is being aborted.
+					return made, fmt.Errorf("checkpoint: make checkpoint %d void (a writer may have taken it, up to %d; a write of it may still land): %w", id, newest+VoidAhead, err)
+				}
+				// A locked store (local files) has no late writes: a
+				// stopped writer's writes are done or lost.
 				continue
 			}
-			err := s.hedger.Put(ctx, s.store, fmt.Sprintf("%s%020d", voidDir, id), []byte("ahead of the newest checkpoint when its writer stopped"), PruneAttempts)
-			if err == nil {
-				made = append(made, id)
-				continue
-			}
-			if _, locked := s.store.(blob.Locker); !locked {
-				// On a store without a lock a write of this checkpoint
-				// may still land (delayed in the network), and there is
-				// nothing to delete instead: restoring now could later
-				// restore a checkpoint whose output is being aborted.
-				return made, fmt.Errorf("checkpoint: make checkpoint %d void (ahead of the newest, %d; a write of it may still land): %w", id, newest, err)
-			}
-			// A locked store (local files) has no late writes: a
-			// stopped writer's writes are done or lost.
+			made = append(made, id)
 		}
-	}
-	for _, id := range ids {
-		if complete[id] || void[id] {
-			continue
-		}
-		if err := s.hedger.Put(ctx, s.store, fmt.Sprintf("%s%020d", voidDir, id), []byte("in flight when its writer stopped"), PruneAttempts); err != nil {
-			// No marker (a full disk, say): delete what the checkpoint
-			// wrote instead. A manifest landing later then lists missing
-			// files, and Latest and Before pass over it all the same.
-			if derr := s.deleteAll(ctx, objects[id]); derr != nil {
-				return made, fmt.Errorf("checkpoint: make checkpoint %d void: %w", id, errors.Join(err, derr))
-			}
-		}
-		made = append(made, id)
 	}
 	return made, nil
 }
 
+// idRange is the checkpoint ids first to last.
+type idRange struct{ first, last uint64 }
+
+// String is the range's marker name: "<first>-<last>", zero-padded.
+func (r idRange) String() string { return fmt.Sprintf("%020d-%020d", r.first, r.last) }
+
+// idSet is a set of checkpoint ids: single ids and ranges.
+type idSet struct {
+	ids    map[uint64]bool
+	ranges []idRange
+}
+
+func (v idSet) has(id uint64) bool {
+	if v.ids[id] {
+		return true
+	}
+	for _, r := range v.ranges {
+		if r.first <= id && id <= r.last {
+			return true
+		}
+	}
+	return false
+}
+
+// max is the highest id in the set, 0 if it is empty.
+func (v idSet) max() uint64 {
+	var m uint64
+	for id := range v.ids {
+		m = max(m, id)
+	}
+	for _, r := range v.ranges {
+		m = max(m, r.last)
+	}
+	return m
+}
+
+// voidIDs are the void ids marked among names.
+func voidIDs(names []string) idSet {
+	v := idSet{ids: markedIDs(names, voidDir)}
+	for _, n := range names {
+		rest, ok := strings.CutPrefix(n, voidDir)
+		if !ok {
+			continue
+		}
+		a, b, ok := strings.Cut(rest, "-")
+		if !ok {
+			continue
+		}
+		first, err1 := strconv.ParseUint(a, 10, 64)
+		last, err2 := strconv.ParseUint(b, 10, 64)
+		if err1 == nil && err2 == nil && first <= last {
+			v.ranges = append(v.ranges, idRange{first, last})
+		}
+	}
+	return v
+}
+
 // voided returns the void checkpoint ids.
-func (s *Storage) voided(ctx context.Context) (map[uint64]bool, error) {
+func (s *Storage) voided(ctx context.Context) (idSet, error) {
 	names, err := s.list(ctx, voidDir)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: list void checkpoints: %w", err)
+		return idSet{}, fmt.Errorf("checkpoint: list void checkpoints: %w", err)
 	}
-	return markedIDs(names, voidDir), nil
+	return voidIDs(names), nil
 }
 
 // markedIDs are the ids of the markers under dir (void/, quarantine/)

@@ -69,6 +69,10 @@ type Config struct {
 	// after the request (at once, or once the one in flight is done) and
 	// retained. Nil: none.
 	Savepoints <-chan SavepointRequest
+	// Reserve, if set, runs before each checkpoint is triggered, with its
+	// id; an error fails that checkpoint without triggering it (the run,
+	// if it is the final one).
+	Reserve func(ctx context.Context, id uint64) error
 }
 
 // SavepointRequest asks for a savepoint; Done receives exactly one result.
@@ -98,6 +102,7 @@ type Coordinator struct {
 	cfg  Config
 	task Task
 
+	ctx      context.Context // Run's
 	nextID   uint64
 	inflight *Checkpoint
 	finished int
@@ -126,6 +131,7 @@ func New(task Task, cfg Config) *Coordinator {
 // checkpoint, more failed checkpoints in a row than tolerated, a fatal ack,
 // an error of Task.Complete, or ctx's end.
 func (c *Coordinator) Run(ctx context.Context, acks <-chan Ack, finished <-chan struct{}) (err error) {
+	c.ctx = ctx
 	c.timeout = time.NewTimer(time.Hour)
 	defer c.timeout.Stop()
 	defer func() {
@@ -142,15 +148,21 @@ func (c *Coordinator) Run(ctx context.Context, acks <-chan Ack, finished <-chan 
 		case r := <-c.cfg.Savepoints:
 			c.waiting = append(c.waiting, r)
 			if c.inflight == nil && c.finished < c.cfg.Sources {
-				c.start(false)
+				if err := c.start(false); err != nil {
+					return err
+				}
 			}
 		case <-c.cfg.Tick:
 			if c.inflight == nil && c.finished < c.cfg.Sources {
-				c.start(false)
+				if err := c.start(false); err != nil {
+					return err
+				}
 			}
 		case <-finished:
 			c.finished++
-			c.maybeFinal()
+			if err := c.maybeFinal(); err != nil {
+				return err
+			}
 		case <-c.timeout.C:
 			if c.inflight == nil {
 				continue
@@ -230,26 +242,38 @@ func (c *Coordinator) ack(ctx context.Context, a Ack) (done bool, err error) {
 	if cp.Final {
 		return true, nil
 	}
-	c.next()
-	return false, nil
+	return false, c.next()
 }
 
-// start starts checkpoint nextID.
-func (c *Coordinator) start(final bool) {
+// start starts checkpoint nextID. Its error ends Run: a failed
+// reservation of the final checkpoint, or one failed checkpoint more
+// than tolerated.
+func (c *Coordinator) start(final bool) error {
 	c.savers, c.waiting = append(c.savers, c.waiting...), nil
 	c.inflight = &Checkpoint{ID: c.nextID, Final: final, Started: time.Now(), Savepoint: len(c.savers) > 0}
 	c.nextID++
+	if c.cfg.Reserve != nil {
+		if err := c.cfg.Reserve(c.ctx, c.inflight.ID); err != nil {
+			if final || c.ctx.Err() != nil {
+				return fmt.Errorf("eddy: checkpoint %d: %w", c.inflight.ID, err)
+			}
+			c.cfg.Logger.Warn("checkpoint failed", "checkpoint", c.inflight.ID, "err", err)
+			return c.fail(c.inflight.ID, fmt.Errorf("checkpoint %d: %w", c.inflight.ID, err))
+		}
+	}
 	c.timeout.Reset(c.cfg.Timeout)
 	c.task.Trigger(c.inflight.ID, final)
+	return nil
 }
 
 // maybeFinal starts the final checkpoint once every source has finished
 // and none is in flight: also after one in flight then has failed, as no
 // tick triggers one.
-func (c *Coordinator) maybeFinal() {
+func (c *Coordinator) maybeFinal() error {
 	if c.finished >= c.cfg.Sources && c.inflight == nil {
-		c.start(true)
+		return c.start(true)
 	}
+	return nil
 }
 
 // fail counts a failed checkpoint: past the tolerated number in a row, the
@@ -267,17 +291,19 @@ func (c *Coordinator) fail(id uint64, err error) error {
 	if tol := c.cfg.Tolerable; tol >= 0 && c.failures > tol {
 		return fmt.Errorf("eddy: %d checkpoints in a row failed (%d tolerated); the last: %w", c.failures, tol, err)
 	}
-	c.next()
-	return nil
+	return c.next()
 }
 
 // next starts the final checkpoint if it is due, else one for waiting
 // savepoint requests, if any.
-func (c *Coordinator) next() {
-	c.maybeFinal()
-	if c.inflight == nil && len(c.waiting) > 0 && c.finished < c.cfg.Sources {
-		c.start(false)
+func (c *Coordinator) next() error {
+	if err := c.maybeFinal(); err != nil {
+		return err
 	}
+	if c.inflight == nil && len(c.waiting) > 0 && c.finished < c.cfg.Sources {
+		return c.start(false)
+	}
+	return nil
 }
 
 // answer sends each request its result.

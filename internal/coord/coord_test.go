@@ -328,3 +328,40 @@ func TestSavepoints(t *testing.T) {
 		t.Fatalf("request at the end: %+v", r)
 	}
 }
+
+// TestReserveBeforeTrigger: Reserve runs with each id before its trigger;
+// a failed reservation fails that checkpoint untriggered (counted as a
+// failure), the next one gets the next id, and a failed reservation of
+// the final checkpoint ends Run with its cause.
+func TestReserveBeforeTrigger(t *testing.T) {
+	tk := newTask()
+	reserveErr := make(chan error, 10)
+	var reserved []uint64
+	cfg := Config{FirstID: 1, Acks: 1, Sources: 1, Tolerable: 1, Reserve: func(_ context.Context, id uint64) error {
+		reserved = append(reserved, id)
+		select {
+		case err := <-reserveErr:
+			return err
+		default:
+			return nil
+		}
+	}}
+	h := start(t, cfg, tk)
+	h.tick <- time.Now()
+	h.triggered(1, false)
+	h.acks <- Ack{ID: 1}
+	reserveErr <- errors.New("reservation refused")
+	h.tick <- time.Now() // checkpoint 2 fails unreserved, untriggered
+	h.tick <- time.Now()
+	h.triggered(3, false)
+	h.acks <- Ack{ID: 3}
+	reserveErr <- errors.New("store gone")
+	h.finished <- struct{}{}
+	err := h.end()
+	if err == nil || !strings.Contains(err.Error(), "checkpoint 4: store gone") {
+		t.Fatalf("Run = %v, want the final checkpoint's reservation error", err)
+	}
+	if fmt.Sprint(reserved) != "[1 2 3 4]" || len(tk.completed) != 2 {
+		t.Fatalf("reserved %v, completed %d; want [1 2 3 4] and 2", reserved, len(tk.completed))
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,7 +144,7 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 			return errs.Kind(errs.Storage, fmt.Errorf("eddy: %w", err), false)
 		}
 		if len(void) > 0 {
-			e.cfg.Logger.Info("checkpoints in flight when their writer stopped are void", "checkpoints", void)
+			e.cfg.Logger.Info("checkpoints in flight when their writer stopped are void", "checkpoints", idRuns(void))
 		}
 	}
 	if storage != nil {
@@ -253,6 +254,23 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 		defer t.Stop()
 		ccfg.Tick = t.C
 	}
+	if j.storage != nil && j.storage.LateWrites() {
+		// On an object store every id is reserved before its checkpoint
+		// starts, so that a restore makes void whatever this run had in
+		// flight when it stopped, even with nothing of it listed yet.
+		var reserved uint64
+		ccfg.Reserve = func(ctx context.Context, id uint64) error {
+			if id <= reserved {
+				return nil
+			}
+			last, err := j.storage.Reserve(ctx, id)
+			if err != nil {
+				return err
+			}
+			reserved = last
+			return nil
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- coord.New(j, ccfg).Run(ctx, j.acks, j.finished) }()
 	var coordErr error
@@ -337,7 +355,27 @@ func runSubtask(sc *Subtask) (err error) {
 	})
 }
 
-// pendingCheckpoint collects acks for one checkpoint.
+// idRuns writes ascending ids as runs: "3, 5-9".
+func idRuns(ids []uint64) string {
+	var b strings.Builder
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		if j == i {
+			fmt.Fprintf(&b, "%d", ids[i])
+		} else {
+			fmt.Fprintf(&b, "%d-%d", ids[i], ids[j])
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
 // Trigger implements coord.Task: every source subtask injects the barrier
 // of checkpoint id.
 func (j *Job) Trigger(id uint64, final bool) {
