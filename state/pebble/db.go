@@ -74,6 +74,9 @@ func (p *Pool) open(dir string, maxParallelism, start, end int, mustExist bool) 
 		return nil, err
 	}
 	d := &DB{pool: p, dir: dir, maxPar: maxParallelism, start: start, end: end, failed: make(chan struct{}), fs: newTrackingFS()}
+	if p.wrapFS != nil {
+		d.fs.FS = p.wrapFS(d.fs.FS)
+	}
 	if !mustExist {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			p.release()

@@ -6,7 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/eddyflow/eddy/state/pebble"
 )
@@ -92,4 +97,45 @@ func TestCorruptLocalFile(t *testing.T) {
 		t.Fatalf("reading damaged files = %v, want a DirError naming %s", err, dbDir)
 	}
 	t.Log(err)
+}
+
+// TestManifestWriteFails: Pebble treats a failed MANIFEST write (a full
+// disk under a flush) as fatal, and its own logger ends the process. Here
+// the DB fails instead: the flush returns an error naming the directory
+// and the MANIFEST, and so does every later flush or checkpoint; the
+// process goes on, so the job can restore from its last checkpoint.
+func TestManifestWriteFails(t *testing.T) {
+	var full atomic.Bool
+	inject := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if full.Load() && strings.HasPrefix(filepath.Base(op.Path), "MANIFEST") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	p, err := pebble.NewPool(pebble.Memory(64<<20), pebble.MaxDBs(8),
+		pebble.WrapFS(func(fs vfs.FS) vfs.FS { return errorfs.Wrap(fs, inject) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	s := newSubtask(t, p, t.TempDir(), 0, maxPar)
+	rng := rand.New(rand.NewPCG(7, 7))
+	s.run(t, rng, 200, 500)
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	full.Store(true)
+	s.run(t, rng, 200, 500)
+	err = s.db.Flush()
+	var de *pebble.DirError
+	if !errors.As(err, &de) || de.Dir != s.db.Dir() || !strings.Contains(err.Error(), "MANIFEST") || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("flush with the MANIFEST unwritable = %v, want a DirError naming %s, the MANIFEST and ENOSPC", err, s.db.Dir())
+	}
+	full.Store(false)
+	if _, err := s.db.TakeCheckpoint(2); !errors.As(err, &de) {
+		t.Fatalf("checkpoint after the fatal failure = %v, want the DirError again", err)
+	}
+	if err := s.db.Err(); !errors.As(err, &de) || !strings.Contains(err.Error(), "MANIFEST") {
+		t.Fatalf("Err = %v, want the MANIFEST failure", err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Pool is the memory of the Pebble state of one process: one block cache
@@ -19,6 +20,8 @@ type Pool struct {
 	// noCompactions turns Pebble's automatic compactions off (tests that
 	// need the files of one checkpoint to outlive the next).
 	noCompactions bool
+	// wrapFS wraps each DB's file system (tests that inject failures).
+	wrapFS func(vfs.FS) vfs.FS
 
 	mu    sync.Mutex
 	nopen int
@@ -34,6 +37,7 @@ type poolConfig struct {
 	memory        int64
 	maxDBs        int
 	noCompactions bool
+	wrapFS        func(vfs.FS) vfs.FS
 }
 
 // DefaultMemory is the memory of a Pool without a Memory option.
@@ -96,7 +100,7 @@ func NewPool(opts ...PoolOption) (*Pool, error) {
 		return nil, fmt.Errorf("pebble: Memory(%d) is too small for MaxDBs(%d): each DB needs %d bytes of memtables; give Memory at least %d bytes or lower MaxDBs",
 			c.memory, c.maxDBs, memtablesPerDB*minMemTable, 4*memtablesPerDB*minMemTable*c.maxDBs)
 	}
-	return &Pool{cache: pebble.NewCache(c.memory / 2), memory: c.memory, maxDBs: c.maxDBs, memtable: mem, noCompactions: c.noCompactions}, nil
+	return &Pool{cache: pebble.NewCache(c.memory / 2), memory: c.memory, maxDBs: c.maxDBs, memtable: mem, noCompactions: c.noCompactions, wrapFS: c.wrapFS}, nil
 }
 
 // ValueCacheBytes is the memory each DB's backend keeps decoded values in:
@@ -139,7 +143,7 @@ func (p *Pool) options(bgErr func(error)) *pebble.Options {
 		MemTableSize:                p.memtable,
 		MemTableStopWritesThreshold: memtablesPerDB,
 		FormatMajorVersion:          pebble.FormatNewest,
-		Logger:                      quietLogger{},
+		Logger:                      quietLogger{fatal: bgErr},
 		DisableAutomaticCompactions: p.noCompactions,
 		// Every checkpoint flushes the memtables, so L0 gains a file per
 		// DB every checkpoint interval, and with keys spread evenly each
@@ -171,9 +175,33 @@ func (p *Pool) options(bgErr func(error)) *pebble.Options {
 }
 
 // quietLogger drops Pebble's informational logs; errors reach the DB's
-// caller as errors, and a fatal one panics as Pebble's logger would.
-type quietLogger struct{}
+// caller as errors. A fatal one (a MANIFEST write that failed on a full
+// disk, say) fails the DB through fatal instead of ending the process as
+// Pebble's own logger does: the job fails with the cause and restores from
+// its last checkpoint into a new directory, never reading this one again.
+// Pebble returns the error after logging it where it can (the MANIFEST);
+// the DB is not used after it either way.
+type quietLogger struct{ fatal func(error) }
 
-func (quietLogger) Infof(string, ...any)           {}
-func (quietLogger) Errorf(string, ...any)          {}
-func (quietLogger) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (l quietLogger) Fatalf(format string, a ...any) {
+	fe := &fatalError{msg: fmt.Sprintf(format, a...)}
+	for _, v := range a {
+		if err, ok := v.(error); ok {
+			fe.cause = err
+			break
+		}
+	}
+	l.fatal(fe)
+}
+
+// fatalError is what Pebble logged as fatal; it unwraps to the first error
+// among what was logged (the cause, as errors.Is sees it: ENOSPC).
+type fatalError struct {
+	msg   string
+	cause error
+}
+
+func (e *fatalError) Error() string { return "pebble fatal error: " + e.msg }
+func (e *fatalError) Unwrap() error { return e.cause }

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,7 +169,7 @@ func (d *DB) cut(have0, have1, keep0, keep1 int) error {
 const copyBatch = 4 << 20
 
 // copyFrom copies the key groups [from, to) of part into the DB.
-func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, from, to int, local *localCopies) error {
+func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, from, to int, local *localCopies) (rerr error) {
 	tmp := fmt.Sprintf("%s.part-%d-%d", d.dir, part.Start, part.End)
 	defer os.RemoveAll(tmp)
 	st, err := download(ctx, store, tmp, part.Files, local)
@@ -176,13 +177,30 @@ func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, fr
 	if err != nil {
 		return err
 	}
-	o := d.pool.options(func(error) {})
+	// A read-only DB runs no flush or compaction: a failure of it can
+	// only be fatal, and fails the copy at its end.
+	var (
+		mu      sync.Mutex
+		failure error
+	)
+	o := d.pool.options(func(err error) {
+		mu.Lock()
+		failure = cmp.Or(failure, err)
+		mu.Unlock()
+	})
 	o.ReadOnly, o.ErrorIfNotExists = true, true
 	src, err := pebble.Open(tmp, o)
 	if err != nil {
 		return &DirError{Dir: tmp, Op: "open checkpoint part", Err: err}
 	}
 	defer src.Close()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if failure != nil && rerr == nil {
+			rerr = &DirError{Dir: tmp, Op: "read checkpoint part", Err: failure}
+		}
+	}()
 	it, err := src.NewIter(&pebble.IterOptions{LowerBound: groupBound(from), UpperBound: groupBound(to)})
 	if err != nil {
 		return &DirError{Dir: tmp, Op: "read", Err: err}
