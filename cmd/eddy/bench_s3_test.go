@@ -43,6 +43,7 @@ func TestBenchCheckpointS3Proxy(t *testing.T) {
 	code := run(append(append([]string{"bench", "checkpoint"}, strings.Fields(args)...), "--store", store), &out, &errb)
 	t.Logf("fault proxy: %+v", p.Stats())
 	t.Log("\n" + out.String())
+	t.Log("\n" + errb.String()) // progress, and where the slowest checkpoints spent their time
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}

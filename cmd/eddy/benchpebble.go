@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -233,17 +234,24 @@ func capRun(c capConfig, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "update restored checkpoint %d in %v\n", env.Stats().RestoredFrom, env.Stats().Recovery.Round(time.Millisecond))
 		mu.Lock()
-		fmt.Fprintln(w, "checkpoint  uploaded MiB  full MiB  (uploaded/full)")
+		fmt.Fprintln(w, "checkpoint  uploaded MiB  full MiB  (uploaded/full)  duration ms  sync ms")
 		var up, full int64
+		var durs []time.Duration
 		for _, s := range ckpts {
-			fmt.Fprintf(w, "%d  %.2f  %.1f  (%.4f)\n", s.ID, float64(s.Bytes)/(1<<20), float64(s.FullSize)/(1<<20), float64(s.Bytes)/float64(max(s.FullSize, 1)))
+			fmt.Fprintf(w, "%d  %.2f  %.1f  (%.4f)  %d  %d\n", s.ID, float64(s.Bytes)/(1<<20), float64(s.FullSize)/(1<<20), float64(s.Bytes)/float64(max(s.FullSize, 1)),
+				s.Duration.Milliseconds(), s.SyncDuration.Milliseconds())
 			up += s.Bytes
 			full = s.FullSize
+			if !s.Final {
+				durs = append(durs, s.Duration)
+			}
 		}
 		mu.Unlock()
 		changed := n * int64(c.valueBytes)
 		fmt.Fprintf(w, "update done: %d updates changed %.1f MiB of values; checkpoints uploaded %.1f MiB in all: uploaded/changed %.2f; full size of the last %.1f MiB\n",
 			n, float64(changed)/(1<<20), float64(up)/(1<<20), float64(up)/float64(changed), float64(full)/(1<<20))
+		fmt.Fprintf(w, "update checkpoint time (%d, the final one left out): p50 %v  p99 %v  p99.9 %v  max %v\n",
+			len(durs), pct(durs, 0.5).Round(time.Millisecond), pct(durs, 0.99).Round(time.Millisecond), pct(durs, 0.999).Round(time.Millisecond), slices.Max(append(durs, 0)).Round(time.Millisecond))
 	}
 
 	// Restores: the last checkpoint at the same parallelism and rescaled.
