@@ -205,6 +205,7 @@ type FaultProxy struct {
 	isClosed bool
 	handlers sync.WaitGroup // requests in flight; added to under mu
 	once     sync.Once
+	server   map[string][]time.Duration // guarded by mu: forward times by operation
 }
 
 // NewFaultProxy starts a FaultProxy on a free port of 127.0.0.1 that
@@ -239,6 +240,51 @@ func NewFaultProxy(t testing.TB, target string, cfg FaultConfig) *FaultProxy {
 	go p.srv.Serve(l)
 	t.Cleanup(func() { p.Close() })
 	return p
+}
+
+// ServerTimes returns, by S3 operation ("PutObject", "UploadPart",
+// "CompleteMultipartUpload", "GetObject", "ListObjectsV2", ...), how long
+// each forwarded request took from forwarding until the response headers
+// arrived: the server's time with the request body's transfer, without
+// the latency the proxy injects. It shows where a slow operation's time
+// goes on the server.
+func (p *FaultProxy) ServerTimes() map[string][]time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string][]time.Duration, len(p.server))
+	for op, ds := range p.server {
+		out[op] = append([]time.Duration(nil), ds...)
+	}
+	return out
+}
+
+// operation names the S3 operation of r.
+func operation(r *http.Request) string {
+	q := r.URL.Query()
+	_, upload := q["uploadId"]
+	_, uploads := q["uploads"]
+	_, list := q["list-type"]
+	switch {
+	case r.Method == http.MethodPut && upload:
+		return "UploadPart"
+	case r.Method == http.MethodPut:
+		return "PutObject"
+	case r.Method == http.MethodPost && uploads:
+		return "CreateMultipartUpload"
+	case r.Method == http.MethodPost && upload:
+		return "CompleteMultipartUpload"
+	case r.Method == http.MethodDelete && upload:
+		return "AbortMultipartUpload"
+	case r.Method == http.MethodDelete:
+		return "DeleteObject"
+	case r.Method == http.MethodGet && list:
+		return "ListObjectsV2"
+	case r.Method == http.MethodGet:
+		return "GetObject"
+	case r.Method == http.MethodHead:
+		return "HeadObject"
+	}
+	return r.Method
 }
 
 // Stats returns what the proxy has done so far.
@@ -383,6 +429,17 @@ func (p *FaultProxy) relay(ctx context.Context, w http.ResponseWriter, r *http.R
 // forward sends r to the target with its Host header (which the request's
 // signature covers) and its body, and returns the response.
 func (p *FaultProxy) forward(ctx context.Context, r *http.Request) (*http.Response, error) {
+	start := time.Now()
+	defer func() {
+		d := time.Since(start)
+		p.mu.Lock()
+		if p.server == nil {
+			p.server = map[string][]time.Duration{}
+		}
+		op := operation(r)
+		p.server[op] = append(p.server[op], d)
+		p.mu.Unlock()
+	}()
 	out := r.Clone(ctx)
 	out.RequestURI = ""
 	out.URL.Scheme, out.URL.Host = p.target.Scheme, p.target.Host
