@@ -37,6 +37,9 @@ type Storage struct {
 	hedger  *blob.Hedger // when to hedge a manifest write
 	deleter *blob.Hedger // when to hedge a prune's delete
 	reader  *blob.Hedger // when to hedge a listing or a manifest read
+
+	reservedMu sync.Mutex
+	reserved   uint64 // the last id of this Storage's newest reservation marker, 0 if none
 }
 
 // readAttempts bounds the attempts of a listing or a manifest read: on an
@@ -585,24 +588,25 @@ const ReserveBlock = 64
 // triggers its checkpoint: VoidInFlight makes every reserved id void, so a
 // checkpoint whose every write was still in flight when its writer stopped
 // (nothing of it listed yet, its manifest landing later) is never
-// restored. The marker of the reservation before it is deleted, best
-// effort; only the highest counts.
+// restored. Only the highest reservation counts: the marker of this
+// Storage's reservation before is deleted, best effort, and VoidInFlight
+// deletes those it covered. One PUT and one DELETE per ReserveBlock
+// checkpoints.
 func (s *Storage) Reserve(ctx context.Context, id uint64) (uint64, error) {
+	s.reservedMu.Lock()
+	defer s.reservedMu.Unlock()
 	last := id + ReserveBlock - 1
-	if err := s.hedger.Put(ctx, s.store, fmt.Sprintf("%s%020d", reservedDir, last), []byte("checkpoint ids reserved by a writer"), PruneAttempts); err != nil {
+	if err := s.hedger.Put(ctx, s.store, reservedName(last), []byte("checkpoint ids reserved by a writer"), PruneAttempts); err != nil {
 		return 0, fmt.Errorf("checkpoint: reserve checkpoint ids %d-%d: %w", id, last, err)
 	}
-	if names, err := s.list(ctx, reservedDir); err == nil {
-		var old []string
-		for n := range markedIDs(names, reservedDir) {
-			if n < last {
-				old = append(old, fmt.Sprintf("%s%020d", reservedDir, n))
-			}
-		}
-		_ = s.deleteAll(ctx, old) // a stale reservation only voids more ids
+	if prev := s.reserved; prev != 0 && prev < last {
+		_ = s.store.Delete(ctx, reservedName(prev)) // a stale reservation only voids more ids
 	}
+	s.reserved = last
 	return last, nil
 }
+
+func reservedName(last uint64) string { return fmt.Sprintf("%s%020d", reservedDir, last) }
 
 // LateWrites reports whether a write to the store may land after its
 // writer gave up on it or stopped: true on a store without a lock
@@ -613,17 +617,14 @@ func (s *Storage) LateWrites() bool {
 	return !locked
 }
 
-// reserved returns the highest reserved checkpoint id, 0 if none.
-func (s *Storage) reserved(ctx context.Context) (uint64, error) {
+// reservations returns the ids of the reservation markers: the last id
+// of each.
+func (s *Storage) reservations(ctx context.Context) (map[uint64]bool, error) {
 	names, err := s.list(ctx, reservedDir)
 	if err != nil {
-		return 0, fmt.Errorf("checkpoint: list reserved checkpoint ids: %w", err)
+		return nil, fmt.Errorf("checkpoint: list reserved checkpoint ids: %w", err)
 	}
-	var last uint64
-	for id := range markedIDs(names, reservedDir) {
-		last = max(last, id)
-	}
-	return last, nil
+	return markedIDs(names, reservedDir), nil
 }
 
 // VoidAhead is how many ids past the newest one taken VoidInFlight makes
@@ -664,13 +665,16 @@ func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, 
 	if err != nil {
 		return nil, err
 	}
-	reserved, err := s.reserved(ctx)
+	reservations, err := s.reservations(ctx)
 	if err != nil {
 		return nil, err
 	}
 	complete := map[uint64]bool{}
 	objects := map[uint64][]string{}
-	newest := max(restored, void.max(), reserved)
+	newest := max(restored, void.max())
+	for last := range reservations {
+		newest = max(newest, last)
+	}
 	for _, n := range names {
 		id, manifest, ok := parseName(n)
 		if !ok {
@@ -731,6 +735,14 @@ func (s *Storage) VoidInFlight(ctx context.Context, restored uint64) ([]uint64, 
 			made = append(made, id)
 		}
 	}
+	// Every reserved id is complete, void or at most restored now: the
+	// reservation markers go, best effort (a leftover only voids more ids
+	// next time).
+	var covered []string
+	for last := range reservations {
+		covered = append(covered, reservedName(last))
+	}
+	_ = s.deleteAll(ctx, covered)
 	return made, nil
 }
 

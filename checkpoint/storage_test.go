@@ -921,6 +921,11 @@ func TestReservedIDsAreVoid(t *testing.T) {
 	if n := c.Requests().Put - puts; n != 1 {
 		t.Errorf("VoidInFlight made %d PUTs, want 1 (one marker for the range)", n)
 	}
+	for _, n := range names(t, fs) {
+		if strings.HasPrefix(n, "reserved/") {
+			t.Errorf("reservation marker %s left after VoidInFlight covered it", n)
+		}
+	}
 	if next, err := st.NextID(ctx); err != nil || next != last+checkpoint.VoidAhead+1 {
 		t.Fatalf("NextID = %d, %v; want %d", next, err, last+checkpoint.VoidAhead+1)
 	}
