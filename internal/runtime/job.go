@@ -265,7 +265,7 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 			}
 			last, err := j.storage.Reserve(ctx, id)
 			if err != nil {
-				return err
+				return errs.Kind(errs.Storage, err, false)
 			}
 			reserved = last
 			return nil
