@@ -47,12 +47,6 @@ type Backend struct {
 	cacheBytes int64      // memory the decoded values may take across batches
 	stale      bool       // the store has writes a Load would not see yet
 	applyMu    sync.Mutex // serializes ApplyChange into the store
-
-	// The key directory (keydir.go):
-	dir     []keyDir // by key group index
-	ntables int      // the tables made on the backend, for their directory indices
-	cur     *keySlot // the current key's slot as of slotGen
-	slotGen uint64   // gen when cur was looked up (0: never)
 }
 
 // ChangeLog receives every state write of a backend: the key group, the
@@ -179,7 +173,7 @@ type keyedState interface {
 func NewBackend(maxParallelism, kgStart, kgEnd int, keySchema serde.Schema) *Backend {
 	return &Backend{eventTime: math.MinInt64, recordTime: math.MinInt64, maxPar: maxParallelism, kgStart: kgStart, kgEnd: kgEnd, keySchema: keySchema,
 		kg: kgStart, byName: map[string]keyedState{}, byID: map[uint32]keyedState{}, gen: 1,
-		groupBytes: make([]int, kgEnd-kgStart), dir: make([]keyDir, kgEnd-kgStart)}
+		groupBytes: make([]int, kgEnd-kgStart)}
 }
 
 // GroupBytes returns the bytes key group kg's entries took in the last

@@ -21,7 +21,6 @@ type table[E any] struct {
 	id     uint32
 	groups []map[string]*E
 	mem    []groupMem[E] // where the keys and entries of groups[i] live
-	dirAt  int           // the table's index in the backend's key directory, or -1 (keydir.go)
 	codec  serde.Codec[E]
 	cgen   uint64 // b.gen when cp was looked up
 	cp     *E     // the current key's entry (nil: absent) as of cgen
@@ -51,7 +50,7 @@ type table[E any] struct {
 
 func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
 	t := table[E]{b: b, name: name, id: StateID(name), codec: codec, groups: make([]map[string]*E, b.kgEnd-b.kgStart),
-		mem: make([]groupMem[E], b.kgEnd-b.kgStart), dirAt: b.dirIndex()}
+		mem: make([]groupMem[E], b.kgEnd-b.kgStart)}
 	for i := range t.groups {
 		t.groups[i] = map[string]*E{}
 	}
@@ -87,22 +86,9 @@ func (t *table[E]) rawGet() *E {
 	if t.b.store != nil {
 		return t.storeGet()
 	}
-	p := t.lookup()
+	p := t.groups[t.b.group()][string(t.b.key)]
 	t.cgen, t.cp = t.b.gen, p
 	return p
-}
-
-// lookup returns the current key's entry in the heap, or nil: from the
-// key's slot in the key directory, shared with the backend's other
-// states, if the table is in it.
-func (t *table[E]) lookup() *E {
-	if t.dirAt >= 0 {
-		if s := t.b.slot(); s != nil {
-			return (*E)(s.e[t.dirAt])
-		}
-		return nil
-	}
-	return t.groups[t.b.group()][string(t.b.key)]
 }
 
 // getOrCreate returns the current key's entry, creating it (allocating only
@@ -129,38 +115,28 @@ func (t *table[E]) lookupOrCreate() *E {
 	if t.b.store != nil {
 		return t.storeCreate()
 	}
+	m := t.groups[t.b.group()]
 	var p *E
 	if t.cgen != t.b.gen {
-		p = t.lookup()
+		p = m[string(t.b.key)]
 	}
 	if p == nil {
 		g := &t.mem[t.b.group()]
 		p = g.entries.alloc()
-		t.groups[t.b.group()][arenaString(&g.keys, t.b.key)] = p
-		if t.dirAt >= 0 {
-			t.b.setCurrent(t.dirAt, unsafe.Pointer(p))
-		}
+		m[arenaString(&g.keys, t.b.key)] = p
 	}
 	t.cgen, t.cp = t.b.gen, p
 	return p
 }
 
-// remove deletes key from the map of key group index g and releases its
-// entry; current says key is the current key.
-func (t *table[E]) remove(g int, key []byte, current bool) {
+// remove deletes key from the map of key group index g and releases its entry.
+func (t *table[E]) remove(g int, key []byte) {
 	m := t.groups[g]
 	p := m[string(key)]
 	if p == nil {
 		return
 	}
 	delete(m, string(key))
-	switch {
-	case t.dirAt < 0:
-	case current:
-		t.b.setCurrent(t.dirAt, nil)
-	default:
-		t.b.setAt(g, key, t.dirAt, nil)
-	}
 	mem := &t.mem[g]
 	mem.entries.release(p)
 	if mem.keys.drop(len(key)) {
@@ -181,7 +157,7 @@ func (t *table[E]) clearRaw() {
 		t.storeClear()
 		return
 	}
-	t.remove(t.b.group(), t.b.key, true)
+	t.remove(t.b.group(), t.b.key)
 	t.cgen, t.cp = t.b.gen, nil
 	if t.b.changes != nil {
 		t.b.logChange(t.id, ChangeDelete, nil, nil)
@@ -216,7 +192,7 @@ func (t *table[E]) logged(p *E) {
 func (t *table[E]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
 	switch op {
 	case ChangeDelete:
-		t.remove(kg-t.b.kgStart, key, false)
+		t.remove(kg-t.b.kgStart, key)
 		return nil
 	case ChangePut:
 		return t.loadWith(kg, key, val, t.codec.Decode)
@@ -234,9 +210,6 @@ func (t *table[E]) entryAt(kg int, key []byte) *E {
 		mem := &t.mem[g]
 		p = mem.entries.alloc()
 		m[arenaString(&mem.keys, key)] = p
-		if t.dirAt >= 0 {
-			t.b.setAt(g, key, t.dirAt, unsafe.Pointer(p))
-		}
 	}
 	return p
 }
@@ -375,9 +348,6 @@ func (t *table[E]) loadWith(kg int, key, val []byte, dec func(src []byte, e *E) 
 		return nil
 	}
 	m[arenaString(&mem.keys, key)] = e
-	if t.dirAt >= 0 {
-		t.b.setAt(g, key, t.dirAt, unsafe.Pointer(e))
-	}
 	return nil
 }
 
@@ -707,7 +677,7 @@ func (m *Map[K, V]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
 		if p := m.groups[kg-m.b.kgStart][string(key)]; p != nil {
 			delete(*p, k)
 			if len(*p) == 0 {
-				m.remove(kg-m.b.kgStart, key, false) // as Delete does: no empty maps
+				m.remove(kg-m.b.kgStart, key) // as Delete does: no empty maps
 			}
 		}
 		return nil
