@@ -205,8 +205,6 @@ func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error 
 				return err
 			}
 		}
-	} else if f.lateness == 0 {
-		assigned = f.addLazy(ctx, ts, wm, in)
 	} else {
 		last := ts - floorMod(ts, f.w.slide)
 		for start := last; start > ts-f.w.size; start -= f.w.slide {
@@ -238,82 +236,6 @@ func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error 
 		*f.dropCnt++
 	}
 	return nil
-}
-
-// addLazy adds a record to its tumbling or sliding windows when they have
-// no allowed lateness, keeping one pending timer per key rather than one
-// per window (for sliding windows, size/slide of them per key and slide).
-// The invariant: every stored window has a timer pending at or before its
-// end-1. A new window needs its own only when its key holds no window
-// ending just before it (the previous one, start-slide, whose timer
-// comes first), and the windows are visited in order of their ends, so a
-// record's later new windows are covered by its first; a firing registers
-// the key's next window's timer (OnTimer). Timers are never deleted: one
-// that finds no window to fire only moves the key's chain on.
-func (f *windowFn[K, IN, ACC, OUT]) addLazy(ctx *Context[K, OUT], ts, wm int64, in *IN) bool {
-	last := ts - floorMod(ts, f.w.slide)
-	first := last - (last-(ts-f.w.size)-1)/f.w.slide*f.w.slide // the earliest window of ts
-	assigned, covered := false, false
-	for start := first; start <= last; start += f.w.slide {
-		end := start + f.w.size
-		if f.gone(end, wm) {
-			continue
-		}
-		assigned = true
-		ws, ok := f.st.Get(start)
-		if !ok {
-			ws.End = end
-			if !covered {
-				if _, prev := f.st.Get(start - f.w.slide); !prev {
-					f.register(ctx, end-1)
-				}
-			}
-		}
-		covered = true
-		ws.Acc = f.add(ws.Acc, in)
-		f.st.Put(start, ws)
-	}
-	return assigned
-}
-
-// nextLazy registers the timers of the key's two earliest stored windows
-// after a firing at t of a window without lateness (see addLazy). The
-// first keeps the invariant; the second keeps the key's timer list from
-// emptying at the next firing, which would delete the key's list entry
-// and create it again when that firing registers the next timer.
-func (f *windowFn[K, IN, ACC, OUT]) nextLazy(ctx *Context[K, OUT], t int64) {
-	n := f.st.Len()
-	if n == 0 {
-		return
-	}
-	// Window ends are aligned to the slide, and a stored window ending
-	// before t+1 would have fired already (its timer came before t), so
-	// the windows after the one that fired, if stored, are the earliest;
-	// a key with gaps between its records needs a walk over its windows.
-	next := t + 1 - f.w.size + f.w.slide // the start of the window after the one that fired
-	if ws, ok := f.st.Get(next); ok {
-		f.register(ctx, ws.End-1)
-		if n == 1 {
-			return
-		}
-		if ws, ok = f.st.Get(next + f.w.slide); ok {
-			f.register(ctx, ws.End-1)
-			return
-		}
-	}
-	a, b := int64(math.MaxInt64), int64(math.MaxInt64) // the two earliest ends-1
-	for _, ws := range f.st.All() {
-		switch e := ws.End - 1; {
-		case e < a:
-			a, b = e, a
-		case e < b:
-			b = e
-		}
-	}
-	f.register(ctx, a)
-	if b != math.MaxInt64 {
-		f.register(ctx, b)
-	}
 }
 
 // registerTimers sets a new window's timers: firing at end-1 unless that
@@ -452,9 +374,6 @@ func (f *windowFn[K, IN, ACC, OUT]) OnTimer(ctx *Context[K, OUT], at time.Time) 
 		}
 		if ok && ws.End-1+f.lateness == t {
 			f.st.Delete(s)
-		}
-		if f.lateness == 0 {
-			f.nextLazy(ctx, t)
 		}
 		return nil
 	}
