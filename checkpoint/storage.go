@@ -37,9 +37,6 @@ type Storage struct {
 	hedger  *blob.Hedger // when to hedge a manifest write
 	deleter *blob.Hedger // when to hedge a prune's delete
 	reader  *blob.Hedger // when to hedge a listing or a manifest read
-
-	reservedMu sync.Mutex
-	reserved   uint64 // the last id of this Storage's newest reservation marker, 0 if none
 }
 
 // readAttempts bounds the attempts of a listing or a manifest read: on an
@@ -334,6 +331,19 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 		}
 	}
 	void, savepoints, quarantined := voidIDs(markers), savepointIDs(markers), markedIDs(markers, quarantineDir)
+	// Only the newest reservation counts: the older markers go with the
+	// files.
+	var stale []string
+	reservations := markedIDs(markers, reservedDir)
+	newestReservation := uint64(0)
+	for last := range reservations {
+		newestReservation = max(newestReservation, last)
+	}
+	for last := range reservations {
+		if last < newestReservation {
+			stale = append(stale, reservedName(last))
+		}
+	}
 	keep := map[string]bool{}
 	// keepAll keeps a retained checkpoint's manifest and what it uses.
 	keepAll := func(m *Manifest) {
@@ -394,7 +404,7 @@ func (s *Storage) prune(ctx context.Context, m *Manifest) error {
 	if err := s.deleteAll(ctx, manifests); err != nil {
 		return err
 	}
-	return s.deleteAll(ctx, files)
+	return s.deleteAll(ctx, append(files, stale...))
 }
 
 // PruneParallelism is how many deletes a prune has in flight at once.
@@ -588,21 +598,14 @@ const ReserveBlock = 64
 // triggers its checkpoint: VoidInFlight makes every reserved id void, so a
 // checkpoint whose every write was still in flight when its writer stopped
 // (nothing of it listed yet, its manifest landing later) is never
-// restored. Only the highest reservation counts: the marker of this
-// Storage's reservation before is deleted, best effort, and VoidInFlight
-// deletes those it covered. One PUT and one DELETE per ReserveBlock
-// checkpoints.
+// restored. Only the highest reservation counts: pruning deletes the
+// older markers in the background, and VoidInFlight those it covered. One
+// PUT per ReserveBlock checkpoints, and one DELETE in a later prune.
 func (s *Storage) Reserve(ctx context.Context, id uint64) (uint64, error) {
-	s.reservedMu.Lock()
-	defer s.reservedMu.Unlock()
 	last := id + ReserveBlock - 1
 	if err := s.hedger.Put(ctx, s.store, reservedName(last), []byte("checkpoint ids reserved by a writer"), PruneAttempts); err != nil {
 		return 0, fmt.Errorf("checkpoint: reserve checkpoint ids %d-%d: %w", id, last, err)
 	}
-	if prev := s.reserved; prev != 0 && prev < last {
-		_ = s.store.Delete(ctx, reservedName(prev)) // a stale reservation only voids more ids
-	}
-	s.reserved = last
 	return last, nil
 }
 

@@ -895,7 +895,7 @@ func TestReservedIDsAreVoid(t *testing.T) {
 	fs := newFileStore(t)
 	bs := blob.Count(fs, &c)
 	st := checkpoint.NewStorage(bs, 3)
-	writeCheckpoint(t, st, bs, 1, 1)
+	m1 := writeCheckpoint(t, st, bs, 1, 1)
 	last, err := st.Reserve(ctx, 2)
 	if err != nil || last != 1+checkpoint.ReserveBlock {
 		t.Fatalf("Reserve(2) = %d, %v; want %d", last, err, 1+checkpoint.ReserveBlock)
@@ -904,14 +904,23 @@ func TestReservedIDsAreVoid(t *testing.T) {
 	if err != nil || last != 1+2*checkpoint.ReserveBlock {
 		t.Fatalf("Reserve again = %d, %v; want %d", last, err, 1+2*checkpoint.ReserveBlock)
 	}
-	var reservations []string
-	for _, n := range names(t, fs) {
-		if strings.HasPrefix(n, "reserved/") {
-			reservations = append(reservations, n)
+	reservations := func() (r []string) {
+		for _, n := range names(t, fs) {
+			if strings.HasPrefix(n, "reserved/") {
+				r = append(r, n)
+			}
 		}
+		return r
 	}
-	if len(reservations) != 1 {
-		t.Errorf("reservation markers %v, want only the newest", reservations)
+	if r := reservations(); len(r) != 2 {
+		t.Errorf("reservation markers %v, want both (a reservation deletes nothing)", r)
+	}
+	// A prune deletes the older one in the background of the run.
+	if err := st.Prune(ctx, m1); err != nil {
+		t.Fatal(err)
+	}
+	if r := reservations(); len(r) != 1 || !strings.HasSuffix(r[0], fmt.Sprintf("%020d", last)) {
+		t.Errorf("reservation markers after a prune %v, want only the newest", r)
 	}
 	puts := c.Requests().Put
 	void, err := st.VoidInFlight(ctx, 1)
@@ -921,10 +930,8 @@ func TestReservedIDsAreVoid(t *testing.T) {
 	if n := c.Requests().Put - puts; n != 1 {
 		t.Errorf("VoidInFlight made %d PUTs, want 1 (one marker for the range)", n)
 	}
-	for _, n := range names(t, fs) {
-		if strings.HasPrefix(n, "reserved/") {
-			t.Errorf("reservation marker %s left after VoidInFlight covered it", n)
-		}
+	if r := reservations(); len(r) != 0 {
+		t.Errorf("reservation markers %v left after VoidInFlight covered them", r)
 	}
 	if next, err := st.NextID(ctx); err != nil || next != last+checkpoint.VoidAhead+1 {
 		t.Fatalf("NextID = %d, %v; want %d", next, err, last+checkpoint.VoidAhead+1)
