@@ -724,9 +724,7 @@ func TestVoidInFlight(t *testing.T) {
 		t.Fatalf("VoidInFlight again = %v, %v; want [5 6]", again, err)
 	}
 	// Its manifest lands late.
-	m2 := &checkpoint.Manifest{ID: 2, Job: "job", CreatedAt: 2e9, Files: []string{part},
-		Operators: []checkpoint.OperatorState{{Name: "agg", MaxParallelism: 128, Parallelism: 1,
-			Parts: []checkpoint.StatePart{{KeyGroupEnd: 128, Blob: part, Size: 9}}}}}
+	m2 := partManifest(2, part, 9)
 	if err := late.Write(ctx, m2); err != nil {
 		t.Fatal(err)
 	}
@@ -786,9 +784,7 @@ func TestVoidInFlightWithoutRoom(t *testing.T) {
 	if _, err := fs.Get(ctx, part); !errors.Is(err, blob.ErrNotFound) {
 		t.Fatalf("the in-flight part after voiding without room: %v, want it deleted", err)
 	}
-	m2 := &checkpoint.Manifest{ID: 2, Job: "job", CreatedAt: 2e9, Files: []string{part},
-		Operators: []checkpoint.OperatorState{{Name: "agg", MaxParallelism: 128, Parallelism: 1,
-			Parts: []checkpoint.StatePart{{KeyGroupEnd: 128, Blob: part, Size: 9}}}}}
+	m2 := partManifest(2, part, 9)
 	if err := checkpoint.NewStorage(bs, 3).Write(ctx, m2); err != nil {
 		t.Fatal(err)
 	}
@@ -830,9 +826,7 @@ func TestVoidAheadOfNewest(t *testing.T) {
 	if err := bs.Put(ctx, part, []byte("state 2/0")); err != nil {
 		t.Fatal(err)
 	}
-	m2 := &checkpoint.Manifest{ID: 2, Job: "job", CreatedAt: 2e9, Files: []string{part},
-		Operators: []checkpoint.OperatorState{{Name: "agg", MaxParallelism: 128, Parallelism: 1,
-			Parts: []checkpoint.StatePart{{KeyGroupEnd: 128, Blob: part, Size: 9}}}}}
+	m2 := partManifest(2, part, 9)
 	if err := late.Write(ctx, m2); err != nil {
 		t.Fatal(err)
 	}
@@ -875,9 +869,7 @@ func TestVoidAheadOfVoidIDs(t *testing.T) {
 	if err := bs.Put(ctx, part, []byte("state 4/0")); err != nil {
 		t.Fatal(err)
 	}
-	m4 := &checkpoint.Manifest{ID: 4, Job: "job", CreatedAt: 4e9, Files: []string{part},
-		Operators: []checkpoint.OperatorState{{Name: "agg", MaxParallelism: 128, Parallelism: 1,
-			Parts: []checkpoint.StatePart{{KeyGroupEnd: 128, Blob: part, Size: 9}}}}}
+	m4 := partManifest(4, part, 9)
 	if err := checkpoint.NewStorage(bs, 3).Write(ctx, m4); err != nil {
 		t.Fatal(err)
 	}
@@ -941,9 +933,7 @@ func TestReservedIDsAreVoid(t *testing.T) {
 	if err := bs.Put(ctx, part, []byte("state 100/0")); err != nil {
 		t.Fatal(err)
 	}
-	m := &checkpoint.Manifest{ID: 100, Job: "job", CreatedAt: 100e9, Files: []string{part},
-		Operators: []checkpoint.OperatorState{{Name: "agg", MaxParallelism: 128, Parallelism: 1,
-			Parts: []checkpoint.StatePart{{KeyGroupEnd: 128, Blob: part, Size: 11}}}}}
+	m := partManifest(100, part, 11)
 	if err := checkpoint.NewStorage(bs, 3).Write(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -975,6 +965,14 @@ func TestVoidNearNewestWithoutObjects(t *testing.T) {
 	if err != nil || !slices.Equal(void, []uint64{2, 3, 4, 5}) {
 		t.Fatalf("VoidInFlight(1) = %v, %v; want [2 3 4 5]", void, err)
 	}
+}
+
+// partManifest is the manifest of checkpoint id whose one operator has
+// the one part part of size bytes.
+func partManifest(id uint64, part string, size int64) *checkpoint.Manifest {
+	return &checkpoint.Manifest{ID: id, Job: "job", CreatedAt: int64(id) * 1e9, Files: []string{part},
+		Operators: []checkpoint.OperatorState{{Name: "agg", MaxParallelism: 128, Parallelism: 1,
+			Parts: []checkpoint.StatePart{{KeyGroupEnd: 128, Blob: part, Size: size}}}}}
 }
 
 // TestPruneListsTheStoreOnce: a prune takes the checkpoints and the void,
