@@ -90,12 +90,15 @@ type link struct {
 	prevClaim, prevCommit uint64
 }
 
-// Tuning of the requests: the same as a checkpoint manifest's (see
-// checkpoint.ManifestHedgeAfter): on an object store one request in a few
-// hundred fails, and a commit must not fail for that.
-const (
-	attempts   = 3
-	hedgeP90   = 3
+// attempts bounds the attempts of each request: on an object store one
+// request in a few hundred fails, and a commit must not fail for that.
+const attempts = 3
+
+// When requests are hedged: the same as a checkpoint manifest's (see
+// checkpoint.ManifestHedgeAfter). Variables, so that a test counting
+// requests can turn hedging off.
+var (
+	hedgeP90   = 3.0
 	hedgeAfter = time.Second
 )
 
@@ -175,7 +178,10 @@ func (c *Chain) Claim(ctx context.Context, owner string) (Record, error) {
 			}
 		}
 		rec := c.next(KindClaim, c.newest.Epoch+1, owner, nil)
-		err := c.writes.PutIfAbsent(ctx, c.store, ObjectName(c.task, rec.Seq), appendRecord(nil, &rec), attempts)
+		err := ctx.Err()
+		if err == nil {
+			err = c.writes.PutIfAbsent(ctx, c.store, ObjectName(c.task, rec.Seq), appendRecord(nil, &rec), attempts)
+		}
 		if errors.Is(err, blob.ErrExists) {
 			continue
 		}
@@ -239,7 +245,10 @@ func (c *Chain) Settle(ctx context.Context) (Record, error) {
 // answer means for the chain.
 func (c *Chain) create(ctx context.Context, rec Record, data []byte) (Record, error) {
 	name := ObjectName(c.task, rec.Seq)
-	err := c.writes.PutIfAbsent(ctx, c.store, name, data, attempts)
+	err := ctx.Err()
+	if err == nil {
+		err = c.writes.PutIfAbsent(ctx, c.store, name, data, attempts)
+	}
 	switch {
 	case err == nil:
 		c.pending = nil
@@ -300,7 +309,10 @@ func (c *Chain) Prune(ctx context.Context, keep int) (int, error) {
 	}
 	deleted := 0
 	for _, seq := range doomed {
-		if err = c.dels.Delete(ctx, c.store, ObjectName(c.task, seq), attempts); err != nil {
+		if err = ctx.Err(); err == nil {
+			err = c.dels.Delete(ctx, c.store, ObjectName(c.task, seq), attempts)
+		}
+		if err != nil {
 			cutoff = seq
 			err = c.errorf("prune: delete %s: %w", ObjectName(c.task, seq), err)
 			break
@@ -384,6 +396,9 @@ func (c *Chain) wrote(rec Record) {
 // refresh lists the chain and reads its newest record.
 func (c *Chain) refresh(ctx context.Context) error {
 	prefix := chainPrefix(c.task)
+	if err := ctx.Err(); err != nil { // a store may not look at ctx before it answers
+		return c.errorf("list %s: %w", prefix, err)
+	}
 	names, err := c.reads.List(ctx, c.store, prefix, attempts)
 	if err != nil {
 		return c.errorf("list %s: %w", prefix, err)
