@@ -33,6 +33,7 @@ var ErrNotOwner = errors.New("not the owner of the task; Claim it first")
 // owner tried to write next was already written by someone else.
 type FencedError struct {
 	Task   string // the task
+	Store  string // where its chain is (never credentials)
 	Object string // the record this owner tried to write
 	Epoch  uint64 // this owner's epoch
 	Newer  uint64 // the epoch of the record found there; 0 if it could not be read
@@ -42,11 +43,11 @@ type FencedError struct {
 // Error says who took the task over.
 func (e *FencedError) Error() string {
 	if e.Newer == 0 {
-		return fmt.Sprintf("taskchain: task %q: fenced: %s was written by another owner (%s); this owner (epoch %d) must commit nothing and stop",
-			e.Task, e.Object, e.Holder, e.Epoch)
+		return fmt.Sprintf("taskchain: task %q in %s: fenced: %s was written by another owner (%s); this owner (epoch %d) must commit nothing and stop",
+			e.Task, e.Store, e.Object, e.Holder, e.Epoch)
 	}
-	return fmt.Sprintf("taskchain: task %q was taken over by %s (epoch %d, record %s); this owner (epoch %d) must commit nothing and stop",
-		e.Task, e.Holder, e.Newer, e.Object, e.Epoch)
+	return fmt.Sprintf("taskchain: task %q in %s was taken over by %s (epoch %d, record %s); this owner (epoch %d) must commit nothing and stop",
+		e.Task, e.Store, e.Holder, e.Newer, e.Object, e.Epoch)
 }
 
 // Is makes a *FencedError match ErrFenced.
@@ -267,7 +268,7 @@ func (c *Chain) create(ctx context.Context, rec Record, data []byte) (Record, er
 // fencedAt returns the *FencedError for the record at seq, which another
 // writer created.
 func (c *Chain) fencedAt(ctx context.Context, seq uint64) error {
-	e := &FencedError{Task: c.task, Object: ObjectName(c.task, seq), Epoch: c.epoch}
+	e := &FencedError{Task: c.task, Store: c.where, Object: ObjectName(c.task, seq), Epoch: c.epoch}
 	r, err := c.get(ctx, seq)
 	if err != nil {
 		e.Holder = "who could not be read: " + err.Error()

@@ -182,6 +182,9 @@ func testZombie(t *testing.T, e env) {
 	}
 	_, err := a.Commit(context.Background(), []byte("a2"))
 	wantFenced(t, err, "B", 2)
+	if !strings.Contains(err.Error(), describe(s)) || !strings.Contains(err.Error(), ObjectName("t", 3)) {
+		t.Errorf("%v: want the store %s and the record %s named", err, describe(s), ObjectName("t", 3))
+	}
 	_, err = a.Commit(context.Background(), []byte("a3"))
 	wantFenced(t, err, "B", 2) // stays fenced, without a request
 	if _, err := a.Settle(context.Background()); !errors.Is(err, ErrFenced) {
