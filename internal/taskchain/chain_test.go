@@ -103,6 +103,7 @@ func TestChain(t *testing.T) {
 			{"Basics", testBasics},
 			{"Zombie", testZombie},
 			{"ZombieAfterPrune", testZombieAfterPrune},
+			{"ClaimWhileCommitting", testClaimWhileCommitting},
 			{"ConcurrentClaimants", testConcurrentClaimants},
 			{"LostReply", testLostReply},
 			{"UnknownOutcome", testUnknownOutcome},
@@ -162,10 +163,17 @@ func testBasics(t *testing.T, e env) {
 	if got := strings.Join(kinds, " "); got != "claim/1/A commit/1/A commit/1/A commit/1/A claim/2/B claim/3/C commit/3/C" {
 		t.Fatalf("chain: %s", got)
 	}
-	// Chains of other tasks in the store are separate.
+	// Chains of other tasks in the store are separate, and objects
+	// among the records that are not records are ignored.
 	d := mustOpen(t, s, "orders-30")
 	if !d.Newest().IsZero() {
 		t.Fatalf("orders-30 sees %+v", d.Newest())
+	}
+	if err := s.Put(context.Background(), chainPrefix("orders-3")+"NOTES", []byte("not a record")); err != nil {
+		t.Fatal(err)
+	}
+	if n := mustOpen(t, s, "orders-3").Newest(); n.Seq != 7 {
+		t.Fatalf("with a foreign object, the newest record is %+v", n)
 	}
 }
 
@@ -247,6 +255,57 @@ func testZombieAfterPrune(t *testing.T, e env) {
 	d := mustOpen(t, s, "t")
 	if last := mustClaim(t, d, "D"); string(last.Payload) != "c4" {
 		t.Fatalf("D restores from %+v", last)
+	}
+}
+
+// An owner commits (and prunes) as fast as it can while a new owner
+// claims: the new owner restores from exactly the last commit the old
+// one saw succeed, and every later commit of the old one fails.
+func testClaimWhileCommitting(t *testing.T, e env) {
+	ctx := context.Background()
+	s := e.fresh(t)
+	a := mustOpen(t, s, "t")
+	mustClaim(t, a, "A")
+	started := make(chan struct{})
+	var last Record
+	var fenced error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			if i == 3 {
+				close(started)
+			}
+			r, err := a.Commit(ctx, []byte(fmt.Sprint("a", i)))
+			if err != nil {
+				fenced = err
+				return
+			}
+			last = r
+			if _, err := a.Prune(ctx, 2); err != nil {
+				fenced = err
+				return
+			}
+		}
+	}()
+	<-started
+	b := mustOpen(t, s, "t")
+	restored := mustClaim(t, b, "B")
+	<-done
+	var fe *FencedError
+	if !errors.As(fenced, &fe) || fe.Holder != "B" {
+		t.Fatalf("A stopped with %v, want fenced by B", fenced)
+	}
+	if restored.Seq != last.Seq || !bytes.Equal(restored.Payload, last.Payload) {
+		t.Fatalf("B restores from %d %q, but A's last successful commit is %d %q", restored.Seq, restored.Payload, last.Seq, last.Payload)
+	}
+	if claim := b.Newest(); claim.Seq != last.Seq+1 {
+		t.Fatalf("B's claim at %d, right after A's last commit %d", claim.Seq, last.Seq)
+	}
+	for _, r := range records(t, s, "t") {
+		if r.Owner == "A" && r.Seq > last.Seq {
+			t.Errorf("A's record %d is after its last successful commit %d", r.Seq, last.Seq)
+		}
 	}
 }
 

@@ -95,4 +95,22 @@
 // merely grows until someone looks. Records Prune deletes are never read:
 // a damaged old commit below the kept ones is deleted like any other.
 // Objects under tasks/T/chain/ whose names are not 20 digits are ignored.
+//
+// # Use by the runtime
+//
+// The package is not wired in yet. A process that is assigned a task's
+// partition will Open and Claim its chain before it reads any of the
+// task's checkpoint data, restore from the returned commit's payload (or
+// start from scratch for the zero Record), and for each checkpoint: write
+// the task's state blobs and manifest under names of its own epoch (so a
+// zombie of an older epoch cannot overwrite what the new owner reads),
+// make the output of the checkpoint durable but uncommitted (a prepared
+// Kafka transaction), Commit a payload referencing all of that, and only
+// after Commit succeeds commit the output. ErrFenced means abort and stop
+// the task; ErrUnknownOutcome means hold the output until Settle answers.
+// Commit records are the truth: a new owner that restores a commit must
+// finish that checkpoint's output (commit the transactions its payload
+// names) before producing more. Prune(keep) follows each commit, with keep
+// the number of checkpoints the task retains; a checkpoint's data may be
+// deleted once no kept commit references it.
 package taskchain
