@@ -164,16 +164,24 @@ func (c *Chain) Epoch() uint64 {
 // ProcessOwner's string); it must be unique to the claimant, as a create
 // whose reply was lost is recognised as its own by its bytes.
 //
-// Requests: one PUT; with the newest record a claim, one GET of the
-// newest commit; after each lost race one LIST and two GETs more.
+// Requests: one PUT and one LIST (which checks that the claim is not in a
+// gap left by a prune the Chain did not see); with the newest record a
+// claim, one GET of the newest commit; after each lost race one LIST and
+// two GETs more.
 func (c *Chain) Claim(ctx context.Context, owner string) (Record, error) {
 	if err := checkOwner(owner); err != nil {
 		return Record{}, c.errorf("claim: %v", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var listed []uint64 // the listing that showed the last try's claim in a gap
 	for try := range claimTries {
-		if try > 0 {
+		if listed != nil {
+			if err := c.readNewest(ctx, listed); err != nil {
+				return Record{}, err
+			}
+			listed = nil
+		} else if try > 0 {
 			if err := c.refresh(ctx); err != nil {
 				return Record{}, err
 			}
@@ -190,7 +198,22 @@ func (c *Chain) Claim(ctx context.Context, owner string) (Record, error) {
 			return Record{}, c.errorf("claim epoch %d with %s: %w (the claim may have been written; claiming again is safe)",
 				rec.Epoch, ObjectName(c.task, rec.Seq), err)
 		}
+		// The create succeeds in a gap too: if this Chain's view is older
+		// than a prune, rec.Seq may have been written and deleted since,
+		// and a claim there fences nobody. See "Protocol" in the package
+		// documentation.
+		seqs, void, err := c.checkClaim(ctx, rec.Seq)
+		if err != nil {
+			return Record{}, c.errorf("claim epoch %d with %s: %w (the claim was written but not checked; claiming again is safe)",
+				rec.Epoch, ObjectName(c.task, rec.Seq), err)
+		}
+		if void {
+			_ = c.dels.Delete(ctx, c.store, ObjectName(c.task, rec.Seq), attempts) // garbage, but harmless if it stays
+			listed = slices.DeleteFunc(seqs, func(s uint64) bool { return s == rec.Seq })
+			continue
+		}
 		c.wrote(rec)
+		c.seqs = seqs
 		c.owner, c.epoch, c.fenced, c.pending = owner, rec.Epoch, nil, nil
 		return c.lastCommit(ctx)
 	}
@@ -396,13 +419,22 @@ func (c *Chain) wrote(rec Record) {
 
 // refresh lists the chain and reads its newest record.
 func (c *Chain) refresh(ctx context.Context) error {
+	seqs, err := c.list(ctx)
+	if err != nil {
+		return err
+	}
+	return c.readNewest(ctx, seqs)
+}
+
+// list returns the seqs of the records in the store, ascending.
+func (c *Chain) list(ctx context.Context) ([]uint64, error) {
 	prefix := chainPrefix(c.task)
 	if err := ctx.Err(); err != nil { // a store may not look at ctx before it answers
-		return c.errorf("list %s: %w", prefix, err)
+		return nil, c.errorf("list %s: %w", prefix, err)
 	}
 	names, err := c.reads.List(ctx, c.store, prefix, attempts)
 	if err != nil {
-		return c.errorf("list %s: %w", prefix, err)
+		return nil, c.errorf("list %s: %w", prefix, err)
 	}
 	seqs := make([]uint64, 0, len(names))
 	for _, n := range names {
@@ -411,6 +443,12 @@ func (c *Chain) refresh(ctx context.Context) error {
 		}
 	}
 	slices.Sort(seqs)
+	return seqs, nil
+}
+
+// readNewest takes seqs for the records in the store and reads the
+// newest.
+func (c *Chain) readNewest(ctx context.Context, seqs []uint64) error {
 	c.seqs = seqs
 	if len(seqs) == 0 {
 		c.newest = Record{}
@@ -426,6 +464,32 @@ func (c *Chain) refresh(ctx context.Context) error {
 		c.commit = r
 	}
 	return nil
+}
+
+// checkClaim lists the chain after this Chain created the claim at seq
+// and says whether the claim is void, made in a gap that a prune left:
+// then a record after it existed before it (the newest record is never
+// deleted). A record after it written later is the claim of another
+// claimant who saw this one as the newest; anything else at seq+1, or
+// nothing there while newer records exist, means a gap.
+func (c *Chain) checkClaim(ctx context.Context, seq uint64) (seqs []uint64, void bool, err error) {
+	seqs, err = c.list(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if n := len(seqs); n == 0 || seqs[n-1] < seq {
+		return seqs, true, nil // deleted, as only a void claim is; nothing newer: cannot happen
+	} else if seqs[n-1] == seq {
+		return seqs, false, nil
+	}
+	next, err := c.get(ctx, seq+1)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return seqs, true, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return seqs, !(next.Kind == KindClaim && next.prevClaim == seq), nil
 }
 
 // lastCommit returns the newest commit at or before the newest record.

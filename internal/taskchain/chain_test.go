@@ -104,6 +104,7 @@ func TestChain(t *testing.T) {
 			{"Zombie", testZombie},
 			{"ZombieAfterPrune", testZombieAfterPrune},
 			{"ClaimWhileCommitting", testClaimWhileCommitting},
+			{"ClaimIntoGap", testClaimIntoGap},
 			{"ConcurrentClaimants", testConcurrentClaimants},
 			{"LostReply", testLostReply},
 			{"UnknownOutcome", testUnknownOutcome},
@@ -266,15 +267,25 @@ func testClaimWhileCommitting(t *testing.T, e env) {
 	s := e.fresh(t)
 	a := mustOpen(t, s, "t")
 	mustClaim(t, a, "A")
-	started := make(chan struct{})
+	// A commits until fenced, but stops racing after most commits and
+	// waits for B's claim: an owner committing back to back can win
+	// every race against a claimant (which lists and reads between
+	// tries), and a Claim gives up after claimTries lost races.
+	const most = 100
+	started, claimed, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var last Record
 	var fenced error
-	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for i := 0; ; i++ {
-			if i == 3 {
+			switch i {
+			case 3:
 				close(started)
+			case most:
+				<-claimed
+			case most + 1:
+				fenced = errors.New("A's commit after B's claim succeeded")
+				return
 			}
 			r, err := a.Commit(ctx, []byte(fmt.Sprint("a", i)))
 			if err != nil {
@@ -290,7 +301,21 @@ func testClaimWhileCommitting(t *testing.T, e env) {
 	}()
 	<-started
 	b := mustOpen(t, s, "t")
-	restored := mustClaim(t, b, "B")
+	var restored Record
+	func() {
+		defer close(claimed)
+		for {
+			r, err := b.Claim(ctx, "B")
+			if err == nil {
+				restored = r
+				return
+			}
+			if !strings.Contains(err.Error(), "lost the race") {
+				t.Errorf("B's claim: %v", err)
+				return
+			}
+		}
+	}()
 	<-done
 	var fe *FencedError
 	if !errors.As(fenced, &fe) || fe.Holder != "B" {
@@ -307,6 +332,34 @@ func testClaimWhileCommitting(t *testing.T, e env) {
 			t.Errorf("A's record %d is after its last successful commit %d", r.Seq, last.Seq)
 		}
 	}
+}
+
+// A claimant whose view is older than a prune finds its next seq free
+// (written and pruned since): its claim there would fence nobody, so it
+// is void, and the claimant claims after the true newest record.
+func testClaimIntoGap(t *testing.T, e env) {
+	ctx := context.Background()
+	s := e.fresh(t)
+	a := mustOpen(t, s, "t")
+	mustClaim(t, a, "A")
+	for i := range 4 {
+		mustCommit(t, a, fmt.Sprint("a", i)) // 2..5
+	}
+	b := mustOpen(t, s, "t") // sees 5 as the newest
+	mustCommit(t, a, "a4")   // 6
+	mustCommit(t, a, "a5")   // 7
+	if n, err := a.Prune(ctx, 1); err != nil || n != 5 {
+		t.Fatalf("Prune(1) = %d, %v", n, err)
+	}
+	last := mustClaim(t, b, "B") // tries 6, a gap, then 8
+	if b.Newest().Seq != 8 || string(last.Payload) != "a5" {
+		t.Fatalf("B claimed at %d restoring %q; want 8, restoring a5", b.Newest().Seq, last.Payload)
+	}
+	if got := mustList(t, s); !slices.Equal(got, []uint64{1, 7, 8}) {
+		t.Fatalf("records %v; want B's void claim at 6 gone", got)
+	}
+	_, err := a.Commit(ctx, []byte("a6"))
+	wantFenced(t, err, "B", 2)
 }
 
 // 16 goroutines claim one task at once: each gets an epoch of its own,
@@ -643,7 +696,7 @@ func testRequests(t *testing.T, e env) {
 	}
 	var a *Chain
 	step("Open of an empty chain", blob.Requests{List: 1}, func() { a = mustOpen(t, s, "t") })
-	step("Claim", blob.Requests{Put: 1}, func() { mustClaim(t, a, "A") })
+	step("Claim", blob.Requests{Put: 1, List: 1}, func() { mustClaim(t, a, "A") })
 	for i := range 5 {
 		step("Commit", blob.Requests{Put: 1}, func() { mustCommit(t, a, fmt.Sprint(i)) })
 	}
@@ -662,10 +715,10 @@ func testRequests(t *testing.T, e env) {
 	}
 	var b *Chain
 	step("Open", blob.Requests{List: 1, Get: 1}, func() { b = mustOpen(t, s, "t") })
-	step("Claim after a commit", blob.Requests{Put: 1}, func() { mustClaim(t, b, "B") })
+	step("Claim after a commit", blob.Requests{Put: 1, List: 1}, func() { mustClaim(t, b, "B") })
 	var c *Chain
 	step("Open", blob.Requests{List: 1, Get: 1}, func() { c = mustOpen(t, s, "t") })
-	step("Claim after a claim", blob.Requests{Put: 1, Get: 1}, func() { mustClaim(t, c, "C") })
+	step("Claim after a claim", blob.Requests{Put: 1, List: 1, Get: 1}, func() { mustClaim(t, c, "C") })
 	// The first prune after Open needs the links of the kept commits
 	// and of the claims above the floor: C read them already (the
 	// newest record at Open, the commit it restores from).

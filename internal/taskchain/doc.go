@@ -42,6 +42,20 @@
 // never decrease along the chain, and a claim is the only record that
 // opens an epoch, so an epoch names one owner.
 //
+// Pruning leaves gaps below the newest record, and a create into a gap
+// succeeds. An owner never writes into one (it writes after its own last
+// record, and the next record, if any, is a claim, which is kept: see
+// Retention). A claimant might, when its view of the chain is older than
+// a prune: so after its create Claim lists the chain. If the seq was a
+// gap, a record after it existed before the claim (the newest record is
+// never deleted), and record seq+1, if still there, does not link to the
+// claim. A record written after the claim is another claimant's, made
+// with the claim as its newest record: a claim at seq+1 linking back to
+// it. So a claim with newer records and no such successor fenced nobody:
+// Claim deletes it and claims again after the true newest record. A void claim that
+// stays behind (its deletion failed) is harmless: no record links to it
+// and it is below the newest, so it costs only a name in the listing.
+//
 // A create whose reply was lost (the PUT landed, the response did not) is
 // retried, and the retry finds the object and compares its bytes with its
 // own (blob.Hedger.PutIfAbsent, as blob.Claim does): a record is unique to
@@ -55,9 +69,10 @@
 //
 // # Requests
 //
-// Open: one LIST and one GET (the newest record). Claim: one PUT, plus one
-// GET of the newest commit when the newest record is a claim (a new owner
-// after an owner that never committed); each race lost to another writer
+// Open: one LIST and one GET (the newest record). Claim: one PUT and one
+// LIST (the gap check above), plus one GET of the newest commit when the
+// newest record is a claim (a new owner after an owner that never
+// committed); each race lost to another writer
 // costs a LIST and two GETs more (reading the winner back, reading the new
 // newest record). Commit: one PUT; being fenced costs two GETs (compare,
 // then read the winner to name it). Prune after each commit: one DELETE
