@@ -39,8 +39,11 @@ func s3FaultData(t *testing.T, _ string) string {
 		ErrorRate: 0.005, ErrorAfterRate: 0.005, ResetRate: 0.002, StallRate: 0.001,
 		Latency: faulty.LongTail(2*time.Millisecond, 200*time.Millisecond, 3*time.Second)})
 	t.Cleanup(func() { t.Logf("fault proxy: %+v", p.Stats()) })
-	// A stalled response fails after a second, not the default 30 s.
-	url := srv.Via(p).URL("eddy-crash", "demo") + "&stall_timeout=1s"
+	// A stalled response fails after a second, not the default 30 s. The
+	// open's probe (four requests, each meeting the faults and the 3 s
+	// tail) gets 30 s, not the default 5 s, which a loaded machine and two
+	// tail latencies in a row exceeded.
+	url := srv.Via(p).URL("eddy-crash", "demo") + "&stall_timeout=1s&open_timeout=30s"
 	storesMu.Lock()
 	direct[url] = srv.URL("eddy-crash", "demo")
 	storesMu.Unlock()
