@@ -1,9 +1,7 @@
 package s3_test
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"sync/atomic"
 	"testing"
 
@@ -25,49 +23,7 @@ var seq atomic.Int64
 // corrupt rewrites an object's stored bytes with the SDK, bypassing the
 // store.
 func corrupt(t *testing.T, s blob.Store, name string, damage func([]byte) []byte) {
-	st := s.(*blobs3.Store)
-	ctx := context.Background()
-	out, err := st.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(st.Bucket()), Key: aws.String(st.Key(name))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(out.Body)
-	out.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = damage(b)
-	_, err = st.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(st.Bucket()), Key: aws.String(st.Key(name)),
-		Body: &byteReader{b: b}, ContentLength: aws.Int64(int64(len(b)))})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-type byteReader struct {
-	b   []byte
-	off int64
-}
-
-func (r *byteReader) Read(p []byte) (int, error) {
-	if r.off >= int64(len(r.b)) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b[r.off:])
-	r.off += int64(n)
-	return n, nil
-}
-
-func (r *byteReader) Seek(off int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekStart:
-		r.off = off
-	case io.SeekCurrent:
-		r.off += off
-	case io.SeekEnd:
-		r.off = int64(len(r.b)) + off
-	}
-	return r.off, nil
+	s3test.Rewrite(t, s, name, damage)
 }
 
 func TestConformanceVersitygw(t *testing.T) {

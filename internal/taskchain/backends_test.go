@@ -1,18 +1,13 @@
 package taskchain
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/blob/file"
@@ -90,24 +85,7 @@ func (e *s3Env) fresh(t *testing.T) blob.Store {
 }
 
 func (e *s3Env) damage(t *testing.T, s blob.Store, name string, f func([]byte) []byte) {
-	t.Helper()
-	st := s.(*blobs3.Store)
-	ctx := context.Background()
-	out, err := st.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(st.Bucket()), Key: aws.String(st.Key(name))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(out.Body)
-	out.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = f(b)
-	_, err = st.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(st.Bucket()), Key: aws.String(st.Key(name)),
-		Body: bytes.NewReader(b), ContentLength: aws.Int64(int64(len(b)))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s3test.Rewrite(t, s, name, f)
 }
 
 func (e *s3Env) locate(s blob.Store) (string, []string) {
