@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,9 +43,7 @@ func TestBenchCheckpointS3Proxy(t *testing.T) {
 	code := run(append(append([]string{"bench", "checkpoint"}, strings.Fields(args)...), "--store", store), &out, &errb)
 	t.Logf("fault proxy: %+v", p.Stats())
 	for op, ds := range p.ServerTimes() {
-		slices.Sort(ds)
-		q := func(f float64) time.Duration { return ds[int(f*float64(len(ds)-1))].Round(time.Millisecond) }
-		t.Logf("server time of %s: %d requests, p50 %v, p99 %v, p99.9 %v, max %v", op, len(ds), q(0.5), q(0.99), q(0.999), ds[len(ds)-1].Round(time.Millisecond))
+		t.Logf("server time of %s: %d requests, p50 %v, p99 %v, p99.9 %v, max %v", op, len(ds), pct(ds, 0.5), pct(ds, 0.99), pct(ds, 0.999), pct(ds, 1))
 	}
 	t.Log("\n" + out.String())
 	t.Log("\n" + errb.String()) // progress, and where the slowest checkpoints spent their time
