@@ -102,6 +102,22 @@ func (wl workload) run(t *testing.T, l *Log, seed uint64) []*writerRun {
 // last handles of all writers at once, per key-group range.
 func verify(t *testing.T, store blob.Store, ropts ReadOptions, runs []*writerRun) {
 	t.Helper()
+	for _, rd := range readers {
+		verifyWith(t, store, ropts, runs, rd.name, rd.read)
+	}
+}
+
+// readFunc is Read or ReadSequential.
+type readFunc func(ctx context.Context, store blob.Store, opts ReadOptions, handles []Handle, kgStart, kgEnd uint32, apply func(c *Change) error) error
+
+// readers are the two ways to replay a log, which must agree.
+var readers = []struct {
+	name string
+	read readFunc
+}{{"Read", Read}, {"ReadSequential", ReadSequential}}
+
+func verifyWith(t *testing.T, store blob.Store, ropts ReadOptions, runs []*writerRun, name string, read readFunc) {
+	t.Helper()
 	ctx := context.Background()
 	for _, r := range runs {
 		for hi, h := range r.handles {
@@ -110,12 +126,12 @@ func verify(t *testing.T, store blob.Store, ropts ReadOptions, runs []*writerRun
 			}
 			got := newSyncModel()
 			got.m = replay(model{}, r.changes, 0, h.After)
-			if err := Read(ctx, store, ropts, []Handle{h}, 0, 1<<32-1, got.apply); err != nil {
-				t.Fatalf("%s: read handle %d %+v: %v", r.name, hi, h, err)
+			if err := read(ctx, store, ropts, []Handle{h}, 0, 1<<32-1, got.apply); err != nil {
+				t.Fatalf("%s: %s: read handle %d %+v: %v", name, r.name, hi, h, err)
 			}
 			want := replay(model{}, r.changes, 0, h.Upto)
 			if d := diff(got.m, want); d != "" {
-				t.Fatalf("%s: handle %d (%d,%d]: replay differs from the changes:\n%s", r.name, hi, h.After, h.Upto, d)
+				t.Fatalf("%s: %s: handle %d (%d,%d]: replay differs from the changes:\n%s", name, r.name, hi, h.After, h.Upto, d)
 			}
 		}
 	}
@@ -139,18 +155,18 @@ func verify(t *testing.T, store blob.Store, ropts ReadOptions, runs []*writerRun
 			}
 			return nil
 		}
-		err := Read(ctx, store, ropts, last, rg[0], rg[1], func(c *Change) error {
+		err := read(ctx, store, ropts, last, rg[0], rg[1], func(c *Change) error {
 			if err := inRange(c.KeyGroup); err != nil {
 				return err
 			}
 			return got.apply(c)
 		})
 		if err != nil {
-			t.Fatalf("read range %v: %v", rg, err)
+			t.Fatalf("%s: read range %v: %v", name, rg, err)
 		}
 	}
 	if d := diff(got.m, want); d != "" {
-		t.Fatalf("restore of all writers by key-group ranges differs:\n%s", d)
+		t.Fatalf("%s: restore of all writers by key-group ranges differs:\n%s", name, d)
 	}
 }
 
@@ -1221,19 +1237,21 @@ func TestReadScatteredKeyGroups(t *testing.T) {
 	}
 	ha, hb := mustPersist(t, wa), mustPersist(t, wb)
 	want := replay(replay(model{}, ca, 0, uint64(len(ca))), cb, 0, uint64(len(cb)))
-	for _, rg := range [][2]uint32{{0, 1<<32 - 1}, {0, 1 << 20}, {8, 1<<32 - 1}} {
-		got := newSyncModel()
-		if err := Read(context.Background(), store, ReadOptions{}, []Handle{ha, hb}, rg[0], rg[1], got.apply); err != nil {
-			t.Fatal(err)
-		}
-		inRange := model{}
-		for k, v := range want {
-			if k.kg >= rg[0] && k.kg < rg[1] {
-				inRange[k] = v
+	for _, rd := range readers {
+		for _, rg := range [][2]uint32{{0, 1<<32 - 1}, {0, 1 << 20}, {8, 1<<32 - 1}} {
+			got := newSyncModel()
+			if err := rd.read(context.Background(), store, ReadOptions{}, []Handle{ha, hb}, rg[0], rg[1], got.apply); err != nil {
+				t.Fatal(rd.name, err)
 			}
-		}
-		if d := diff(got.m, inRange); d != "" {
-			t.Fatalf("range %v: replay differs from applying every change:\n%s", rg, d)
+			inRange := model{}
+			for k, v := range want {
+				if k.kg >= rg[0] && k.kg < rg[1] {
+					inRange[k] = v
+				}
+			}
+			if d := diff(got.m, inRange); d != "" {
+				t.Fatalf("%s: range %v: replay differs from applying every change:\n%s", rd.name, rg, d)
+			}
 		}
 	}
 }

@@ -47,7 +47,14 @@ type Backend struct {
 	cacheBytes int64      // memory the decoded values may take across batches
 	stale      bool       // the store has writes a Load would not see yet
 	applyMu    sync.Mutex // serializes ApplyChange into the store
+	applied    int        // bytes ApplyChange wrote to the store since its last commit; under applyMu
 }
+
+// replayCommitBytes is how many bytes of replayed changes a store-backed
+// backend writes before it commits them: a restore replays a log of any
+// length, and one pending batch of all of it would hold the whole log in
+// memory and hand the store one huge write at the end.
+const replayCommitBytes = 4 << 20
 
 // ChangeLog receives every state write of a backend: the key group, the
 // state's id (StateID of its name), what the write did, the serialized key,
@@ -122,6 +129,13 @@ func (b *Backend) ApplyChange(kg, state uint32, op ChangeOp, key, sub, value []b
 	if b.store != nil {
 		b.applyMu.Lock()
 		err = s.storeApply(int(kg), op, key, sub, value)
+		if b.applied += len(key) + len(sub) + len(value); err == nil && b.applied >= replayCommitBytes {
+			b.applied = 0
+			if cerr := b.store.Commit(); cerr != nil {
+				b.applyMu.Unlock()
+				return &StoreError{Op: "commit", Err: cerr}
+			}
+		}
 		b.applyMu.Unlock()
 	} else {
 		err = s.apply(int(kg), op, key, sub, value)

@@ -47,6 +47,7 @@ func benchPebbleCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&c.rate, "update-rate", 5000, "updates per second in the update phase (0: as fast as possible)")
 	fs.DurationVar(&c.changelog, "changelog", 0, "turn on the changelog backend on Pebble, materializing (a Pebble checkpoint) at most this often (0: off)")
 	dir := fs.String("dir", "", "working directory: Pebble databases and the checkpoint store (default: a temporary one; removed after)")
+	fs.BoolVar(&c.keep, "keep", false, "keep --dir after the run, and skip the fill when --dir holds a finished fill of the same keys and value size (to measure the later phases again)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -64,7 +65,9 @@ func benchPebbleCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		c.dir = d
 	}
-	defer os.RemoveAll(c.dir)
+	if !c.keep {
+		defer os.RemoveAll(c.dir)
+	}
 	if err := capRun(c, stdout); err != nil {
 		fmt.Fprintf(stderr, "eddy bench pebble: %v\n", err)
 		return 1
@@ -83,6 +86,15 @@ type capConfig struct {
 	rate             float64
 	changelog        time.Duration // materialization interval with the changelog; 0: off
 	dir              string
+	keep             bool // keep dir; reuse a finished fill in it
+}
+
+// fillMarker names the file in the working directory that says a fill
+// finished, and of what; with --keep a later run skips such a fill.
+const fillMarker = "fill-done"
+
+func (c capConfig) fillID() string {
+	return fmt.Sprintf("keys %d value-bytes %d\n", c.keys(), c.valueBytes)
 }
 
 func (c capConfig) keys() int64 { return int64(c.stateGB * (1 << 30) / float64(c.valueBytes)) }
@@ -200,20 +212,31 @@ func capRun(c capConfig, w io.Writer) error {
 		fullSize[s.ID] = s.FullSize
 		mu.Unlock()
 	}
-	env := eddy.New(c.options(c.par, onCkpt)...)
-	src := eddy.FromSource(env, keySource{name: "fill", from: 0, n: keys, splits: 8})
-	buildCap(env, src, c.valueBytes)
-	fmt.Fprintln(w, "\nfill: elapsed  records  records/s (interval)  RSS MiB  peak RSS MiB  local Pebble MiB  checkpoint store MiB  checkpoints")
-	start := time.Now()
-	rates, err := runReporting(env, c, w, start)
-	if err != nil {
-		return fmt.Errorf("fill: %w", err)
+	marker := filepath.Join(c.dir, fillMarker)
+	var fillPeak int64
+	if b, err := os.ReadFile(marker); c.keep && err == nil && string(b) == c.fillID() {
+		fmt.Fprintf(w, "\nfill: skipped, %s holds a finished fill (%s)\n", c.dir, fillMarker)
+	} else {
+		env := eddy.New(c.options(c.par, onCkpt)...)
+		src := eddy.FromSource(env, keySource{name: "fill", from: 0, n: keys, splits: 8})
+		buildCap(env, src, c.valueBytes)
+		fmt.Fprintln(w, "\nfill: elapsed  records  records/s (interval)  RSS MiB  peak RSS MiB  local Pebble MiB  checkpoint store MiB  checkpoints")
+		start := time.Now()
+		rates, err := runReporting(env, c, w, start)
+		if err != nil {
+			return fmt.Errorf("fill: %w", err)
+		}
+		fillTime := time.Since(start)
+		fillPeak = peakRSS()
+		fmt.Fprintf(w, "fill done: %d records in %v (%.0f records/s, %.1f MiB/s of values); interval rates min %.0f median %.0f max %.0f records/s; peak RSS %d MiB; checkpoint store %d MiB\n",
+			keys, fillTime.Round(time.Millisecond), float64(keys)/fillTime.Seconds(), float64(keys)*float64(c.valueBytes)/fillTime.Seconds()/(1<<20),
+			minOf(rates), medianOf(rates), maxOf(rates), fillPeak>>20, dirBytes(filepath.Join(c.dir, "data"))>>20)
+		if c.keep {
+			if err := os.WriteFile(marker, []byte(c.fillID()), 0o644); err != nil {
+				return err
+			}
+		}
 	}
-	fillTime := time.Since(start)
-	fillPeak := peakRSS()
-	fmt.Fprintf(w, "fill done: %d records in %v (%.0f records/s, %.1f MiB/s of values); interval rates min %.0f median %.0f max %.0f records/s; peak RSS %d MiB; checkpoint store %d MiB\n",
-		keys, fillTime.Round(time.Millisecond), float64(keys)/fillTime.Seconds(), float64(keys)*float64(c.valueBytes)/fillTime.Seconds()/(1<<20),
-		minOf(rates), medianOf(rates), maxOf(rates), fillPeak>>20, dirBytes(filepath.Join(c.dir, "data"))>>20)
 
 	// Updates: uploaded bytes per checkpoint against the bytes changed.
 	if c.update > 0 {

@@ -51,7 +51,12 @@ func Keyed(ctx context.Context, from From, uid string, b *state.Backend) ([]chec
 			}
 			opLogs = append(opLogs, l)
 		}
-		prefetch := prefetchLog(ctx, from, opLogs)
+		// A store-backed backend replays its log object by object instead
+		// (replayLog), so its memory does not grow with the log.
+		prefetch := func() (map[string]*dstl.Batch, error) { return nil, nil }
+		if !b.StoreBacked() {
+			prefetch = prefetchLog(ctx, from, opLogs)
+		}
 		var opParts []checkpoint.StatePart
 		for _, p := range op.Parts {
 			if int(p.KeyGroupEnd) <= start || int(p.KeyGroupStart) >= end {
@@ -245,6 +250,24 @@ func replayLog(ctx context.Context, from From, b *state.Backend, logs []checkpoi
 		return b.ApplyChange(c.KeyGroup, c.State, state.ChangeOp(c.Op), c.Key, c.Sub, c.Value)
 	}
 	for _, sp := range order {
+		if b.StoreBacked() {
+			// Object by object: the state is on disk, and holding the
+			// whole log since the materialization in memory (as Read does
+			// to apply only the last change of each key) would make the
+			// restore's memory grow with the log.
+			seq := ro
+			seq.Fetches = 0
+			err := dstl.ReadSequential(ctx, from.Store, seq, groups[sp], sp.from, sp.to, apply)
+			if !errors.Is(err, dstl.ErrOutOfOrder) {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			// Every logged change sets a whole value or an element, so
+			// applying all of them after the ones ReadSequential applied
+			// leaves the same state as applying all of them once.
+		}
 		if err := dstl.Read(ctx, from.Store, ro, groups[sp], sp.from, sp.to, apply); err != nil {
 			return err
 		}
