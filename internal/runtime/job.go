@@ -54,6 +54,8 @@ type Job struct {
 	prunes     sync.WaitGroup     // retention goroutines
 	pruneID    atomic.Uint64      // the checkpoint whose retention runs now, 0 if none: one runs at a time
 	pebble     *pebbleAttempt     // the attempt's Pebble databases, with the Pebble state backend
+	unstarted  atomic.Int64       // subtasks that have not restored their state and started yet
+	allStarted chan struct{}      // closed once every subtask has started
 }
 
 // newRunID returns a token that names one attempt's state parts, log
@@ -231,8 +233,12 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 	var tasks sync.WaitGroup
 	total := 0
 	for _, st := range e.stages {
+		total += st.parallelism
+	}
+	j.allStarted = make(chan struct{})
+	j.unstarted.Store(int64(total))
+	for _, st := range e.stages {
 		for i := 0; i < st.parallelism; i++ {
-			total++
 			sc := &Subtask{ctx: ctx, job: j, st: st, subtask: i, par: st.parallelism, acker: snapshot.NewAcker(j.sendAck, &j.wg)}
 			tasks.Add(1)
 			go func() {
@@ -250,9 +256,7 @@ func (e *runner) runAttempt(parent context.Context, storage *checkpoint.Storage,
 	ccfg := coord.Config{FirstID: j.nextID, Timeout: e.cfg.Timeout, Tolerable: e.cfg.TolerableFailures,
 		Acks: total, Sources: totalSources, Logger: e.cfg.Logger, OnFailed: e.metrics.checkpointFailed, Savepoints: e.cfg.Savepoints}
 	if e.cfg.Interval > 0 {
-		t := time.NewTicker(e.cfg.Interval)
-		defer t.Stop()
-		ccfg.Tick = t.C
+		ccfg.Tick = j.ticks(ctx, e.cfg.Interval)
 	}
 	if j.storage != nil && j.storage.LateWrites() {
 		// On an object store every id is reserved before its checkpoint
@@ -353,6 +357,37 @@ func runSubtask(sc *Subtask) (err error) {
 	return sc.runReceiver(func(from int, batch any, mark func(wm int64) error) error {
 		return handlers[inputs[from]](batch, mark)
 	})
+}
+
+// ticks returns the coordinator's ticks, every interval from the time
+// every subtask has restored its state and started, until ctx ends. A
+// checkpoint triggered earlier would only wait for the restore (minutes
+// for a large state), and could time out and count as a failure. A tick
+// the coordinator is too busy to take is dropped, as a time.Ticker's is.
+func (j *Job) ticks(ctx context.Context, interval time.Duration) <-chan time.Time {
+	out := make(chan time.Time)
+	go func() {
+		select {
+		case <-j.allStarted:
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				select {
+				case out <- now:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
 }
 
 // idRuns writes ascending ids as runs: "3, 5-9".

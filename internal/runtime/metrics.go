@@ -266,7 +266,12 @@ type clock struct {
 }
 
 // running counts the subtask as restored and running in its attempt.
-func (sc *Subtask) running() { sc.job.env.metrics.started.Add(1) }
+func (sc *Subtask) running() {
+	sc.job.env.metrics.started.Add(1)
+	if sc.job.unstarted.Add(-1) == 0 {
+		close(sc.job.allStarted)
+	}
+}
 
 func (m *Metrics) attachLog(l *dstl.Log) {
 	m.mu.Lock()
