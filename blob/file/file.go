@@ -196,6 +196,9 @@ func writeSynced(f *os.File, data []byte) error {
 	if err == nil {
 		err = f.Sync()
 	}
+	if err == nil {
+		dropCache(f)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
