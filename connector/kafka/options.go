@@ -84,6 +84,7 @@ type sourceConfig struct {
 	common
 	topics        []string
 	maxPartitions int
+	partitions    []int32 // read only these; nil: every partition up to maxPartitions
 	start         startKind
 	startAt       time.Time
 	startGroup    string
@@ -114,6 +115,25 @@ func MaxPartitions(n int) SourceOpt {
 			c.maxPartitions = n
 		}
 	})
+}
+
+// Partitions makes the source read only the given partitions of each
+// topic: split s reads partition ps[s / len(topics)] of topic
+// s % len(topics). A job that runs as one task per input partition (the
+// processes of a job sharing a consumer group) reads its task's partition
+// so. A partition that does not exist yet is idle until it appears, as
+// with MaxPartitions, which it replaces. The list, like the topics, must
+// not change between runs of a job. Partitions panics on a negative or
+// repeated partition.
+func Partitions(ps ...int32) SourceOpt {
+	seen := map[int32]bool{}
+	for _, p := range ps {
+		if p < 0 || seen[p] {
+			panic(fmt.Sprintf("kafka.Partitions: partition %d negative or repeated in %v", p, ps))
+		}
+		seen[p] = true
+	}
+	return sourceOpt(func(c *sourceConfig) { c.partitions = append([]int32(nil), ps...) })
 }
 
 // StartEarliest starts splits without a checkpointed position at the

@@ -58,7 +58,12 @@ type source[T any] struct {
 
 func (s *source[T]) Name() string { return s.name }
 
-func (s *source[T]) Splits() int { return len(s.cfg.topics) * s.cfg.maxPartitions }
+func (s *source[T]) Splits() int {
+	if s.cfg.partitions != nil {
+		return len(s.cfg.topics) * len(s.cfg.partitions)
+	}
+	return len(s.cfg.topics) * s.cfg.maxPartitions
+}
 
 // topicPartition names one partition.
 type topicPartition struct {
@@ -73,6 +78,9 @@ func (s *source[T]) OpenSplit(ctx context.Context, split int, pos []byte) (conne
 		return nil, fmt.Errorf("kafka source: split %d out of range [0, %d)", split, s.Splits())
 	}
 	tp := topicPartition{topic: s.cfg.topics[split%len(s.cfg.topics)], part: int32(split / len(s.cfg.topics))}
+	if s.cfg.partitions != nil {
+		tp.part = s.cfg.partitions[split/len(s.cfg.topics)]
+	}
 	st, err := decodePosition(pos)
 	if err != nil {
 		return nil, fmt.Errorf("kafka source: %s: %w", tp, err)
@@ -276,7 +284,7 @@ func (s *session) setCounts(info map[string]topicInfo) error {
 	add := map[string]map[int32]kgo.Offset{}
 	for _, t := range s.cfg.topics {
 		n := info[t].partitions
-		if int(n) > s.cfg.maxPartitions {
+		if s.cfg.partitions == nil && int(n) > s.cfg.maxPartitions {
 			s.fatal = fmt.Errorf("kafka source: topic %q has %d partitions, more than MaxPartitions(%d) splits per topic; raise kafka.MaxPartitions and restart the job", t, n, s.cfg.maxPartitions)
 			return s.fatal
 		}

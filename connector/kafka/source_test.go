@@ -566,3 +566,51 @@ func TestSourceLag(t *testing.T) {
 		t.Fatalf("Lag after every record = %d, %v; want 0", n, known)
 	}
 }
+
+// TestSourcePartitions: a source limited to some partitions has a split
+// per listed partition and reads exactly their records, none of the
+// others, beyond MaxPartitions too.
+func TestSourcePartitions(t *testing.T) {
+	c := newCluster(t, 6, "in")
+	addrs := c.ListenAddrs()
+	produceEvents(t, addrs, "in", 0, 600, 40)
+	// Where each event went, as a consumer of the whole topic sees it.
+	want := map[int32]map[int64]bool{}
+	for _, r := range readCommitted(t, addrs, "in") {
+		var e Event
+		if err := serde.MustFor[Event]().Decode(r.Value, &e); err != nil {
+			t.Fatal(err)
+		}
+		if want[r.Partition] == nil {
+			want[r.Partition] = map[int64]bool{}
+		}
+		want[r.Partition][e.Seq] = true
+	}
+	src := kafka.Source[Event](kafka.Brokers(addrs...), kafka.Topics("in"), kafka.Partitions(5, 1), kafka.MaxPartitions(2), kafka.Bounded())
+	if src.Splits() != 2 {
+		t.Fatalf("Splits = %d, want 2", src.Splits())
+	}
+	for split, p := range []int32{5, 1} {
+		r, err := src.OpenSplit(testCtx(t), split, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, st := readSplit(t, r, len(want[p])+1) // to the end of the bounded partition
+		r.Close()
+		if st != eddy.End {
+			t.Fatalf("split %d (partition %d) did not end after %d records", split, p, len(got))
+		}
+		for _, e := range got {
+			if !want[p][e.Seq] {
+				t.Fatalf("split %d (partition %d) read event %d, which is not in that partition", split, p, e.Seq)
+			}
+			delete(want[p], e.Seq)
+		}
+		if len(want[p]) != 0 {
+			t.Fatalf("split %d (partition %d): %d events not read", split, p, len(want[p]))
+		}
+	}
+	if _, err := src.OpenSplit(testCtx(t), 2, nil); err == nil {
+		t.Error("split 2 of a source of two partitions opened")
+	}
+}
