@@ -70,7 +70,22 @@ var errStoppedWithSavepoint = errors.New("eddy: stopped with a savepoint")
 // once output. It returns the savepoint's id. If the savepoint fails, the
 // job keeps running.
 func (e *Env) StopWithSavepoint(ctx context.Context) (uint64, error) {
-	id, err := e.Savepoint(ctx)
+	return e.stopAfter(ctx, false)
+}
+
+// StopWithCheckpoint takes a checkpoint of the running job now and then
+// stops it, as StopWithSavepoint does, but the checkpoint is not kept as
+// a savepoint: retention treats it as any other. A process handing its
+// work over to another (a task moving between the processes of a job)
+// stops so, and the next owner resumes from it without replaying
+// anything. It returns the checkpoint's id. If the checkpoint fails, the
+// job keeps running.
+func (e *Env) StopWithCheckpoint(ctx context.Context) (uint64, error) {
+	return e.stopAfter(ctx, true)
+}
+
+func (e *Env) stopAfter(ctx context.Context, plain bool) (uint64, error) {
+	id, err := e.checkpointNow(ctx, plain)
 	if err != nil {
 		return 0, err
 	}
@@ -78,7 +93,7 @@ func (e *Env) StopWithSavepoint(ctx context.Context) (uint64, error) {
 	stop := e.svc.stopRun
 	e.svc.mu.Unlock()
 	if stop == nil {
-		return id, errors.New("eddy: stop with savepoint: the job is not running")
+		return id, errors.New("eddy: stop: the job is not running")
 	}
 	stop(errStoppedWithSavepoint)
 	return id, nil
@@ -93,23 +108,34 @@ func (e *Env) StopWithSavepoint(ctx context.Context) (uint64, error) {
 // restored when it is the newest; restoring an older one on purpose is not
 // supported yet.
 func (e *Env) Savepoint(ctx context.Context) (uint64, error) {
+	return e.checkpointNow(ctx, false)
+}
+
+// checkpointNow triggers a checkpoint now (or once the one in flight is
+// done) and returns its id once it is complete; unless plain, retention
+// keeps it as a savepoint.
+func (e *Env) checkpointNow(ctx context.Context, plain bool) (uint64, error) {
+	what := "savepoint"
+	if plain {
+		what = "checkpoint"
+	}
 	if e.cfg.StorageURL == "" && e.cfg.Store == nil {
-		return 0, errors.New("eddy: savepoint: the job keeps no checkpoints (eddy.Checkpoints)")
+		return 0, fmt.Errorf("eddy: %s: the job keeps no checkpoints (eddy.Checkpoints)", what)
 	}
 	done := make(chan runtime.SavepointResult, 1)
 	select {
-	case e.savepoints <- runtime.SavepointRequest{Done: done}:
+	case e.savepoints <- runtime.SavepointRequest{Done: done, Plain: plain}:
 	case <-ctx.Done():
-		return 0, fmt.Errorf("eddy: savepoint: the job did not take the request: %w", context.Cause(ctx))
+		return 0, fmt.Errorf("eddy: %s: the job did not take the request: %w", what, context.Cause(ctx))
 	}
 	select {
 	case r := <-done:
 		if r.Err != nil {
-			return 0, fmt.Errorf("eddy: savepoint: %w", r.Err)
+			return 0, fmt.Errorf("eddy: %s: %w", what, r.Err)
 		}
 		return r.ID, nil
 	case <-ctx.Done():
-		return 0, fmt.Errorf("eddy: savepoint: not complete yet (it may still complete): %w", context.Cause(ctx))
+		return 0, fmt.Errorf("eddy: %s: not complete yet (it may still complete): %w", what, context.Cause(ctx))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/eddyflow/eddy/internal/manifest"
@@ -79,6 +80,10 @@ type Config struct {
 // It must have room for it: the coordinator does not wait.
 type SavepointRequest struct {
 	Done chan<- SavepointResult
+	// Plain asks for a checkpoint now that retention treats like any
+	// other: not retained as a savepoint (unless another request asks for
+	// one of the same checkpoint).
+	Plain bool
 }
 
 // SavepointResult is the id of the savepoint taken, or why none was.
@@ -235,7 +240,7 @@ func (c *Coordinator) ack(ctx context.Context, a Ack) (done bool, err error) {
 	if pending == nil {
 		c.pending = map[string][]manifest.Txn{}
 	}
-	if cp.Savepoint {
+	if len(c.savers) > 0 {
 		c.answer(c.savers, cp.ID, cp.SavepointErr)
 		c.savers = nil
 	}
@@ -250,7 +255,8 @@ func (c *Coordinator) ack(ctx context.Context, a Ack) (done bool, err error) {
 // than tolerated.
 func (c *Coordinator) start(final bool) error {
 	c.savers, c.waiting = append(c.savers, c.waiting...), nil
-	c.inflight = &Checkpoint{ID: c.nextID, Final: final, Started: time.Now(), Savepoint: len(c.savers) > 0}
+	retain := slices.ContainsFunc(c.savers, func(r SavepointRequest) bool { return !r.Plain })
+	c.inflight = &Checkpoint{ID: c.nextID, Final: final, Started: time.Now(), Savepoint: retain}
 	c.nextID++
 	if c.cfg.Reserve != nil {
 		if err := c.cfg.Reserve(c.ctx, c.inflight.ID); err != nil {
