@@ -77,16 +77,18 @@ func CheckTopology(ctx context.Context, store blob.Store, t Topology) error {
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, blob.ErrExists) {
-		return fmt.Errorf("group: record the topology of job %q as %s: %w", t.Job, TopologyObject, err)
-	}
+	// Another topology, or a failure: the record, if there is one,
+	// says which (a damaged one fails the create's read-back too).
+	createErr := err
 	var buf []byte
 	got, err := h.GetInto(ctx, store, TopologyObject, &buf, topologyAttempts)
-	if err != nil {
-		var corrupt *blob.CorruptError
-		if errors.As(err, &corrupt) {
-			return fmt.Errorf("group: the topology record of job %q is damaged: %w; %s", t.Job, err, damagedAdvice)
-		}
+	var corrupt *blob.CorruptError
+	switch {
+	case errors.As(err, &corrupt):
+		return fmt.Errorf("group: the topology record of job %q is damaged: %w; %s", t.Job, err, damagedAdvice)
+	case errors.Is(err, blob.ErrNotFound) && !errors.Is(createErr, blob.ErrExists):
+		return fmt.Errorf("group: record the topology of job %q as %s: %w", t.Job, TopologyObject, createErr)
+	case err != nil:
 		return fmt.Errorf("group: read the topology of job %q from %s: %w", t.Job, TopologyObject, err)
 	}
 	recorded, err := decodeTopology(got)
