@@ -32,7 +32,7 @@ type helperConfig struct {
 	Brokers  []string
 	Topic    string
 	Instance string
-	Store    string // a file store's directory
+	Store    string        // a file store's directory
 	Session  time.Duration // 0: testSession
 }
 
