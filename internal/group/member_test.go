@@ -337,29 +337,42 @@ func TestCloseStaticLeaves(t *testing.T) {
 	}
 }
 
-// TestFailedHandover: a Revoked that fails is reported by Err, and the
-// member leaves the group, so the others take every task over.
+// TestFailedHandover: a Revoked that fails, or that returns only after
+// its ctx ended, is reported by Err, and the member leaves the group, so
+// the other takes every task over.
 func TestFailedHandover(t *testing.T) {
-	c := newCluster(t, 6, "in")
-	l := newLedger()
-	cfgA := testConfig(t, c, l, "a")
 	boom := errors.New("store down")
-	cfgA.Revoked = func(ctx context.Context, tasks []int32) error {
-		l.release("a", tasks, true)
-		return boom
-	}
-	a := join(t, cfgA)
-	waitStable(t, l, 6, map[string]*Member{"a": a})
-	b := join(t, testConfig(t, c, l, "b"))
-	waitStable(t, l, 6, map[string]*Member{"b": b})
-	l.check(t)
-	select {
-	case <-a.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the member with a failed handover did not leave")
-	}
-	if err := a.Err(); !errors.Is(err, boom) || !strings.Contains(err.Error(), "handover of tasks") {
-		t.Errorf("Err() = %v, want the failed handover", err)
+	for _, c := range []struct {
+		name    string
+		revoked func(ctx context.Context) error
+		want    string
+	}{
+		{"fails", func(context.Context) error { return boom }, "store down"},
+		{"overruns", func(ctx context.Context) error { <-ctx.Done(); return nil }, "beyond the handover timeout"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl := newCluster(t, 6, "in")
+			l := newLedger()
+			cfgA := testConfig(t, cl, l, "a")
+			cfgA.HandoverTimeout = 200 * time.Millisecond
+			cfgA.Revoked = func(ctx context.Context, tasks []int32) error {
+				l.release("a", tasks, true)
+				return c.revoked(ctx)
+			}
+			a := join(t, cfgA)
+			waitStable(t, l, 6, map[string]*Member{"a": a})
+			b := join(t, testConfig(t, cl, l, "b"))
+			waitStable(t, l, 6, map[string]*Member{"b": b})
+			l.check(t)
+			select {
+			case <-a.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the member with a failed handover did not leave")
+			}
+			if err := a.Err(); err == nil || !strings.Contains(err.Error(), "handover of tasks") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Err() = %v, want the failed handover (%s)", err, c.want)
+			}
+		})
 	}
 }
 
