@@ -73,8 +73,9 @@
 // session expired (a pause longer than SessionTimeout: a stopped process,
 // a long collection, a network partition), or another error ended its
 // group session. Its tasks may run elsewhere already. The caller stops
-// them without committing; a commit would fail anyway with
-// taskchain.ErrFenced, since the new owner claimed the chain first. The
+// them without committing more: a commit either lands before the new
+// owner's claim on the task's chain, and the new owner restores it, or
+// fails with taskchain.ErrFenced. The
 // member then rejoins by itself and may be assigned tasks again. A
 // member that is paused is not told anything until it runs again, so
 // the Kafka group alone cannot keep a zombie from committing; the task

@@ -58,9 +58,10 @@ type Config struct {
 	// Lost is called with tasks (sorted) that the group took away without
 	// a handover: the member was out of the group (its session expired,
 	// as after a long pause), and other members may own them already.
-	// The caller must stop them without committing anything; a commit
-	// would fail anyway, as the next owner's claim fenced it. The member
-	// then rejoins by itself, and may be Assigned tasks again.
+	// The caller must stop them without committing anything more: a
+	// commit either lands before the next owner's claim (which then
+	// restores it) or fails with taskchain.ErrFenced. The member then
+	// rejoins by itself, and may be Assigned tasks again.
 	Lost func(tasks []int32)
 	// Logf, when set, receives the member's log lines: the group's errors,
 	// failed handovers and the franz-go client's warnings.
