@@ -191,7 +191,6 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 		kgo.WithHooks(h),
 		kgo.WithLogger(logger{cfg.Logf}),
 		kgo.ConsumerGroup(m.group),
-		kgo.ConsumeTopics(cfg.Topic),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(cfg.SessionTimeout),
@@ -211,8 +210,11 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	// The member never polls: fetching stays paused, so the client reads
 	// no records, while its group goroutine joins, heartbeats and calls
 	// the callbacks on its own (nothing here uses BlockRebalanceOnPoll,
-	// which would tie rebalances to polls).
+	// which would tie rebalances to polls). The topic is paused before it
+	// is subscribed: subscribed at NewClient, it could be assigned and
+	// fetched before the pause (seen once in a loaded test).
 	m.cl.PauseFetchTopics(cfg.Topic)
+	m.cl.AddConsumeTopics(cfg.Topic)
 
 	select {
 	case <-m.joined:
