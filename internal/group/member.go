@@ -159,7 +159,9 @@ type Member struct {
 // cfg.Topic, and returns once it is in the group (its first assignment,
 // possibly empty, is done) or ctx ends. Brokers that do not answer within
 // ConnectTimeout fail it naming their addresses, and a missing topic
-// naming the topic. The member reads no records and commits no offsets:
+// naming the topic. A join cut short by ctx after the group assigned
+// tasks hands them back through Revoked before Join returns its error.
+// The member reads no records and commits no offsets:
 // it only takes part in the group's protocol, and the caller's tasks read
 // their partitions themselves from their own checkpointed positions.
 func Join(ctx context.Context, cfg Config) (*Member, error) {
