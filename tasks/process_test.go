@@ -1,0 +1,393 @@
+package tasks_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddyflow/eddy"
+	blobfile "github.com/eddyflow/eddy/blob/file"
+	"github.com/eddyflow/eddy/connector/kafka"
+	"github.com/eddyflow/eddy/serde"
+	"github.com/eddyflow/eddy/state"
+	"github.com/eddyflow/eddy/tasks"
+)
+
+// Event is an input record.
+type Event struct {
+	Key string `proto:"1"`
+	Seq int64  `proto:"2"`
+}
+
+// Count is an output record: the n-th event of its key.
+type Count struct {
+	Key string `proto:"1"`
+	Seq int64  `proto:"2"`
+	N   int64  `proto:"3"`
+}
+
+// countFn numbers each key's events in keyed state.
+type countFn struct{ n *state.Value[int64] }
+
+func (f *countFn) Open(ctx *eddy.OpenContext) error {
+	var err error
+	f.n, err = state.NewValue[int64](ctx.State, "n")
+	return err
+}
+
+func (f *countFn) Process(ctx *eddy.Context[string, Count], e *Event) error {
+	n, _ := f.n.Get()
+	n++
+	f.n.Update(n)
+	ctx.Emit(Count{Key: e.Key, Seq: e.Seq, N: n})
+	return nil
+}
+
+const (
+	helperEnv  = "EDDY_TASKS_HELPER"
+	job        = "counts"
+	partitions = 12
+	session    = 3 * time.Second
+)
+
+// helperConfig is what a helper process runs.
+type helperConfig struct {
+	Brokers []string
+	Store   string
+	Name    string
+}
+
+// build is the job of one task: partition task of "in", counted per key,
+// into "out" exactly once.
+func build(brokers []string) tasks.Build {
+	return func(env *eddy.Env, task int32) error {
+		in := eddy.FromSource(env, kafka.Source[Event](kafka.Brokers(brokers...), kafka.Topics("in"), kafka.Partitions(task)))
+		keyed := eddy.KeyBy(in, func(e *Event) string { return e.Key })
+		counts := eddy.Process[string, Event, Count](keyed, &countFn{}, eddy.Named("count"))
+		eddy.ToSink(counts, kafka.Sink[Count]("out", kafka.Brokers(brokers...), kafka.SinkName(tasks.SinkName(job, task, "out")),
+			kafka.Key(func(c *Count) []byte { return []byte(c.Key) })))
+		return nil
+	}
+}
+
+// TestHelperTaskProcess is a process of the job when started by
+// startProcess; otherwise it does nothing.
+func TestHelperTaskProcess(t *testing.T) {
+	raw := os.Getenv(helperEnv)
+	if raw == "" {
+		t.Skip("a helper process of the multi-process tests")
+	}
+	var hc helperConfig
+	if err := json.Unmarshal([]byte(raw), &hc); err != nil {
+		t.Fatal(err)
+	}
+	store, err := blobfile.New(hc.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	err = tasks.Run(ctx, tasks.Config{Job: job, Brokers: hc.Brokers, Topic: "in", Store: store, Interval: 100 * time.Millisecond,
+		SessionTimeout: session, HeartbeatInterval: 300 * time.Millisecond, RebalanceTimeout: 8 * time.Second, HandoverTimeout: 3 * time.Second,
+		Options: []eddy.Option{eddy.LogOutput(os.Stderr)}, Log: prefixed{hc.Name}}, build(hc.Brokers))
+	if err != nil {
+		fmt.Printf("%s: error %v\n", hc.Name, err)
+		os.Exit(1)
+	}
+	fmt.Printf("%s: left the group\n", hc.Name)
+	os.Exit(0)
+}
+
+type prefixed struct{ name string }
+
+func (p prefixed) Write(b []byte) (int, error) {
+	fmt.Printf("%s: %s", p.name, b)
+	return len(b), nil
+}
+
+// proc is a running helper process.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startProcess(t *testing.T, hc helperConfig, out *syncLog) *proc {
+	t.Helper()
+	raw, err := json.Marshal(hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperTaskProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = out.writer(hc.Name + " stderr")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: hc.Name, cmd: cmd, done: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			out.add(sc.Text())
+		}
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return p
+}
+
+// syncLog collects the processes' output for the test's log.
+type syncLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *syncLog) add(s string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, s)
+	l.mu.Unlock()
+}
+
+func (l *syncLog) writer(prefix string) *logWriter { return &logWriter{l: l, prefix: prefix} }
+
+type logWriter struct {
+	l      *syncLog
+	prefix string
+}
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
+			w.l.add(w.prefix + ": " + line)
+		}
+	}
+	return len(b), nil
+}
+
+func (l *syncLog) dump(t *testing.T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.lines {
+		t.Log(s)
+	}
+}
+
+func (l *syncLog) count(sub string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.lines {
+		if strings.Contains(s, sub) {
+			n++
+		}
+	}
+	return n
+}
+
+// produce writes events from..to-1 with keys k<i % keys>, keyed (so a
+// key's events are in one partition, in order).
+func produce(t *testing.T, brokers []string, from, to, keys int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("in"))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	codec := serde.MustFor[Event]()
+	var recs []*kgo.Record
+	for i := from; i < to; i++ {
+		e := Event{Key: fmt.Sprintf("k%d", i%keys), Seq: int64(i)}
+		v, err := codec.Append(nil, &e)
+		if err != nil {
+			return err
+		}
+		recs = append(recs, &kgo.Record{Key: []byte(e.Key), Value: v})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return cl.ProduceSync(ctx, recs...).FirstErr()
+}
+
+// committedOutput reads every committed record of "out".
+func committedOutput(t *testing.T, brokers []string) []Count {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	ends, err := kadm.NewClient(adm).ListCommittedOffsets(ctx, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	if len(want) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.FetchMaxWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	codec := serde.MustFor[Count]()
+	var out []Count
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading out: timed out with partitions %v unread", want)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatal(err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				var c Count
+				if err := codec.Decode(r.Value, &c); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, c)
+			}
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out
+}
+
+// checkExactlyOnce checks that out holds, for each of events 0..n-1 with
+// keys i % keys, exactly the record an uninterrupted run writes.
+func checkExactlyOnce(t *testing.T, out []Count, n, keys int) {
+	t.Helper()
+	want := map[Count]bool{}
+	perKey := map[string]int64{}
+	for i := range n {
+		k := fmt.Sprintf("k%d", i%keys)
+		perKey[k]++
+		want[Count{Key: k, Seq: int64(i), N: perKey[k]}] = true
+	}
+	seen := map[Count]bool{}
+	bad := 0
+	for _, c := range out {
+		if !want[c] || seen[c] {
+			if bad < 10 {
+				t.Errorf("record %+v: unexpected or written twice", c)
+			}
+			bad++
+		}
+		seen[c] = true
+	}
+	if len(seen) != len(want) || bad > 0 {
+		t.Fatalf("%d records committed (%d distinct, %d wrong), want each of %d once", len(out), len(seen), bad, n)
+	}
+}
+
+// TestKillNineThreeProcesses: three processes share a job over a
+// 12-partition input; processes are killed with SIGKILL at random times
+// and started again; the committed output equals an uninterrupted run's
+// (no record lost, none twice). A planned stop (SIGTERM) hands every task
+// over.
+func TestKillNineThreeProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and kills them for half a minute")
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	brokers := c.ListenAddrs()
+	// The input arrives while the processes run and are killed: 30
+	// batches a quarter of a second apart.
+	const events, keys, batches = 60_000, 300, 30
+	produced := make(chan error, 1)
+	go func() {
+		for b := range batches {
+			if err := produce(t, brokers, b*events/batches, (b+1)*events/batches, keys); err != nil {
+				produced <- err
+				return
+			}
+			time.Sleep(250 * time.Millisecond) // the input's pace, not a synchronization
+		}
+		produced <- nil
+	}()
+	defer func() { <-produced }()
+	store := filepath.Join(t.TempDir(), "store")
+	var out syncLog
+	defer func() {
+		if t.Failed() {
+			out.dump(t)
+		}
+	}()
+	procs := make([]*proc, 3)
+	for i := range procs {
+		procs[i] = startProcess(t, helperConfig{Brokers: brokers, Store: store, Name: fmt.Sprintf("p%d", i)}, &out)
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	deadline := time.Now().Add(3 * time.Minute)
+	kills := 0
+	for {
+		got := committedOutput(t, brokers)
+		if len(got) >= events && kills >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d kills, %d of %d records committed by the deadline", kills, len(got), events)
+		}
+		if kills < 4 {
+			// Kill a random process at a random time, start it again.
+			time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond) // when to kill: random, not a synchronization
+			i := rng.IntN(len(procs))
+			_ = procs[i].cmd.Process.Kill()
+			<-procs[i].done
+			kills++
+			out.add(fmt.Sprintf("test: killed %s (kill %d)", procs[i].name, kills))
+			procs[i] = startProcess(t, helperConfig{Brokers: brokers, Store: store, Name: fmt.Sprintf("p%d.%d", i, kills)}, &out)
+			continue
+		}
+		time.Sleep(200 * time.Millisecond) // polling the output topic
+	}
+	// A planned stop, one process after another: each hands its tasks
+	// over to the others and leaves.
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-p.done:
+			if err != nil {
+				t.Errorf("%s after SIGTERM: %v", p.name, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s did not stop within a minute of SIGTERM", p.name)
+		}
+	}
+	checkExactlyOnce(t, committedOutput(t, brokers), events, keys)
+	if n := out.count("started"); n < partitions {
+		t.Errorf("%d task starts logged, want at least %d", n, partitions)
+	}
+	t.Logf("%d kills; %d task starts, %d handovers", kills, out.count(": started"), out.count("handed over at"))
+}

@@ -1,0 +1,281 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/internal/group"
+)
+
+// Config is what the processes of one job share, and this process's own
+// settings.
+type Config struct {
+	Job     string   // the job's name, the same in every process: names its group
+	Brokers []string // Kafka seed brokers
+	Topic   string   // the input topic: task t reads its partition t
+	// Store is the job's checkpoint store, shared by its processes: task
+	// t checkpoints into its sub-store "tasks/<t>/". It must create
+	// objects conditionally (blob.Creator: the file store and S3 do).
+	Store    blob.Store
+	Interval time.Duration // each task's checkpoint interval
+	// Instance makes this process a static member of the group (see
+	// group.Config.Instance): restarted with the same Instance within the
+	// session timeout, it gets its tasks back. Optional.
+	Instance string
+	// SessionTimeout, HeartbeatInterval, RebalanceTimeout and
+	// HandoverTimeout are those of group.Config (defaults 45 s, a tenth of
+	// the session timeout up to 3 s, 60 s and half the rebalance timeout);
+	// a handover is a checkpoint of each task moving away.
+	SessionTimeout, HeartbeatInterval, RebalanceTimeout, HandoverTimeout time.Duration
+	// Options are more options of every task's Env (parallelism, state
+	// backend, logging); Run puts JobName and CheckpointStore before them.
+	Options []eddy.Option
+	// Log receives a line each time a task starts, is handed over, is
+	// lost, ends or fails, and the group's own log lines. Nil: discarded.
+	Log io.Writer
+}
+
+// Build adds task's graph to env: a source of partition task of the
+// input topic (kafka.Partitions(task)) and the task's operators and sinks.
+// Kafka sinks must be named apart per task (kafka.SinkName(SinkName(job,
+// task, topic))): their transactional ids come from the name.
+type Build func(env *eddy.Env, task int32) error
+
+// SinkName is the name of a task's sink writing topic: unique to the job,
+// the task and the topic, so each task has Kafka transactional ids of its
+// own.
+func SinkName(job string, task int32, topic string) string {
+	return fmt.Sprintf("%s.t%d.%s", job, task, topic)
+}
+
+// StorePrefix is the prefix of task's sub-store in the job's store.
+func StorePrefix(task int32) string { return fmt.Sprintf("tasks/%d/", task) }
+
+// ErrTaskFailed is matched by Run's error when a task of this process
+// failed for good (its Env's restarts were used up): Run stops, handing
+// the other tasks over, and the process should exit with the error; the
+// group then gives the task to another process, where it fails the same
+// way if the cause is in the task, not in this process.
+var ErrTaskFailed = errors.New("a task failed")
+
+// Run joins the job's group and runs the tasks the group assigns to this
+// process until ctx ends, then hands every task over and leaves the group
+// (a planned stop: the next owners replay nothing). It returns nil after
+// ctx ended, or the first error: the group's (the brokers, the topic) or
+// a task's that failed for good.
+func Run(ctx context.Context, cfg Config, build Build) error {
+	if cfg.Store == nil {
+		return errors.New("tasks: no checkpoint store")
+	}
+	if _, ok := cfg.Store.(blob.Creator); !ok {
+		return fmt.Errorf("tasks: the checkpoint store %v cannot create objects conditionally; the owners of a task could not fence each other", cfg.Store)
+	}
+	if cfg.Interval <= 0 {
+		return errors.New("tasks: no checkpoint interval")
+	}
+	r := &runner{cfg: cfg, build: build, log: cfg.Log, running: map[int32]*task{}, failed: make(chan error, 1)}
+	if r.log == nil {
+		r.log = io.Discard
+	}
+	m, err := group.Join(ctx, group.Config{
+		Brokers: cfg.Brokers, Job: cfg.Job, Topic: cfg.Topic, Instance: cfg.Instance,
+		SessionTimeout: cfg.SessionTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
+		RebalanceTimeout: cfg.RebalanceTimeout, HandoverTimeout: cfg.HandoverTimeout,
+		Assigned: r.assigned, Revoked: r.revoked, Lost: r.lost,
+		Logf: func(format string, args ...any) { r.logf("group: "+format, args...) },
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it joined: it owns nothing
+		}
+		return err
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case <-m.Done():
+		runErr = m.Err()
+	case runErr = <-r.failed:
+	}
+	// Hand every task over and leave; bounded by the handover timeout of
+	// each revocation, and the group's own.
+	closeCtx, cancel := context.WithTimeout(context.Background(), 2*max(cfg.RebalanceTimeout, 60*time.Second))
+	defer cancel()
+	if err := m.Close(closeCtx); err != nil && runErr == nil {
+		runErr = err
+	}
+	r.stopAll() // what a failed handover left running
+	return runErr
+}
+
+// runner runs this process's tasks.
+type runner struct {
+	cfg     Config
+	build   Build
+	log     io.Writer
+	logMu   sync.Mutex
+	mu      sync.Mutex
+	running map[int32]*task
+	failed  chan error // the first task that failed for good
+}
+
+// task is one running task.
+type task struct {
+	id     int32
+	env    *eddy.Env
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returned
+	err    error         // Run's, once done
+	// stopping is set before the task is stopped on purpose (a handover):
+	// its Run returning then is not the end of its input.
+	stopping atomic.Bool
+}
+
+func (r *runner) logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	fmt.Fprintf(r.log, time.Now().Format("15:04:05.000")+" "+format+"\n", args...)
+}
+
+// assigned starts the tasks the group gave this process.
+func (r *runner) assigned(ids []int32) {
+	for _, id := range ids {
+		if err := r.start(id); err != nil {
+			r.fail(fmt.Errorf("tasks: task %d: %w: %w", id, ErrTaskFailed, err))
+		}
+	}
+}
+
+// start builds and runs task id.
+func (r *runner) start(id int32) error {
+	store, err := blob.Sub(r.cfg.Store, StorePrefix(id))
+	if err != nil {
+		return err
+	}
+	opts := append([]eddy.Option{eddy.JobName(fmt.Sprintf("%s.t%d", r.cfg.Job, id)), eddy.CheckpointStore(store, r.cfg.Interval)}, r.cfg.Options...)
+	env := eddy.New(opts...)
+	if err := r.build(env, id); err != nil {
+		return fmt.Errorf("building the job: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &task{id: id, env: env, cancel: cancel, done: make(chan struct{})}
+	r.mu.Lock()
+	r.running[id] = t
+	r.mu.Unlock()
+	r.logf("task %d: started", id)
+	go func() {
+		defer close(t.done)
+		t.err = env.Run(ctx)
+		switch {
+		case t.stopping.Load():
+		case t.err == nil:
+			r.logf("task %d: ended: its input is consumed", id)
+		case ctx.Err() != nil:
+			// Stopped: lost, or handed over after a failed checkpoint.
+		default:
+			r.logf("task %d: failed: %v", id, t.err)
+			r.fail(fmt.Errorf("tasks: task %d: %w: %w", id, ErrTaskFailed, t.err))
+		}
+	}()
+	return nil
+}
+
+func (r *runner) fail(err error) {
+	select {
+	case r.failed <- err:
+	default:
+	}
+}
+
+// take removes the tasks ids from the running ones and returns them.
+func (r *runner) take(ids []int32) []*task {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*task
+	for _, id := range ids {
+		if t := r.running[id]; t != nil {
+			out = append(out, t)
+			delete(r.running, id)
+		}
+	}
+	return out
+}
+
+// revoked hands the tasks over: a checkpoint of each, committed, then
+// the task stops. A task that cannot take its checkpoint by ctx's end is
+// cancelled (its next owner replays from its last checkpoint) and the
+// handover fails.
+func (r *runner) revoked(ctx context.Context, ids []int32) error {
+	ts := r.take(ids)
+	errs := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-t.done:
+				r.logf("task %d: handed over (it had ended)", t.id)
+				return
+			default:
+			}
+			start := time.Now()
+			t.stopping.Store(true)
+			id, err := t.env.StopWithCheckpoint(ctx)
+			if err == nil {
+				select {
+				case <-t.done:
+					r.logf("task %d: handed over at checkpoint %d in %v", t.id, id, time.Since(start).Round(time.Millisecond))
+					return
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
+			}
+			t.cancel()
+			<-t.done
+			errs[i] = fmt.Errorf("task %d: handover: %w", t.id, err)
+			r.logf("task %d: handover failed, stopped without a checkpoint: %v", t.id, err)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// lost stops the tasks without a checkpoint: other processes may own them
+// already, and this one must commit nothing more of them.
+func (r *runner) lost(ids []int32) {
+	r.stop(ids, "lost (the group moved it while this process was out of the group)")
+}
+
+// stop cancels the tasks ids without a checkpoint and waits for them.
+func (r *runner) stop(ids []int32, why string) {
+	ts := r.take(ids)
+	for _, t := range ts {
+		t.stopping.Store(true)
+		t.cancel()
+	}
+	for _, t := range ts {
+		<-t.done
+		r.logf("task %d: %s: stopped without a checkpoint", t.id, why)
+	}
+}
+
+// stopAll cancels the tasks still running, without a checkpoint.
+func (r *runner) stopAll() {
+	r.mu.Lock()
+	ids := make([]int32, 0, len(r.running))
+	for id := range r.running {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	r.stop(ids, "still running after the member left")
+}
