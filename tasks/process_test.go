@@ -191,12 +191,17 @@ func (l *syncLog) dump(t *testing.T) {
 	}
 }
 
-func (l *syncLog) count(sub string) int {
+// count returns how many lines hold every one of subs.
+func (l *syncLog) count(subs ...string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for _, s := range l.lines {
-		if strings.Contains(s, sub) {
+		all := true
+		for _, sub := range subs {
+			all = all && strings.Contains(s, sub)
+		}
+		if all {
 			n++
 		}
 	}
@@ -390,4 +395,74 @@ func TestKillNineThreeProcesses(t *testing.T) {
 		t.Errorf("%d task starts logged, want at least %d", n, partitions)
 	}
 	t.Logf("%d kills; %d task starts, %d handovers", kills, out.count(": started"), out.count("handed over at"))
+}
+
+// TestZombieCommitsNothing: a process paused (SIGSTOP) past its session
+// timeout loses its tasks to the others; resumed (SIGCONT), it commits
+// nothing of them (its checkpoints are fenced, its tasks lost) and the
+// committed output is still exactly once.
+func TestZombieCommitsNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and pauses one past its session timeout")
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	brokers := c.ListenAddrs()
+	const events, keys = 40_000, 300
+	if err := produce(t, brokers, 0, events/2, keys); err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(t.TempDir(), "store")
+	var out syncLog
+	defer func() {
+		if t.Failed() {
+			out.dump(t)
+		}
+	}()
+	zombie := startProcess(t, helperConfig{Brokers: brokers, Store: store, Name: "zombie"}, &out)
+	other := startProcess(t, helperConfig{Brokers: brokers, Store: store, Name: "other"}, &out)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: timed out", what)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the processes' logs
+		}
+	}
+	waitFor("both processes to run tasks", func() bool {
+		return out.count("zombie: ") > 0 && out.count("other: ") > 0 && out.count(": started") >= partitions
+	})
+	if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// The other process takes every task once the zombie's session ends.
+	waitFor("the other process to take the zombie's tasks", func() bool {
+		return out.count("other: ", ": started") >= partitions
+	})
+	if err := produce(t, brokers, events/2, events, keys); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the zombie to learn it lost its tasks", func() bool {
+		return out.count("zombie: ", "lost (the group moved it") > 0 || out.count("zombie: ", "fenced by a newer owner") > 0
+	})
+	waitFor("every record committed", func() bool { return len(committedOutput(t, brokers)) >= events })
+	for _, p := range []*proc{zombie, other} {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s did not stop within a minute of SIGTERM", p.name)
+		}
+	}
+	checkExactlyOnce(t, committedOutput(t, brokers), events, keys)
+	t.Logf("the zombie: %d tasks lost, %d fenced", out.count("zombie: ", "lost (the group moved it"), out.count("zombie: ", "fenced by a newer owner"))
 }

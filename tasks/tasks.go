@@ -180,6 +180,11 @@ func (r *runner) start(id int32) error {
 			r.logf("task %d: ended: its input is consumed", id)
 		case ctx.Err() != nil:
 			// Stopped: lost, or handed over after a failed checkpoint.
+		case errors.Is(t.err, eddy.ErrFenced):
+			// A newer owner claimed the task before the group told this
+			// process it lost it: it committed nothing more, and stops.
+			r.take([]int32{id})
+			r.logf("task %d: fenced by a newer owner, stopped: %v", id, t.err)
 		default:
 			r.logf("task %d: failed: %v", id, t.err)
 			r.fail(fmt.Errorf("tasks: task %d: %w: %w", id, ErrTaskFailed, t.err))
