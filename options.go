@@ -139,3 +139,21 @@ func (e *Env) node(kind, id, how, typ string) {
 
 // typeName names T for a job's fingerprint.
 func typeName[T any]() string { return reflect.TypeFor[T]().String() }
+
+// Operator is a checkpointed part of a job's graph, as Describe lists it.
+type Operator struct {
+	Kind  string // "source", "keyed operator", "window operator", "sink", ...
+	ID    string // what checkpoints store it under
+	Types string // its record types
+}
+
+// Describe returns the checkpointed parts of the job's graph (its sources,
+// keyed and window operators and sinks), in the order they were declared,
+// and its max parallelism: what a restore checks the job against, which
+// the processes of one job running its tasks must share.
+func (e *Env) Describe() (ops []Operator, maxParallelism int) {
+	for _, n := range e.nodes {
+		ops = append(ops, Operator{Kind: n.Kind, ID: n.ID, Types: n.Type})
+	}
+	return ops, e.cfg.MaxParallelism
+}

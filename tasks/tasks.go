@@ -81,6 +81,12 @@ func Run(ctx context.Context, cfg Config, build Build) error {
 	if cfg.Interval <= 0 {
 		return errors.New("tasks: no checkpoint interval")
 	}
+	if err := checkTopology(ctx, cfg, build); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	r := &runner{cfg: cfg, build: build, log: cfg.Log, running: map[int32]*task{}, failed: make(chan error, 1)}
 	if r.log == nil {
 		r.log = io.Discard

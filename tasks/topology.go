@@ -1,0 +1,62 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/internal/group"
+)
+
+// checkTopology records the job's topology in its store the first time a
+// process of the job starts, and refuses to start a process whose
+// topology differs: another partition count of the input, another max
+// parallelism, other operators or record types (those of task 0's graph,
+// which Build makes alike for every task).
+func checkTopology(ctx context.Context, cfg Config, build Build) error {
+	env := eddy.New(cfg.Options...)
+	if err := build(env, 0); err != nil {
+		return fmt.Errorf("tasks: building the job to check its topology: %w", err)
+	}
+	ops, maxPar := env.Describe()
+	t := group.Topology{Job: cfg.Job, MaxParallelism: int32(maxPar)}
+	for _, op := range ops {
+		t.Operators = append(t.Operators, op.ID)
+		h := fnv.New64a()
+		h.Write([]byte(op.Kind + "\n" + op.Types))
+		t.Schemas = append(t.Schemas, group.Schema{Name: op.ID, Fingerprint: h.Sum64()})
+	}
+	sort.Slice(t.Schemas, func(i, j int) bool { return t.Schemas[i].Name < t.Schemas[j].Name })
+	n, err := partitionCount(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	t.Tasks = n
+	return group.CheckTopology(ctx, cfg.Store, t)
+}
+
+// partitionCount returns the input topic's number of partitions.
+func partitionCount(ctx context.Context, cfg Config) (int32, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		return 0, fmt.Errorf("tasks: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, cfg.Topic)
+	if err != nil {
+		return 0, fmt.Errorf("tasks: the partitions of input topic %q (brokers %v): %w", cfg.Topic, cfg.Brokers, err)
+	}
+	td, ok := topics[cfg.Topic]
+	if !ok || td.Err != nil {
+		return 0, fmt.Errorf("tasks: input topic %q (brokers %v): missing or unreadable: %v", cfg.Topic, cfg.Brokers, td.Err)
+	}
+	return int32(len(td.Partitions)), nil
+}

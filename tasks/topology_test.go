@@ -1,0 +1,77 @@
+package tasks_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/eddyflow/eddy"
+	blobfile "github.com/eddyflow/eddy/blob/file"
+	"github.com/eddyflow/eddy/internal/group"
+	"github.com/eddyflow/eddy/tasks"
+)
+
+// TestTopologyRefused: the first process of a job records its topology; a
+// process whose graph differs (another operator) is refused before it
+// joins the group, with an error naming the difference; one with the same
+// graph is not.
+func TestTopologyRefused(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	brokers := c.ListenAddrs()
+	store, err := blobfile.New(filepath.Join(t.TempDir(), "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tasks.Config{Job: job, Brokers: brokers, Topic: "in", Store: store, Interval: 100 * time.Millisecond,
+		SessionTimeout: session, HeartbeatInterval: 300 * time.Millisecond, RebalanceTimeout: 8 * time.Second, HandoverTimeout: 3 * time.Second,
+		Options: []eddy.Option{eddy.LogOutput(&strings.Builder{})}}
+	// A process that starts, runs its tasks for a moment and stops.
+	run := func(b tasks.Build) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return tasks.Run(ctx, cfg, b)
+	}
+	if err := run(build(brokers)); err != nil {
+		t.Fatal(err)
+	}
+	other := func(env *eddy.Env, task int32) error {
+		if err := build(brokers)(env, task); err != nil {
+			return err
+		}
+		// One more operator than the job recorded.
+		eddy.FromSource(env, &emptySource{}, eddy.Named("extra"))
+		return nil
+	}
+	err = run(other)
+	if !errors.Is(err, group.ErrTopologyMismatch) || !strings.Contains(err.Error(), `operator 4 is "extra"`) {
+		t.Fatalf("a process with another graph: %v, want a topology mismatch naming the extra operator", err)
+	}
+	if err := run(build(brokers)); err != nil {
+		t.Fatalf("a process with the job's graph after a refused one: %v", err)
+	}
+}
+
+// emptySource is a source without records.
+type emptySource struct{}
+
+func (emptySource) Name() string { return "empty" }
+func (emptySource) Splits() int  { return 1 }
+func (emptySource) OpenSplit(context.Context, int, []byte) (eddy.SplitReader[Event], error) {
+	return emptyReader{}, nil
+}
+
+type emptyReader struct{}
+
+func (emptyReader) Next(*Event) (eddy.ReadStatus, error) { return eddy.End, nil }
+func (emptyReader) Position() []byte                    { return nil }
+func (emptyReader) Close() error                        { return nil }
