@@ -73,5 +73,5 @@ func (emptySource) OpenSplit(context.Context, int, []byte) (eddy.SplitReader[Eve
 type emptyReader struct{}
 
 func (emptyReader) Next(*Event) (eddy.ReadStatus, error) { return eddy.End, nil }
-func (emptyReader) Position() []byte                    { return nil }
-func (emptyReader) Close() error                        { return nil }
+func (emptyReader) Position() []byte                     { return nil }
+func (emptyReader) Close() error                         { return nil }
