@@ -42,6 +42,8 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	restoreID := fs.Uint64("restore", 0, "restore this checkpoint (a savepoint, say) instead of the newest; what newer checkpoints committed is rolled back")
 	allowDup := fs.Bool("allow-duplicates-on-fallback", false, "when the newest checkpoints are unusable and a sink that cannot roll back (Kafka) committed after the one restored, resume anyway: that output is written again")
 	kafkaBrokers := fs.String("kafka", "", "run from and to Kafka topics on these brokers (host:port,...)")
+	group := fs.Bool("group", false, "with --kafka: be one of several processes of the job, started with the same --kafka and --data (an s3:// store to span machines): they share its tasks, one per input partition, over a Kafka consumer group, and move them when a process stops, dies or joins; runs until Ctrl-C")
+	instance := fs.String("instance", "", "with --group: a stable name of this process (static group membership): restarted with the same name within the session timeout, it gets its tasks back")
 	fs.BoolVar(&c.Changelog, "changelog", false, "use the changelog state backend (durable short-term log + background materialization)")
 	fs.DurationVar(&c.Materialize, "materialize", 10*time.Second, "with --changelog: time between materializations")
 	stateKind := fs.String("state", "heap", "where keyed state lives: heap (memory) or pebble (Pebble databases on local disk, incremental checkpoints)")
@@ -103,6 +105,18 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	}
 	if *admin != "" {
 		opts = append(opts, eddy.Admin(*admin))
+	}
+	if *group {
+		if *kafkaBrokers == "" {
+			fmt.Fprintln(stderr, "eddy demo: --group needs --kafka")
+			return 2
+		}
+		if err := kafkaDemoGroup(ctx, c, splitBrokers(*kafkaBrokers), *instance, stdout, opts...); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(stderr, "eddy demo: %v\n", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, "eddy demo --group: handed the tasks over and left the group")
+		return 0
 	}
 	var env *eddy.Env
 	if *kafkaBrokers != "" {

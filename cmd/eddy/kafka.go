@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -21,6 +22,7 @@ import (
 	"github.com/eddyflow/eddy/connector/kafka"
 	"github.com/eddyflow/eddy/internal/demojob"
 	"github.com/eddyflow/eddy/state"
+	"github.com/eddyflow/eddy/tasks"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -64,58 +66,133 @@ func splitBrokers(s string) []string {
 // it). Both topics belong to the demo; delete them and c.Data to start over.
 // Progress of the load goes to stdout.
 func kafkaDemoEnv(ctx context.Context, c demojob.Config, brokers []string, stdout io.Writer, reqs *blob.Counter, opts ...eddy.Option) (*eddy.Env, countedStore, error) {
-	if len(brokers) == 0 {
-		return nil, countedStore{}, fmt.Errorf("--kafka: no broker addresses")
-	}
-	if err := kafka.EnsureTopics(ctx, brokers, 8, kafkaDemoPoints, kafkaDemoTotals); err != nil {
-		return nil, countedStore{}, err
-	}
-	// The load's store requests are not the job's: counted apart, and
-	// not reported.
-	loadStore, err := openCounted(storeAt(c.Data, "kafka-load"), new(blob.Counter))
-	if err != nil {
+	if err := kafkaDemoLoad(ctx, c, brokers, stdout, false, opts...); err != nil {
 		return nil, countedStore{}, err
 	}
 	jobStore, err := openCounted(storeAt(c.Data, "kafka-job"), reqs)
 	if err != nil {
 		return nil, countedStore{}, err
 	}
-	interval := c.CheckpointInterval
-	if interval <= 0 {
-		interval = 200 * time.Millisecond
-	}
-	base := []eddy.Option{}
-	if c.Parallelism > 0 {
-		base = append(base, eddy.Parallelism(c.Parallelism))
-	}
+	env := eddy.New(append(append([]eddy.Option{eddy.JobName(kafkaDemoJob),
+		eddy.CheckpointStore(jobStore, kafkaDemoInterval(c))}, kafkaDemoBase(c)...), opts...)...)
+	kafkaDemoJobGraph(env, c, brokers, nil, "")
+	return env, jobStore, nil
+}
 
-	// The load.
+// kafkaDemoJob is the name of the Kafka demo's job.
+const kafkaDemoJob = "eddy-demo-kafka"
+
+func kafkaDemoInterval(c demojob.Config) time.Duration {
+	if c.CheckpointInterval <= 0 {
+		return 200 * time.Millisecond
+	}
+	return c.CheckpointInterval
+}
+
+func kafkaDemoBase(c demojob.Config) []eddy.Option {
+	if c.Parallelism > 0 {
+		return []eddy.Option{eddy.Parallelism(c.Parallelism)}
+	}
+	return nil
+}
+
+// kafkaDemoLoad creates the demo's topics unless they exist and loads
+// c.Events generated GPS points into eddy-demo-gps, keyed by driver, with
+// the exactly-once sink: a bounded job of its own, checkpointed under
+// c.Data/kafka-load; killed, it resumes, and run again after it finished,
+// it writes nothing. With shared (processes of one job starting at once,
+// `demo --group`), a load that another process holds (a locked directory)
+// or took over (a claimed object store) is waited for and tried again,
+// and then writes nothing either.
+func kafkaDemoLoad(ctx context.Context, c demojob.Config, brokers []string, stdout io.Writer, shared bool, opts ...eddy.Option) error {
+	if len(brokers) == 0 {
+		return fmt.Errorf("--kafka: no broker addresses")
+	}
+	if err := kafka.EnsureTopics(ctx, brokers, 8, kafkaDemoPoints, kafkaDemoTotals); err != nil {
+		return err
+	}
 	lc := c
 	lc.Rate = 0
-	load := eddy.New(append(append([]eddy.Option{eddy.JobName("eddy-demo-kafka-load"),
-		eddy.CheckpointStore(loadStore, interval)}, base...), opts...)...)
-	points := eddy.FromSource(load, datagen.GPS(lc.GPSOptions()...), eddy.Named("gps"))
-	eddy.ToSink(points, kafka.Sink[datagen.GPSPoint](kafkaDemoPoints, kafka.Brokers(brokers...), kafka.SchemaHeader(),
-		kafka.Key(func(p *datagen.GPSPoint) []byte { return []byte(p.DriverID) })))
 	fmt.Fprintf(stdout, "eddy demo --kafka: loading %d GPS points into %s at %s\n", c.Events, kafkaDemoPoints, strings.Join(brokers, ","))
 	start := time.Now()
-	if err := load.Run(ctx); err != nil {
-		return nil, countedStore{}, fmt.Errorf("loading %s: %w", kafkaDemoPoints, err)
+	for {
+		// The load's store requests are not the job's: counted apart, and
+		// not reported.
+		loadStore, err := openCounted(storeAt(c.Data, "kafka-load"), new(blob.Counter))
+		if err != nil {
+			return err
+		}
+		load := eddy.New(append(append([]eddy.Option{eddy.JobName("eddy-demo-kafka-load"),
+			eddy.CheckpointStore(loadStore, kafkaDemoInterval(c))}, kafkaDemoBase(c)...), opts...)...)
+		points := eddy.FromSource(load, datagen.GPS(lc.GPSOptions()...), eddy.Named("gps"))
+		eddy.ToSink(points, kafka.Sink[datagen.GPSPoint](kafkaDemoPoints, kafka.Brokers(brokers...), kafka.SchemaHeader(),
+			kafka.Key(func(p *datagen.GPSPoint) []byte { return []byte(p.DriverID) })))
+		err = load.Run(ctx)
+		if err == nil {
+			fmt.Fprintf(stdout, "eddy demo --kafka: load done in %v (%d points written by this process)\n",
+				time.Since(start).Round(time.Millisecond), load.Stats().RecordsOut)
+			return nil
+		}
+		if !shared || !errors.Is(err, eddy.ErrFenced) || ctx.Err() != nil {
+			return fmt.Errorf("loading %s: %w", kafkaDemoPoints, err)
+		}
+		fmt.Fprintf(stdout, "eddy demo --kafka: another process is loading (%v); waiting\n", err)
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	fmt.Fprintf(stdout, "eddy demo --kafka: load done in %v (%d points written by this run)\n",
-		time.Since(start).Round(time.Millisecond), load.Stats().RecordsOut)
+}
 
-	// The job.
-	env := eddy.New(append(append([]eddy.Option{eddy.JobName("eddy-demo-kafka"),
-		eddy.CheckpointStore(jobStore, interval)}, base...), opts...)...)
-	in := eddy.FromSource(env, kafka.Source[datagen.GPSPoint](kafka.Brokers(brokers...), kafka.Topics(kafkaDemoPoints),
-		kafka.Bounded(), kafka.MaxPartitions(64)), eddy.Named("gps"))
+// kafkaDemoJobGraph adds the demo job to env: Kafka eddy-demo-gps (only
+// partitions, if not nil; bounded by the offsets at its first start
+// unless partitions is given: a task of a group job runs until stopped) →
+// KeyBy(driver) → running distance and point count per driver in keyed
+// state → Kafka eddy-demo-totals, exactly once, JSON values keyed by
+// driver, one line per c.EmitEvery-th point of a driver; sinkName, if not
+// empty, names the sink (its transactional ids).
+func kafkaDemoJobGraph(env *eddy.Env, c demojob.Config, brokers []string, partitions []int32, sinkName string) {
+	srcOpts := []kafka.SourceOpt{kafka.Brokers(brokers...), kafka.Topics(kafkaDemoPoints), kafka.MaxPartitions(64)}
+	if partitions != nil {
+		srcOpts = append(srcOpts, kafka.Partitions(partitions...))
+	} else {
+		srcOpts = append(srcOpts, kafka.Bounded())
+	}
+	in := eddy.FromSource(env, kafka.Source[datagen.GPSPoint](srcOpts...), eddy.Named("gps"))
 	byDriver := eddy.KeyBy(in, func(p *datagen.GPSPoint) string { return p.DriverID })
 	totals := eddy.Process[string, datagen.GPSPoint, demojob.DriverTotal](byDriver, &kafkaDistanceFn{emitEvery: c.EmitEvery}, eddy.Named("distance"))
-	eddy.ToSink(totals, kafka.Sink[demojob.DriverTotal](kafkaDemoTotals, kafka.Brokers(brokers...),
-		kafka.WithEncoder(kafka.JSONEncoder[demojob.DriverTotal]()),
-		kafka.Key(func(t *demojob.DriverTotal) []byte { return []byte(t.Driver) })))
-	return env, jobStore, nil
+	sinkOpts := []kafka.SinkOpt{kafka.Brokers(brokers...), kafka.WithEncoder(kafka.JSONEncoder[demojob.DriverTotal]()),
+		kafka.Key(func(t *demojob.DriverTotal) []byte { return []byte(t.Driver) })}
+	if sinkName != "" {
+		sinkOpts = append(sinkOpts, kafka.SinkName(sinkName))
+	}
+	eddy.ToSink(totals, kafka.Sink[demojob.DriverTotal](kafkaDemoTotals, sinkOpts...))
+}
+
+// kafkaDemoGroup runs `eddy demo --kafka BROKERS --group`: this process
+// is one of the processes of the Kafka demo job, which share its tasks
+// (one per partition of eddy-demo-gps) over a consumer group and keep
+// each task's checkpoints under c.Data/kafka-tasks/tasks/<t>/. It loads
+// the input first (once for all processes: see kafkaDemoLoad), then runs
+// the tasks the group assigns it until ctx ends, printing each task as it
+// starts, moves or ends, and finally hands its tasks over and leaves.
+func kafkaDemoGroup(ctx context.Context, c demojob.Config, brokers []string, instance string, stdout io.Writer, opts ...eddy.Option) error {
+	if err := kafkaDemoLoad(ctx, c, brokers, stdout, true, opts...); err != nil {
+		return err
+	}
+	store, err := blob.Open(storeAt(c.Data, "kafka-tasks"))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "eddy demo --kafka --group: joining job %s; tasks are the partitions of %s; stop with Ctrl-C (the process hands its tasks over)\n",
+		kafkaDemoJob, kafkaDemoPoints)
+	return tasks.Run(ctx, tasks.Config{Job: kafkaDemoJob, Brokers: brokers, Topic: kafkaDemoPoints, Store: store,
+		Interval: kafkaDemoInterval(c), Instance: instance, Options: append(kafkaDemoBase(c), opts...), Log: stdout},
+		func(env *eddy.Env, task int32) error {
+			kafkaDemoJobGraph(env, c, brokers, []int32{task}, tasks.SinkName(kafkaDemoJob, task, kafkaDemoTotals))
+			return nil
+		})
 }
 
 // kafkaTotal is the keyed state of the Kafka demo job.

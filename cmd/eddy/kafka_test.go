@@ -1,9 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,5 +69,140 @@ func TestKafkaDemo(t *testing.T) {
 	}
 	if got := splitBrokers(" a:1, b:2,"); len(got) != 2 || got[1] != "b:2" {
 		t.Fatalf("splitBrokers: %q", got)
+	}
+}
+
+// TestKafkaDemoGroup runs `eddy demo --kafka --group` as two processes of
+// one job: one loads the input while the other waits for it, they share
+// the eight tasks, and each prints its tasks as they move; one stops
+// (SIGTERM: it hands its tasks over) and starts again midway. The
+// committed totals equal those of the one-process demo.
+func TestKafkaDemoGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two processes of the demo")
+	}
+	const events, drivers, every = 40_000, 50, 10
+	// The one-process demo's totals.
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := demojob.Config{Seed: 3, Events: events, Drivers: drivers, Data: filepath.Join(t.TempDir(), "data"),
+		CheckpointInterval: 20 * time.Millisecond, Parallelism: 1, EmitEvery: every}
+	env, _, err := kafkaDemoEnv(context.Background(), cfg, c.ListenAddrs(), io.Discard, new(blob.Counter), eddy.LogOutput(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantN, want, err := kafkaDemoDigest(context.Background(), c.ListenAddrs())
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c, err = kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	brokers := strings.Join(c.ListenAddrs(), ",")
+	data := filepath.Join(t.TempDir(), "data")
+	var mu sync.Mutex
+	var lines []string
+	count := func(subs ...string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, l := range lines {
+			all := true
+			for _, sub := range subs {
+				all = all && strings.Contains(l, sub)
+			}
+			if all {
+				n++
+			}
+		}
+		return n
+	}
+	start := func(name string) (*exec.Cmd, chan error) {
+		cmd := exec.Command(os.Args[0], "demo", "--kafka", brokers, "--group", "--data", data, "--quiet",
+			"--events", fmt.Sprint(events), "--drivers", fmt.Sprint(drivers), "--emit-every", fmt.Sprint(every),
+			"--seed", "3", "--parallelism", "1", "--checkpoint-interval", "20ms")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill() })
+		done := make(chan error, 1)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				mu.Lock()
+				lines = append(lines, name+": "+sc.Text())
+				mu.Unlock()
+			}
+			done <- cmd.Wait()
+		}()
+		return cmd, done
+	}
+	defer func() {
+		if t.Failed() {
+			mu.Lock()
+			for _, l := range lines {
+				t.Log(l)
+			}
+			mu.Unlock()
+		}
+	}()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: timed out", what)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the processes' output
+		}
+	}
+	a, aDone := start("a")
+	b, bDone := start("b")
+	waitFor("both processes to run tasks", func() bool { return count("a: ", ": started") > 0 && count("b: ", ": started") > 0 })
+	// The process that joined second took half the tasks from the first,
+	// which handed them over at a checkpoint.
+	waitFor("a handover at a checkpoint", func() bool { return count("handed over at checkpoint") > 0 })
+	stop := func(cmd *exec.Cmd, done chan error, name string) {
+		t.Helper()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s after SIGTERM: %v", name, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s did not stop within a minute of SIGTERM", name)
+		}
+	}
+	stop(a, aDone, "a")
+	waitFor("a to leave", func() bool { return count("a: eddy demo --group: handed the tasks over and left the group") > 0 })
+	a, aDone = start("a again")
+	waitFor("a to run tasks again", func() bool { return count("a again: ", ": started") > 0 })
+	waitFor("every committed total", func() bool {
+		n, _, err := kafkaDemoDigest(context.Background(), c.ListenAddrs())
+		return err == nil && n >= wantN
+	})
+	stop(a, aDone, "a again")
+	stop(b, bDone, "b")
+	n, got, err := kafkaDemoDigest(context.Background(), c.ListenAddrs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != wantN || got != want {
+		t.Fatalf("two processes committed %d totals, digest %s; one process %d, %s", n, got, wantN, want)
 	}
 }
