@@ -75,11 +75,11 @@ type helperConfig struct {
 // build is the job of one task: partition task of "in", counted per key,
 // into "out" exactly once.
 func build(brokers []string) tasks.Build {
-	return func(env *eddy.Env, task int32) error {
-		in := eddy.FromSource(env, kafka.Source[Event](kafka.Brokers(brokers...), kafka.Topics("in"), kafka.Partitions(task)))
+	return func(env *eddy.Env, task tasks.Task) error {
+		in := eddy.FromSource(env, kafka.Source[Event](kafka.Brokers(brokers...), kafka.Topics("in"), kafka.Partitions(task.ID)))
 		keyed := eddy.KeyBy(in, func(e *Event) string { return e.Key })
 		counts := eddy.Process[string, Event, Count](keyed, &countFn{}, eddy.Named("count"))
-		eddy.ToSink(counts, kafka.Sink[Count]("out", kafka.Brokers(brokers...), kafka.SinkName(tasks.SinkName(job, task, "out")),
+		eddy.ToSink(counts, kafka.Sink[Count]("out", kafka.Brokers(brokers...), kafka.SinkName(task.SinkName("out")),
 			kafka.Key(func(c *Count) []byte { return []byte(c.Key) })))
 		return nil
 	}

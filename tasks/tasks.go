@@ -43,17 +43,35 @@ type Config struct {
 	Log io.Writer
 }
 
-// Build adds task's graph to env: a source of partition task of the
-// input topic (kafka.Partitions(task)) and the task's operators and sinks.
-// Kafka sinks must be named apart per task (kafka.SinkName(SinkName(job,
-// task, topic))): their transactional ids come from the name.
-type Build func(env *eddy.Env, task int32) error
+// Build adds task t's graph to env: a source of partition t.ID of the
+// input topic (kafka.Partitions(t.ID)) and the task's operators and sinks.
+// Kafka sinks must be named apart per task (kafka.SinkName(t.SinkName(
+// topic))): their transactional ids come from the name. Keys partitioned
+// otherwise than the input move between tasks through KeyBy of this
+// package.
+type Build func(env *eddy.Env, t Task) error
+
+// Task is what Build needs to know of the task it builds.
+type Task struct {
+	ID         int32    // the task: partition ID of the input topic
+	Job        string   // the job's name (Config.Job)
+	Brokers    []string // Kafka seed brokers (Config.Brokers)
+	Partitions int32    // of the input topic: the number of tasks
+}
+
+// SinkName is the name of the task's sink writing topic (see the
+// package-level SinkName).
+func (t Task) SinkName(topic string) string { return SinkName(t.Job, t.ID, topic) }
 
 // SinkName is the name of a task's sink writing topic: unique to the job,
 // the task and the topic, so each task has Kafka transactional ids of its
 // own.
 func SinkName(job string, task int32, topic string) string {
 	return fmt.Sprintf("%s.t%d.%s", job, task, topic)
+}
+
+func (cfg Config) task(id, partitions int32) Task {
+	return Task{ID: id, Job: cfg.Job, Brokers: cfg.Brokers, Partitions: partitions}
 }
 
 // StorePrefix is the prefix of task's sub-store in the job's store.
@@ -81,13 +99,17 @@ func Run(ctx context.Context, cfg Config, build Build) error {
 	if cfg.Interval <= 0 {
 		return errors.New("tasks: no checkpoint interval")
 	}
-	if err := checkTopology(ctx, cfg, build); err != nil {
+	n, err := partitionCount(ctx, cfg)
+	if err == nil {
+		err = checkTopology(ctx, cfg, n, build)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	r := &runner{cfg: cfg, build: build, log: cfg.Log, running: map[int32]*task{}, failed: make(chan error, 1)}
+	r := &runner{cfg: cfg, build: build, partitions: n, log: cfg.Log, running: map[int32]*task{}, failed: make(chan error, 1)}
 	if r.log == nil {
 		r.log = io.Discard
 	}
@@ -124,9 +146,10 @@ func Run(ctx context.Context, cfg Config, build Build) error {
 
 // runner runs this process's tasks.
 type runner struct {
-	cfg     Config
-	build   Build
-	log     io.Writer
+	cfg        Config
+	build      Build
+	partitions int32 // of the input topic
+	log        io.Writer
 	logMu   sync.Mutex
 	mu      sync.Mutex
 	running map[int32]*task
@@ -168,7 +191,7 @@ func (r *runner) start(id int32) error {
 	}
 	opts := append([]eddy.Option{eddy.JobName(fmt.Sprintf("%s.t%d", r.cfg.Job, id)), eddy.CheckpointStore(store, r.cfg.Interval)}, r.cfg.Options...)
 	env := eddy.New(opts...)
-	if err := r.build(env, id); err != nil {
+	if err := r.build(env, r.cfg.task(id, r.partitions)); err != nil {
 		return fmt.Errorf("building the job: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -19,9 +19,9 @@ import (
 // topology differs: another partition count of the input, another max
 // parallelism, other operators or record types (those of task 0's graph,
 // which Build makes alike for every task).
-func checkTopology(ctx context.Context, cfg Config, build Build) error {
+func checkTopology(ctx context.Context, cfg Config, n int32, build Build) error {
 	env := eddy.New(cfg.Options...)
-	if err := build(env, 0); err != nil {
+	if err := build(env, cfg.task(0, n)); err != nil {
 		return fmt.Errorf("tasks: building the job to check its topology: %w", err)
 	}
 	ops, maxPar := env.Describe()
@@ -33,10 +33,6 @@ func checkTopology(ctx context.Context, cfg Config, build Build) error {
 		t.Schemas = append(t.Schemas, group.Schema{Name: op.ID, Fingerprint: h.Sum64()})
 	}
 	sort.Slice(t.Schemas, func(i, j int) bool { return t.Schemas[i].Name < t.Schemas[j].Name })
-	n, err := partitionCount(ctx, cfg)
-	if err != nil {
-		return err
-	}
 	t.Tasks = n
 	return group.CheckTopology(ctx, cfg.Store, t)
 }

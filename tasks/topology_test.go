@@ -44,7 +44,7 @@ func TestTopologyRefused(t *testing.T) {
 	if err := run(build(brokers)); err != nil {
 		t.Fatal(err)
 	}
-	other := func(env *eddy.Env, task int32) error {
+	other := func(env *eddy.Env, task tasks.Task) error {
 		if err := build(brokers)(env, task); err != nil {
 			return err
 		}

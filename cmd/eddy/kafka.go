@@ -189,8 +189,8 @@ func kafkaDemoGroup(ctx context.Context, c demojob.Config, brokers []string, ins
 		kafkaDemoJob, kafkaDemoPoints)
 	return tasks.Run(ctx, tasks.Config{Job: kafkaDemoJob, Brokers: brokers, Topic: kafkaDemoPoints, Store: store,
 		Interval: kafkaDemoInterval(c), Instance: instance, Options: append(kafkaDemoBase(c), opts...), Log: stdout},
-		func(env *eddy.Env, task int32) error {
-			kafkaDemoJobGraph(env, c, brokers, []int32{task}, tasks.SinkName(kafkaDemoJob, task, kafkaDemoTotals))
+		func(env *eddy.Env, task tasks.Task) error {
+			kafkaDemoJobGraph(env, c, brokers, []int32{task.ID}, task.SinkName(kafkaDemoTotals))
 			return nil
 		})
 }
