@@ -43,6 +43,10 @@ func newStream[T any](env *Env, sts []*runtime.Stage, desc string) *Stream[T] {
 	return &Stream[T]{env: env, sts: sts, desc: desc, info: info}
 }
 
+// Env is the environment s belongs to: a function given a stream adds
+// its sources there.
+func (s *Stream[T]) Env() *Env { return s.env }
+
 // consume adds an operator that reads s. Every consumer sees every record
 // (fan-out); consumers must not modify the records they are given.
 func (s *Stream[T]) consume(op string, build func(sc *runtime.Subtask) (runtime.Push[T], error)) {

@@ -36,8 +36,16 @@
 // SinkName), use the transactional ids of the task, which the new owner's
 // producers fence.
 //
-// Not yet here (issue 21): re-keying between processes through internal
-// topics (a KeyBy on another field than the input's key), the per-task
-// commit chain of internal/taskchain in place of the claim, and metrics
-// of tasks and rebalances.
+// # Keys that are not the input's
+//
+// A task holds the keys of one input partition, so eddy.KeyBy within a
+// task is right only for the key the input is partitioned by. KeyBy of
+// this package re-keys across tasks: the records go through an internal
+// topic of the job (one per such edge, as many partitions as the input),
+// written by every task exactly once and read by task t from its
+// partition t, read_committed. A record crosses the edge when its
+// writer's checkpoint commits.
+//
+// Not yet here (issue 21): the per-task commit chain of internal/taskchain
+// in place of the claim.
 package tasks

@@ -70,6 +70,9 @@ type helperConfig struct {
 	Brokers []string
 	Store   string
 	Name    string
+	// Rekeyed runs the job of rekeyedBuild (through_test.go) instead of
+	// build's.
+	Rekeyed bool
 }
 
 // build is the job of one task: partition task of "in", counted per key,
@@ -83,6 +86,13 @@ func build(brokers []string) tasks.Build {
 			kafka.Key(func(c *Count) []byte { return []byte(c.Key) })))
 		return nil
 	}
+}
+
+func (hc helperConfig) build() tasks.Build {
+	if hc.Rekeyed {
+		return rekeyedBuild(hc.Brokers)
+	}
+	return build(hc.Brokers)
 }
 
 // TestHelperTaskProcess is a process of the job when started by
@@ -104,7 +114,7 @@ func TestHelperTaskProcess(t *testing.T) {
 	defer stop()
 	err = tasks.Run(ctx, tasks.Config{Job: job, Brokers: hc.Brokers, Topic: "in", Store: store, Interval: 100 * time.Millisecond,
 		SessionTimeout: session, HeartbeatInterval: 300 * time.Millisecond, RebalanceTimeout: 8 * time.Second, HandoverTimeout: 3 * time.Second,
-		Options: []eddy.Option{eddy.LogOutput(os.Stderr)}, Log: prefixed{hc.Name}}, build(hc.Brokers))
+		Options: []eddy.Option{eddy.LogOutput(os.Stderr)}, Log: prefixed{hc.Name}}, hc.build())
 	if err != nil {
 		fmt.Printf("%s: error %v\n", hc.Name, err)
 		os.Exit(1)

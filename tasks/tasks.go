@@ -150,10 +150,10 @@ type runner struct {
 	build      Build
 	partitions int32 // of the input topic
 	log        io.Writer
-	logMu   sync.Mutex
-	mu      sync.Mutex
-	running map[int32]*task
-	failed  chan error // the first task that failed for good
+	logMu      sync.Mutex
+	mu         sync.Mutex
+	running    map[int32]*task
+	failed     chan error // the first task that failed for good
 }
 
 // task is one running task.
