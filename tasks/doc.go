@@ -34,7 +34,10 @@
 // checkpoint's output, so the older owner fails its next checkpoint and
 // commits nothing; and the task's Kafka sinks, named apart per task (see
 // SinkName), use the transactional ids of the task, which the new owner's
-// producers fence.
+// producers fence. A process that finds itself fenced this way, or whose
+// tasks the group declares lost, hands its other tasks over and Run
+// returns the fencing error (eddy.ErrFenced); Config.Rejoin keeps it in
+// the job instead.
 //
 // # Keys that are not the input's
 //

@@ -41,6 +41,16 @@ type Config struct {
 	// Log receives a line each time a task starts, is handed over, is
 	// lost, ends or fails, and the group's own log lines. Nil: discarded.
 	Log io.Writer
+	// Rejoin keeps the process in the job after it was fenced: a task of
+	// it fenced by a newer owner, or tasks lost because the group took
+	// them while the process was out of it (a pause past the session
+	// timeout, a partition from the brokers). Without Rejoin (the
+	// default), Run then hands the process's other tasks over and returns
+	// the fencing error, which matches eddy.ErrFenced: the process was a
+	// zombie, and its supervisor decides whether to start it again. With
+	// Rejoin, those tasks stop and the process stays a member, taking
+	// whatever tasks the group gives it next.
+	Rejoin bool
 }
 
 // Build adds task t's graph to env: a source of partition t.ID of the
@@ -87,8 +97,9 @@ var ErrTaskFailed = errors.New("a task failed")
 // Run joins the job's group and runs the tasks the group assigns to this
 // process until ctx ends, then hands every task over and leaves the group
 // (a planned stop: the next owners replay nothing). It returns nil after
-// ctx ended, or the first error: the group's (the brokers, the topic) or
-// a task's that failed for good.
+// ctx ended, or the first error: the group's (the brokers, the topic), a
+// task's that failed for good (ErrTaskFailed), or, unless cfg.Rejoin, the
+// fencing of this process (eddy.ErrFenced: see Config.Rejoin).
 func Run(ctx context.Context, cfg Config, build Build) error {
 	if cfg.Store == nil {
 		return errors.New("tasks: no checkpoint store")
@@ -214,6 +225,9 @@ func (r *runner) start(id int32) error {
 			// process it lost it: it committed nothing more, and stops.
 			r.take([]int32{id})
 			r.logf("task %d: fenced by a newer owner, stopped: %v", id, t.err)
+			if !r.cfg.Rejoin {
+				r.fail(fmt.Errorf("tasks: task %d: %w", id, t.err))
+			}
 		default:
 			r.logf("task %d: failed: %v", id, t.err)
 			r.fail(fmt.Errorf("tasks: task %d: %w: %w", id, ErrTaskFailed, t.err))
@@ -287,6 +301,9 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 // already, and this one must commit nothing more of them.
 func (r *runner) lost(ids []int32) {
 	r.stop(ids, "lost (the group moved it while this process was out of the group)")
+	if !r.cfg.Rejoin {
+		r.fail(fmt.Errorf("tasks: job %s: tasks %v were lost: this process was out of the job's group (its session expired) and the group gave them to other processes: %w", r.cfg.Job, ids, eddy.ErrFenced))
+	}
 }
 
 // stop cancels the tasks ids without a checkpoint and waits for them.
