@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/internal/admin"
 	"github.com/eddyflow/eddy/internal/metrics"
 	"github.com/eddyflow/eddy/internal/runtime"
@@ -20,6 +21,17 @@ import (
 // JobNames: every metric is labelled job_name. See the README's
 // Operations section for the metrics.
 func Metrics(reg prometheus.Registerer) Option { return func(c *config) { c.registerer = reg } }
+
+// ClaimStore makes each run of the job take its checkpoint store over
+// with claim instead of a lock (a directory) or blob.Claim (an object
+// store): claim is given the store and an owner string naming this
+// process, and returns the run's lease, which fences the run when another
+// owner takes over (Check, or CommitCheckpoint if it is a
+// blob.CommitLease). Package tasks uses it for the commit chain of each
+// task; a job has no need of it otherwise.
+func ClaimStore(claim func(ctx context.Context, store blob.Store, owner string) (blob.Lease, error)) Option {
+	return func(c *config) { c.Claim = claim }
+}
 
 // Admin serves the job's admin endpoint on addr while Run runs: /metrics,
 // /healthz, /readyz, the JSON API (/api/job, /api/checkpoints), a web page

@@ -87,6 +87,17 @@ type Lease interface {
 	Release() error
 }
 
+// CommitLease is a Lease that records each checkpoint it lets commit
+// output: the runtime calls CommitCheckpoint between writing checkpoint
+// id's manifest and committing its output, instead of Check. An error
+// fences as Check's does (an error matching ErrLeaseUnknown fails only
+// this checkpoint). Package tasks gives each task's runs one, a chain of
+// commit records that fences a task's older owners.
+type CommitLease interface {
+	Lease
+	CommitCheckpoint(ctx context.Context, id uint64) error
+}
+
 // HeldError says that a store is held by another owner.
 type HeldError struct {
 	Store  string // where the store is

@@ -27,14 +27,20 @@
 //
 // Two owners of one task can overlap: a process paused past its session
 // timeout runs its tasks on when it resumes, until it learns it lost
-// them. Its writes cannot commit anything. Each run of a task claims the
-// task's sub-store before it reads it (blob.Claim, a conditional create
-// of the next epoch: a sub-store is never locked), and a run checks its
-// claim after writing a checkpoint's manifest and before committing that
-// checkpoint's output, so the older owner fails its next checkpoint and
-// commits nothing; and the task's Kafka sinks, named apart per task (see
-// SinkName), use the transactional ids of the task, which the new owner's
-// producers fence. A process that finds itself fenced this way, or whose
+// them. Its writes cannot commit anything. Each task has a commit chain
+// in the job's store (internal/taskchain: records "tasks/<t>/chain/<seq>",
+// each written once by a conditional create). Each run of a task claims
+// the chain before it reads the task's checkpoints, by writing its next
+// record (a new owner epoch), and commits each checkpoint by writing the
+// record after its own last one, between the checkpoint's manifest and
+// its output (eddy.ClaimStore, blob.CommitLease). An older owner's next
+// commit finds its seq taken by the claim and fails, so it commits
+// nothing of that checkpoint; and the task's Kafka sinks, named apart per
+// task (see SinkName), use the transactional ids of the task, which the
+// new owner's producers fence. A task fenced while the group still gives
+// it to this process was claimed by a process out of the group (a
+// zombie's claim that was in flight when it paused): it claims its chain
+// again, a few times at most. A process that finds itself fenced this way, or whose
 // tasks the group declares lost, hands its other tasks over and Run
 // returns the fencing error (eddy.ErrFenced); Config.Rejoin keeps it in
 // the job instead.
@@ -48,7 +54,5 @@
 // written by every task exactly once and read by task t from its
 // partition t, read_committed. A record crosses the edge when its
 // writer's checkpoint commits.
-//
-// Not yet here (issue 21): the per-task commit chain of internal/taskchain
-// in place of the claim.
+
 package tasks

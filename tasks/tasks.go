@@ -170,7 +170,8 @@ type runner struct {
 // task is one running task.
 type task struct {
 	id     int32
-	env    *eddy.Env
+	envMu  sync.Mutex
+	env    *eddy.Env // the current run's (see reclaim)
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Run returned
 	err    error         // Run's, once done
@@ -178,6 +179,25 @@ type task struct {
 	// its Run returning then is not the end of its input.
 	stopping atomic.Bool
 }
+
+// current returns the task's current run.
+func (t *task) current() *eddy.Env {
+	t.envMu.Lock()
+	defer t.envMu.Unlock()
+	return t.env
+}
+
+// Reclaims: a task fenced while the group still gives it to this process
+// was claimed by a process that is out of the group and does not know it
+// yet (a zombie whose claim was in flight when it paused): the group
+// revokes a task from its owner before it gives it to another member. So
+// the task claims its chain again, after reclaimDelay (long enough for
+// this process to learn first if it is the zombie itself: the group's
+// Lost comes within a heartbeat), at most maxReclaims times in a row.
+const (
+	reclaimDelay = time.Second
+	maxReclaims  = 5
+)
 
 func (r *runner) logf(format string, args ...any) {
 	r.logMu.Lock()
@@ -194,16 +214,26 @@ func (r *runner) assigned(ids []int32) {
 	}
 }
 
-// start builds and runs task id.
-func (r *runner) start(id int32) error {
+// newEnv builds a run of task id.
+func (r *runner) newEnv(id int32) (*eddy.Env, error) {
 	store, err := blob.Sub(r.cfg.Store, StorePrefix(id))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	opts := append([]eddy.Option{eddy.JobName(fmt.Sprintf("%s.t%d", r.cfg.Job, id)), eddy.CheckpointStore(store, r.cfg.Interval)}, r.cfg.Options...)
+	opts := append([]eddy.Option{eddy.JobName(fmt.Sprintf("%s.t%d", r.cfg.Job, id)), eddy.CheckpointStore(store, r.cfg.Interval),
+		claimTask(r.cfg.Store, id)}, r.cfg.Options...)
 	env := eddy.New(opts...)
 	if err := r.build(env, r.cfg.task(id, r.partitions)); err != nil {
-		return fmt.Errorf("building the job: %w", err)
+		return nil, fmt.Errorf("building the job: %w", err)
+	}
+	return env, nil
+}
+
+// start builds and runs task id.
+func (r *runner) start(id int32) error {
+	env, err := r.newEnv(id)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &task{id: id, env: env, cancel: cancel, done: make(chan struct{})}
@@ -214,6 +244,26 @@ func (r *runner) start(id int32) error {
 	go func() {
 		defer close(t.done)
 		t.err = env.Run(ctx)
+		for n := 1; n <= maxReclaims && errors.Is(t.err, eddy.ErrFenced) && !t.stopping.Load() && ctx.Err() == nil; n++ {
+			r.logf("task %d: fenced while the group gives it to this process (by a process out of the group); claiming it again in %v (%d of %d): %v",
+				id, reclaimDelay, n, maxReclaims, t.err)
+			select {
+			case <-time.After(reclaimDelay):
+			case <-ctx.Done():
+			}
+			if t.stopping.Load() || ctx.Err() != nil {
+				break
+			}
+			next, err := r.newEnv(id)
+			if err != nil {
+				t.err = err
+				break
+			}
+			t.envMu.Lock()
+			t.env = next
+			t.envMu.Unlock()
+			t.err = next.Run(ctx)
+		}
 		switch {
 		case t.stopping.Load():
 		case t.err == nil:
@@ -277,7 +327,18 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 			}
 			start := time.Now()
 			t.stopping.Store(true)
-			id, err := t.env.StopWithCheckpoint(ctx)
+			// A run that ends without the checkpoint (it was fenced,
+			// or between two runs) ends the wait for it.
+			sctx, scancel := context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-t.done:
+					scancel()
+				case <-sctx.Done():
+				}
+			}()
+			id, err := t.current().StopWithCheckpoint(sctx)
+			scancel()
 			if err == nil {
 				select {
 				case <-t.done:

@@ -522,7 +522,13 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 	// the commit. The manifest stays; whoever restores it commits it.
 	// With nothing to commit there is nothing to repeat, and no check
 	// (on an object store, a LIST).
-	if j.storage != nil && anyTxns(commits) {
+	if cl, ok := j.lease.(blob.CommitLease); ok && j.storage != nil {
+		// A lease that records each checkpoint does so here, with or
+		// without output: the record is what commits the checkpoint.
+		if err := j.leaseErr(c.ID, "committing it", cl.CommitCheckpoint(ctx, c.ID)); err != nil {
+			return nil, err
+		}
+	} else if j.storage != nil && anyTxns(commits) {
 		if err := j.checkLease(c.ID, "before committing its output"); err != nil {
 			return nil, err
 		}
@@ -575,7 +581,12 @@ func (j *Job) checkLease(id uint64, step string) error {
 	if j.lease == nil {
 		return nil
 	}
-	err := j.lease.Check()
+	return j.leaseErr(id, step, j.lease.Check())
+}
+
+// leaseErr is what err, the answer of the job's lease at a step of
+// checkpoint id's completion, means for the checkpoint (see checkLease).
+func (j *Job) leaseErr(id uint64, step string, err error) error {
 	switch {
 	case err == nil:
 		return nil

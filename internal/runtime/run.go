@@ -48,6 +48,9 @@ type Config struct {
 	// RestoreFrom, when not 0, is the checkpoint the first attempt
 	// restores instead of the newest.
 	RestoreFrom uint64
+	// Claim, when set, takes the store over for this run instead of a
+	// lock or blob.Claim (eddy.ClaimStore).
+	Claim func(ctx context.Context, store blob.Store, owner string) (blob.Lease, error)
 	// Metrics receives the Run's measurements (NewMetrics of the same
 	// graph and counters); nil: Run keeps its own.
 	Metrics *Metrics
@@ -115,7 +118,13 @@ func Run(ctx context.Context, g *Graph, cfg *Config, stats *Counters) error {
 		bs = blob.Count(bs, &cfg.Metrics.blobs)
 	}
 	var lease blob.Lease
-	if l, ok := bs.(blob.Locker); ok {
+	if bs != nil && cfg.Claim != nil {
+		var err error
+		if lease, err = cfg.Claim(ctx, bs, owner(cfg.Job)); err != nil {
+			return errs.Kind(errs.Storage, fmt.Errorf("eddy: checkpoint storage: claiming it: %w", err), true)
+		}
+		defer lease.Release()
+	} else if l, ok := bs.(blob.Locker); ok {
 		// One process per job's storage: a second one would write the
 		// same checkpoints and commit the same output.
 		var err error

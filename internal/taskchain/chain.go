@@ -247,6 +247,36 @@ func (c *Chain) Commit(ctx context.Context, payload []byte) (Record, error) {
 	return c.create(ctx, rec, appendRecord(nil, &rec))
 }
 
+// Check reports whether this owner still owns the task, without writing:
+// it reads the seq after this owner's last record, where the claim of a
+// newer owner would be (one GET, answered "not found" while the task is
+// this owner's). It returns a *FencedError once that seq is taken, and an
+// error matching ErrUnknownOutcome when a commit's outcome is unknown or
+// the store did not answer: the caller must then commit nothing this time.
+func (c *Chain) Check(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.fenced != nil:
+		return c.fenced
+	case c.pending != nil:
+		return c.errorf("check: the commit of %s has an unknown outcome: %w", ObjectName(c.task, c.pending.rec.Seq), ErrUnknownOutcome)
+	case c.epoch == 0:
+		return c.errorf("check: %w", ErrNotOwner)
+	}
+	seq := c.newest.Seq + 1
+	var buf []byte
+	_, err := c.reads.GetInto(ctx, c.store, ObjectName(c.task, seq), &buf, attempts)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return nil
+	case err != nil:
+		return c.errorf("check %s: %w: %w", ObjectName(c.task, seq), ErrUnknownOutcome, err)
+	}
+	c.fenced = c.fencedAt(ctx, seq)
+	return c.fenced
+}
+
 // Settle finds out whether the commit whose outcome Commit could not tell
 // was written, by creating its record again with the same bytes: it
 // returns the record once it is in the chain (written then or before),

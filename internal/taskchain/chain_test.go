@@ -102,6 +102,7 @@ func TestChain(t *testing.T) {
 		}{
 			{"Basics", testBasics},
 			{"Zombie", testZombie},
+			{"Check", testCheck},
 			{"ZombieAfterPrune", testZombieAfterPrune},
 			{"ClaimWhileCommitting", testClaimWhileCommitting},
 			{"ClaimIntoGap", testClaimIntoGap},
@@ -218,6 +219,39 @@ func testZombie(t *testing.T, e env) {
 	}
 	_, err = b.Commit(context.Background(), []byte("b2"))
 	wantFenced(t, err, "A again", 3)
+}
+
+// Check answers without writing: nil for the owner, a *FencedError once
+// a newer owner claimed (after which the owner's commits fail too), and
+// ErrNotOwner before a claim.
+func testCheck(t *testing.T, e env) {
+	s := e.fresh(t)
+	ctx := context.Background()
+	a := mustOpen(t, s, "t")
+	if err := a.Check(ctx); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("Check before a claim: %v, want ErrNotOwner", err)
+	}
+	mustClaim(t, a, "A")
+	mustCommit(t, a, "a1")
+	before := len(records(t, s, "t"))
+	if err := a.Check(ctx); err != nil {
+		t.Fatalf("Check of the owner: %v", err)
+	}
+	if n := len(records(t, s, "t")); n != before {
+		t.Fatalf("Check wrote: %d records, had %d", n, before)
+	}
+	b := mustOpen(t, s, "t")
+	mustClaim(t, b, "B")
+	wantFenced(t, a.Check(ctx), "B", 2)
+	_, err := a.Commit(ctx, []byte("a2"))
+	wantFenced(t, err, "B", 2)
+	if err := b.Check(ctx); err != nil {
+		t.Fatalf("Check of the new owner: %v", err)
+	}
+	mustCommit(t, b, "b1")
+	if err := b.Check(ctx); err != nil {
+		t.Fatalf("Check of the new owner after a commit: %v", err)
+	}
 }
 
 // Pruning keeps the claims that fence older owners: zombies of two
