@@ -16,6 +16,7 @@ import (
 
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob"
+	"github.com/eddyflow/eddy/blob/s3/s3test"
 	"github.com/eddyflow/eddy/internal/demojob"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -76,11 +77,22 @@ func TestKafkaDemo(t *testing.T) {
 // one job: one loads the input while the other waits for it, they share
 // the eight tasks, and each prints its tasks as they move; one stops
 // (SIGTERM: it hands its tasks over) and starts again midway. The
-// committed totals equal those of the one-process demo.
+// committed totals equal those of the one-process demo. The processes
+// share a local directory, then an S3 bucket on versitygw.
 func TestKafkaDemoGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two processes of the demo")
 	}
+	t.Run("file", func(t *testing.T) { testKafkaDemoGroup(t, filepath.Join(t.TempDir(), "data")) })
+	t.Run("s3", func(t *testing.T) {
+		srv := s3test.Versitygw(t)
+		srv.CreateBucket(t, "group")
+		s3Credentials(t, srv)
+		testKafkaDemoGroup(t, "s3://group/demo?endpoint="+srv.Endpoint+"&region="+srv.Region)
+	})
+}
+
+func testKafkaDemoGroup(t *testing.T, data string) {
 	const events, drivers, every = 40_000, 50, 10
 	// The one-process demo's totals.
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
@@ -108,7 +120,6 @@ func TestKafkaDemoGroup(t *testing.T) {
 	}
 	defer c.Close()
 	brokers := strings.Join(c.ListenAddrs(), ",")
-	data := filepath.Join(t.TempDir(), "data")
 	var mu sync.Mutex
 	var lines []string
 	count := func(subs ...string) int {
