@@ -21,7 +21,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddyflow/eddy"
-	blobfile "github.com/eddyflow/eddy/blob/file"
+	"github.com/eddyflow/eddy/blob"
+	_ "github.com/eddyflow/eddy/blob/file" // blob.Open of a directory
+	_ "github.com/eddyflow/eddy/blob/s3"   // blob.Open of s3://
+	"github.com/eddyflow/eddy/blob/s3/s3test"
 	"github.com/eddyflow/eddy/connector/kafka"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/eddyflow/eddy/state"
@@ -110,7 +113,7 @@ func TestHelperTaskProcess(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &hc); err != nil {
 		t.Fatal(err)
 	}
-	store, err := blobfile.New(hc.Store)
+	store, err := blob.Open(hc.Store) // a directory, or an s3:// URL
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,6 +337,22 @@ func TestKillNineThreeProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and kills them for half a minute")
 	}
+	t.Run("file", func(t *testing.T) { testKillNine(t, filepath.Join(t.TempDir(), "store"), 4) })
+	// The same on an S3 bucket (versitygw): chains by If-None-Match.
+	t.Run("s3", func(t *testing.T) {
+		srv := s3test.Versitygw(t)
+		srv.CreateBucket(t, "tasks")
+		t.Setenv("AWS_ACCESS_KEY_ID", srv.Access)
+		t.Setenv("AWS_SECRET_ACCESS_KEY", srv.Secret)
+		t.Setenv("AWS_SESSION_TOKEN", "")
+		t.Setenv("AWS_PROFILE", "")
+		t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+		testKillNine(t, "s3://tasks/job?endpoint="+srv.Endpoint+"&region="+srv.Region, 3)
+	})
+}
+
+func testKillNine(t *testing.T, store string, maxKills int) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
 		kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	if err != nil {
@@ -356,7 +375,6 @@ func TestKillNineThreeProcesses(t *testing.T) {
 		produced <- nil
 	}()
 	defer func() { <-produced }()
-	store := filepath.Join(t.TempDir(), "store")
 	var out syncLog
 	defer func() {
 		if t.Failed() {
@@ -372,13 +390,13 @@ func TestKillNineThreeProcesses(t *testing.T) {
 	kills := 0
 	for {
 		got := committedOutput(t, brokers)
-		if len(got) >= events && kills >= 4 {
+		if len(got) >= events && kills >= maxKills {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after %d kills, %d of %d records committed by the deadline", kills, len(got), events)
 		}
-		if kills < 4 {
+		if kills < maxKills {
 			// Kill a random process at a random time, start it again.
 			time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond) // when to kill: random, not a synchronization
 			i := rng.IntN(len(procs))
