@@ -15,7 +15,8 @@ import (
 )
 
 // chainKeep is how many commit records of a task's chain are kept; older
-// ones are pruned every chainPruneEvery commits (claims stay: they fence).
+// ones are pruned at a run's first commit and every chainPruneEvery
+// commits after it (claims stay: they fence).
 const (
 	chainKeep       = 4
 	chainPruneEvery = 64
@@ -71,7 +72,9 @@ func (l *chainLease) CommitCheckpoint(ctx context.Context, id uint64) error {
 		return leaseErr(err)
 	}
 	l.commits++
-	if l.commits%chainPruneEvery == 0 {
+	if l.commits%chainPruneEvery == 1 {
+		// On a run's first commit too: a task that moves more often
+		// than every chainPruneEvery checkpoints still prunes.
 		// Best effort: a prune that fails leaves records for the next.
 		_, _ = l.chain.Prune(ctx, chainKeep)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,10 @@ type Config struct {
 	// a handover is a checkpoint of each task moving away.
 	SessionTimeout, HeartbeatInterval, RebalanceTimeout, HandoverTimeout time.Duration
 	// Options are more options of every task's Env (parallelism, state
-	// backend, logging); Run puts JobName and CheckpointStore before them.
+	// backend, logging); Run puts each task's JobName, CheckpointStore and
+	// claim after them. Options that belong to one process, not to each
+	// task (eddy.Admin, eddy.Metrics, eddy.RestoreCheckpoint), do not
+	// belong here.
 	Options []eddy.Option
 	// Log receives a line each time a task starts, is handed over, is
 	// lost, ends or fails, and the group's own log lines. Nil: discarded.
@@ -115,8 +119,8 @@ func Run(ctx context.Context, cfg Config, build Build) error {
 		err = checkTopology(ctx, cfg, n, build)
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+		if ctx.Err() != nil && !errors.Is(err, group.ErrTopologyMismatch) {
+			return nil // stopped before it joined
 		}
 		return err
 	}
@@ -180,24 +184,30 @@ type task struct {
 	stopping atomic.Bool
 }
 
-// current returns the task's current run.
-func (t *task) current() *eddy.Env {
-	t.envMu.Lock()
-	defer t.envMu.Unlock()
-	return t.env
-}
-
 // Reclaims: a task fenced while the group still gives it to this process
 // was claimed by a process that is out of the group and does not know it
 // yet (a zombie whose claim was in flight when it paused): the group
 // revokes a task from its owner before it gives it to another member. So
-// the task claims its chain again, after reclaimDelay (long enough for
-// this process to learn first if it is the zombie itself: the group's
-// Lost comes within a heartbeat), at most maxReclaims times in a row.
-const (
-	reclaimDelay = time.Second
-	maxReclaims  = 5
-)
+// the task claims its chain again, after two heartbeat intervals (long
+// enough for this process to learn first if it is the zombie itself: the
+// group's Lost comes with a heartbeat's answer), at most maxReclaims times
+// in a row (a run that completes a checkpoint ends the row). A task fenced
+// more often makes Run fail, whatever Config.Rejoin says: leaving the
+// group is what gives the task to another process.
+const maxReclaims = 5
+
+// reclaimDelay is the wait before a fenced task claims again.
+func (cfg Config) reclaimDelay() time.Duration {
+	hb := cfg.HeartbeatInterval
+	if hb <= 0 {
+		session := cfg.SessionTimeout
+		if session <= 0 {
+			session = 45 * time.Second
+		}
+		hb = min(session/10, 3*time.Second)
+	}
+	return 2 * hb
+}
 
 func (r *runner) logf(format string, args ...any) {
 	r.logMu.Lock()
@@ -220,8 +230,10 @@ func (r *runner) newEnv(id int32) (*eddy.Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := append([]eddy.Option{eddy.JobName(fmt.Sprintf("%s.t%d", r.cfg.Job, id)), eddy.CheckpointStore(store, r.cfg.Interval),
-		claimTask(r.cfg.Store, id)}, r.cfg.Options...)
+	// The task's own options last, so that none of cfg.Options can give
+	// the tasks one name or one checkpoint lineage.
+	opts := append(slices.Clone(r.cfg.Options), eddy.JobName(fmt.Sprintf("%s.t%d", r.cfg.Job, id)),
+		eddy.CheckpointStore(store, r.cfg.Interval), claimTask(r.cfg.Store, id))
 	env := eddy.New(opts...)
 	if err := r.build(env, r.cfg.task(id, r.partitions)); err != nil {
 		return nil, fmt.Errorf("building the job: %w", err)
@@ -243,26 +255,34 @@ func (r *runner) start(id int32) error {
 	r.logf("task %d: started", id)
 	go func() {
 		defer close(t.done)
+		defer cancel()
 		t.err = env.Run(ctx)
+		delay := r.cfg.reclaimDelay()
 		for n := 1; n <= maxReclaims && errors.Is(t.err, eddy.ErrFenced) && !t.stopping.Load() && ctx.Err() == nil; n++ {
 			r.logf("task %d: fenced while the group gives it to this process (by a process out of the group); claiming it again in %v (%d of %d): %v",
-				id, reclaimDelay, n, maxReclaims, t.err)
+				id, delay, n, maxReclaims, t.err)
 			select {
-			case <-time.After(reclaimDelay):
+			case <-time.After(delay):
 			case <-ctx.Done():
-			}
-			if t.stopping.Load() || ctx.Err() != nil {
-				break
 			}
 			next, err := r.newEnv(id)
 			if err != nil {
 				t.err = err
 				break
 			}
+			// Swapped under envMu, which revoked holds to set stopping:
+			// a handover either sees this run or stops it before it runs.
 			t.envMu.Lock()
+			if t.stopping.Load() || ctx.Err() != nil {
+				t.envMu.Unlock()
+				break
+			}
 			t.env = next
 			t.envMu.Unlock()
 			t.err = next.Run(ctx)
+			if next.Stats().Checkpoints > 0 {
+				n = 0 // it ran as the owner: the row of fencings is over
+			}
 		}
 		switch {
 		case t.stopping.Load():
@@ -271,13 +291,12 @@ func (r *runner) start(id int32) error {
 		case ctx.Err() != nil:
 			// Stopped: lost, or handed over after a failed checkpoint.
 		case errors.Is(t.err, eddy.ErrFenced):
-			// A newer owner claimed the task before the group told this
-			// process it lost it: it committed nothing more, and stops.
+			// Fenced again and again while the group gives the task to
+			// this process, which commits nothing more of it: leaving
+			// the group gives it to another.
 			r.take([]int32{id})
-			r.logf("task %d: fenced by a newer owner, stopped: %v", id, t.err)
-			if !r.cfg.Rejoin {
-				r.fail(fmt.Errorf("tasks: task %d: %w", id, t.err))
-			}
+			r.logf("task %d: fenced %d times in a row, stopped: %v", id, maxReclaims+1, t.err)
+			r.fail(fmt.Errorf("tasks: task %d: %w", id, t.err))
 		default:
 			r.logf("task %d: failed: %v", id, t.err)
 			r.fail(fmt.Errorf("tasks: task %d: %w: %w", id, ErrTaskFailed, t.err))
@@ -326,7 +345,10 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 			default:
 			}
 			start := time.Now()
+			t.envMu.Lock()
 			t.stopping.Store(true)
+			env := t.env
+			t.envMu.Unlock()
 			// A run that ends without the checkpoint (it was fenced,
 			// or between two runs) ends the wait for it.
 			sctx, scancel := context.WithCancel(ctx)
@@ -337,8 +359,18 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 				case <-sctx.Done():
 				}
 			}()
-			id, err := t.current().StopWithCheckpoint(sctx)
+			id, err := env.StopWithCheckpoint(sctx)
 			scancel()
+			select {
+			case <-t.done:
+				if err != nil {
+					// Its run had ended (fenced, or between two runs):
+					// nothing newer than its last checkpoint to hand over.
+					r.logf("task %d: handed over without a checkpoint: its run had ended: %v", t.id, t.err)
+					return
+				}
+			default:
+			}
 			if err == nil {
 				select {
 				case <-t.done:

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -107,11 +108,18 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		opts = append(opts, eddy.Admin(*admin))
 	}
 	if *group {
-		if *kafkaBrokers == "" {
+		switch {
+		case *kafkaBrokers == "":
 			fmt.Fprintln(stderr, "eddy demo: --group needs --kafka")
 			return 2
+		case *restoreID != 0, *admin != "":
+			// Each task is a job of its own, with its own checkpoints;
+			// an endpoint belongs to the process.
+			fmt.Fprintln(stderr, "eddy demo: --restore and --admin do not work with --group")
+			return 2
 		}
-		if err := kafkaDemoGroup(ctx, c, splitBrokers(*kafkaBrokers), *instance, stdout, opts...); err != nil && ctx.Err() == nil {
+		err := kafkaDemoGroup(ctx, c, splitBrokers(*kafkaBrokers), *instance, stdout, opts...)
+		if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 			fmt.Fprintf(stderr, "eddy demo: %v\n", err)
 			return 1
 		}

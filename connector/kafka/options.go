@@ -123,9 +123,12 @@ func MaxPartitions(n int) SourceOpt {
 // processes of a job sharing a consumer group) reads its task's partition
 // so. A partition that does not exist yet is idle until it appears, as
 // with MaxPartitions, which it replaces. The list, like the topics, must
-// not change between runs of a job. Partitions panics on a negative or
-// repeated partition.
+// not change between runs of a job. Partitions panics, as Source does on
+// a job built wrong, on no partition and on a negative or repeated one.
 func Partitions(ps ...int32) SourceOpt {
+	if len(ps) == 0 {
+		panic("kafka.Partitions: no partitions (leave the option out to read every partition)")
+	}
 	seen := map[int32]bool{}
 	for _, p := range ps {
 		if p < 0 || seen[p] {
