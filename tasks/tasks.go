@@ -349,6 +349,15 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 			t.stopping.Store(true)
 			env := t.env
 			t.envMu.Unlock()
+			if p := env.RestoreProgress(); !p.Done {
+				// Still restoring: it has nothing newer than the
+				// checkpoint it restores, which the next owner restores
+				// too, and a checkpoint would wait for the restore.
+				t.cancel()
+				<-t.done
+				r.logf("task %d: handed over during its restore (%d of %d subtasks restored): nothing newer than checkpoint %d", t.id, p.Restored, p.Subtasks, p.Checkpoint)
+				return
+			}
 			// A run that ends without the checkpoint (it was fenced,
 			// or between two runs) ends the wait for it.
 			sctx, scancel := context.WithCancel(ctx)

@@ -524,7 +524,10 @@ func (j *Job) Complete(ctx context.Context, c *coord.Checkpoint) (map[string][]m
 	// (on an object store, a LIST).
 	if cl, ok := j.lease.(blob.CommitLease); ok && j.storage != nil {
 		// A lease that records each checkpoint does so here, with or
-		// without output: the record is what commits the checkpoint.
+		// without output: the record is what lets this owner commit the
+		// checkpoint's output (a restore still chooses among the
+		// manifests; one whose record a newer claim took is committed by
+		// whoever restores it, as above).
 		if err := j.leaseErr(c.ID, "committing it", cl.CommitCheckpoint(ctx, c.ID)); err != nil {
 			return nil, err
 		}
