@@ -81,7 +81,7 @@ func TestFencedByAnOutsiderReclaims(t *testing.T) {
 	if _, err := chain.Claim(ctx, "the test, out of the group"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("task 3 to claim it again", func() bool { return out.count("task 3: fenced while the group gives it to this process") > 0 })
+	waitFor("task 3 to claim it again", func() bool { return out.count("task 3: fenced by a process out of the group") > 0 })
 	if err := produce(t, brokers, events/2, events, keys); err != nil {
 		t.Fatal(err)
 	}

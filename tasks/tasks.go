@@ -141,12 +141,19 @@ func Run(ctx context.Context, cfg Config, build Build) error {
 		}
 		return err
 	}
+	r.member.Store(m)
 	var runErr error
-	select {
-	case <-ctx.Done():
-	case <-m.Done():
-		runErr = m.Err()
-	case runErr = <-r.failed:
+	if m.Tasks() != n {
+		// Partitions added between the topology check and the join: the
+		// recorded topology no longer holds.
+		runErr = fmt.Errorf("tasks: input topic %q has %d partitions at the join, %d when this process checked the job's topology; a job's input must keep its partition count", cfg.Topic, m.Tasks(), n)
+	} else {
+		select {
+		case <-ctx.Done():
+		case <-m.Done():
+			runErr = m.Err()
+		case runErr = <-r.failed:
+		}
 	}
 	// Hand every task over and leave; bounded by the handover timeout of
 	// each revocation, and the group's own.
@@ -164,6 +171,7 @@ type runner struct {
 	cfg        Config
 	build      Build
 	partitions int32 // of the input topic
+	member     atomic.Pointer[group.Member]
 	log        io.Writer
 	logMu      sync.Mutex
 	mu         sync.Mutex
@@ -188,13 +196,18 @@ type task struct {
 // was claimed by a process that is out of the group and does not know it
 // yet (a zombie whose claim was in flight when it paused): the group
 // revokes a task from its owner before it gives it to another member. So
-// the task claims its chain again, after two heartbeat intervals (long
-// enough for this process to learn first if it is the zombie itself: the
-// group's Lost comes with a heartbeat's answer), at most maxReclaims times
-// in a row (a run that completes a checkpoint ends the row). A task fenced
-// more often makes Run fail, whatever Config.Rejoin says: leaving the
-// group is what gives the task to another process.
-const maxReclaims = 5
+// a fenced task asks the group's coordinator (group.Member.Holds) whether
+// the task is this member's, every reclaimDelay, a few times: if it is,
+// it claims its chain again; if not, this process is the one out of date
+// (its session expired, or the task is moving), and the task stops. At
+// most maxReclaims claims in a row (a run that completes a checkpoint ends
+// the row); a task fenced more often makes Run fail, whatever
+// Config.Rejoin says: leaving the group is what gives the task to another
+// process.
+const (
+	maxReclaims = 5
+	holdPolls   = 10
+)
 
 // reclaimDelay is the wait before a fenced task claims again.
 func (cfg Config) reclaimDelay() time.Duration {
@@ -218,6 +231,10 @@ func (r *runner) logf(format string, args ...any) {
 // assigned starts the tasks the group gave this process.
 func (r *runner) assigned(ids []int32) {
 	for _, id := range ids {
+		if id >= r.partitions {
+			r.fail(fmt.Errorf("tasks: the group assigned task %d, but input topic %q had %d partitions when this process checked the job's topology; a job's input must keep its partition count", id, r.cfg.Topic, r.partitions))
+			continue
+		}
 		if err := r.start(id); err != nil {
 			r.fail(fmt.Errorf("tasks: task %d: %w: %w", id, ErrTaskFailed, err))
 		}
@@ -258,13 +275,13 @@ func (r *runner) start(id int32) error {
 		defer cancel()
 		t.err = env.Run(ctx)
 		delay := r.cfg.reclaimDelay()
+		held := true
 		for n := 1; n <= maxReclaims && errors.Is(t.err, eddy.ErrFenced) && !t.stopping.Load() && ctx.Err() == nil; n++ {
-			r.logf("task %d: fenced while the group gives it to this process (by a process out of the group); claiming it again in %v (%d of %d): %v",
-				id, delay, n, maxReclaims, t.err)
-			select {
-			case <-time.After(delay):
-			case <-ctx.Done():
+			if held = r.holds(ctx, t, delay); !held {
+				break
 			}
+			r.logf("task %d: fenced by a process out of the group, while the group gives the task to this one: claiming it again (%d of %d): %v",
+				id, n, maxReclaims, t.err)
 			next, err := r.newEnv(id)
 			if err != nil {
 				t.err = err
@@ -290,6 +307,15 @@ func (r *runner) start(id int32) error {
 			r.logf("task %d: ended: its input is consumed", id)
 		case ctx.Err() != nil:
 			// Stopped: lost, or handed over after a failed checkpoint.
+		case errors.Is(t.err, eddy.ErrFenced) && !held:
+			// A newer owner has it, and the group does not give it to
+			// this process: this process is the one out of date. It
+			// committed nothing more, and stops.
+			r.take([]int32{id})
+			r.logf("task %d: fenced by a newer owner, stopped: %v", id, t.err)
+			if !r.cfg.Rejoin {
+				r.fail(fmt.Errorf("tasks: task %d: %w", id, t.err))
+			}
 		case errors.Is(t.err, eddy.ErrFenced):
 			// Fenced again and again while the group gives the task to
 			// this process, which commits nothing more of it: leaving
@@ -303,6 +329,37 @@ func (r *runner) start(id int32) error {
 		}
 	}()
 	return nil
+}
+
+// holds waits for the group's coordinator to say that t is this
+// member's: it asks every delay, holdPolls times at most, and stops
+// asking when t is stopped.
+func (r *runner) holds(ctx context.Context, t *task, delay time.Duration) bool {
+	for range holdPolls {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return false
+		}
+		if t.stopping.Load() {
+			return false
+		}
+		m := r.member.Load()
+		if m == nil {
+			continue // still joining
+		}
+		qctx, cancel := context.WithTimeout(ctx, delay+5*time.Second)
+		held, err := m.Holds(qctx, t.id)
+		cancel()
+		if err != nil {
+			r.logf("task %d: asking the group whether it holds the task: %v", t.id, err)
+			continue
+		}
+		if held {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *runner) fail(err error) {

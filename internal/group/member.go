@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -231,6 +232,47 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	<-m.stop(false, true)
 	return nil, fmt.Errorf("group: join group %q of job %q (brokers %s): %w", m.group, cfg.Job, strings.Join(cfg.Brokers, ","), err)
+}
+
+// Holds asks the group's coordinator whether task is assigned to this
+// member now: the group is stable (no rebalance under way) and this
+// member, as the coordinator knows it, has the task. A member the
+// coordinator dropped (its session expired, whether it knows it yet or
+// not) holds nothing. Use it to tell who fenced a task's claim: if this
+// member holds the task, the other claimant was out of the group.
+func (m *Member) Holds(ctx context.Context, task int32) (bool, error) {
+	id, _ := m.cl.GroupMetadata()
+	if id == "" {
+		return false, nil
+	}
+	groups, err := kadm.NewClient(m.cl).DescribeGroups(ctx, m.group)
+	if err != nil {
+		return false, fmt.Errorf("group: describe group %q: %w", m.group, err)
+	}
+	g, ok := groups[m.group]
+	switch {
+	case !ok:
+		return false, fmt.Errorf("group: describe group %q: not in the answer", m.group)
+	case g.Err != nil:
+		return false, fmt.Errorf("group: describe group %q: %w", m.group, g.Err)
+	case g.State != "Stable":
+		return false, nil
+	}
+	for _, mem := range g.Members {
+		if mem.MemberID != id {
+			continue
+		}
+		a, ok := mem.Assigned.AsConsumer()
+		if !ok {
+			return false, nil
+		}
+		for _, t := range a.Topics {
+			if t.Topic == m.cfg.Topic && slices.Contains(t.Partitions, task) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // Group returns the name of the member's consumer group.
