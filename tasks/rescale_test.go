@@ -111,19 +111,21 @@ func TestRescaleTwoThreeTwo(t *testing.T) {
 	waitFor("2 processes to share the tasks", func() bool {
 		return owned("p0") > 0 && owned("p1") > 0 && owned("p0")+owned("p1") == partitions
 	})
+	before := len(out.handovers(t, ": ")) // p1's join took tasks from p0
 	p2 := start("p2")
 	waitFor("3 processes to share the tasks", func() bool {
 		return owned("p2") > 0 && owned("p0")+owned("p1")+owned("p2") == partitions
 	})
-	scaledUp := len(out.handovers(t, "p0: ")) + len(out.handovers(t, "p1: "))
+	scaledUp := len(out.handovers(t, ": ")) - before
 	if scaledUp == 0 {
 		t.Error("p2 joined: p0 and p1 handed no task over")
 	}
+	ran, prior := owned("p1"), len(out.handovers(t, "p1: "))
 	stop(p1)
 	waitFor("2 processes to run every task", func() bool { return owned("p0")+owned("p2") == partitions })
-	scaledDown := out.handovers(t, "p1: ")
-	if len(scaledDown) == 0 {
-		t.Error("p1 stopped: it handed no task over")
+	scaledDown := out.handovers(t, "p1: ")[prior:]
+	if len(scaledDown) != ran {
+		t.Errorf("p1 stopped: it handed %d tasks over at a checkpoint, want the %d it ran", len(scaledDown), ran)
 	}
 	if err := producedAll(); err != nil {
 		t.Fatal(err)
@@ -138,8 +140,8 @@ func TestRescaleTwoThreeTwo(t *testing.T) {
 	all := out.handovers(t, ": ")
 	slices.Sort(all)
 	slices.Sort(scaledDown)
-	t.Logf("handovers: %d in the rescale 2 -> 3 (then %d more as the processes stopped); p1's on SIGTERM: %d, p50 %v, max %v; all %d: p50 %v, max %v",
-		scaledUp, len(all)-scaledUp-len(scaledDown), len(scaledDown), handoverQuantile(scaledDown, 0.5), handoverQuantile(scaledDown, 1), len(all), handoverQuantile(all, 0.5), handoverQuantile(all, 1))
+	t.Logf("handovers: %d as p1 joined, %d in the rescale 2 -> 3, %d in 3 -> 2 (p1's on SIGTERM: p50 %v, max %v), %d as the last two stopped; all %d: p50 %v, max %v",
+		before, scaledUp, len(scaledDown), handoverQuantile(scaledDown, 0.5), handoverQuantile(scaledDown, 1), len(all)-before-scaledUp-len(scaledDown), len(all), handoverQuantile(all, 0.5), handoverQuantile(all, 1))
 }
 
 // handoverQuantile returns the q-quantile of sorted ds, 0 for none.
