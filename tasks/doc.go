@@ -36,8 +36,24 @@
 // SinkName), use the transactional ids of the task, which the new owner's
 // producers fence.
 //
+// # Metrics
+//
+// With Config.Metrics, Run registers the process's metrics of its tasks,
+// labelled job_name: eddy_tasks_owned (tasks it runs now),
+// eddy_tasks_lag_records{task} (records of a task's partition it has not
+// read: the high watermark minus its next offset, as its Kafka source
+// knows them, see eddy.Env.SourceLag; its committed position trails by up
+// to a checkpoint interval), eddy_tasks_rebalances_total and
+// eddy_tasks_rebalance_duration_seconds (each rebalance the process took
+// part in, from its first JoinGroup request to its new tasks started,
+// handovers included), eddy_tasks_handover_duration_seconds (a task's
+// StopWithCheckpoint when it moves away), eddy_tasks_handover_failures_total
+// and eddy_tasks_lost_total{reason} (session: moved while the process was
+// out of the group; fenced: claimed by a newer owner first). Each task's
+// Env registers its own metrics there too, labelled job_name
+// "<job>.t<task>".
+//
 // Not yet here (issue 21): re-keying between processes through internal
-// topics (a KeyBy on another field than the input's key), the per-task
-// commit chain of internal/taskchain in place of the claim, and metrics
-// of tasks and rebalances.
+// topics (a KeyBy on another field than the input's key), and the per-task
+// commit chain of internal/taskchain in place of the claim.
 package tasks

@@ -285,7 +285,28 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 			}
 			start := time.Now()
 			t.stopping.Store(true)
-			id, err := t.env.StopWithCheckpoint(ctx)
+			// A task that ends meanwhile (its bounded input read) takes
+			// no more requests: the wait for its checkpoint ends with it.
+			sctx, stopWaiting := context.WithCancel(ctx)
+			go func() {
+				select {
+				case <-t.done:
+					stopWaiting()
+				case <-sctx.Done():
+				}
+			}()
+			id, err := t.env.StopWithCheckpoint(sctx)
+			stopWaiting()
+			if err != nil && ctx.Err() == nil {
+				select {
+				case <-t.done:
+					if t.err == nil {
+						r.logf("task %d: handed over (it ended meanwhile)", t.id)
+						return
+					}
+				default:
+				}
+			}
 			if err == nil {
 				select {
 				case <-t.done:

@@ -219,6 +219,11 @@ func (b *groupBench) moves(ctx context.Context, n int, wantTotals int64, wantDig
 			return err
 		}
 		onStop = append(onStop, g.handovers(live[i], stopping)...)
+		others := slices.Delete(slices.Clone(live), i, i+1)
+		err := g.waitFor(ctx, "the others to run every task", 5*time.Minute, func() bool { return g.stable(others) })
+		if err != nil {
+			return err
+		}
 		restarted := time.Now()
 		live[i] = fmt.Sprintf("p%d.%d", i, r+1)
 		if err := g.start(ctx, b, live[i], brokers, data, "--admin", "127.0.0.1:0"); err != nil {
