@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -248,4 +249,31 @@ func (e *Env) RestoreProgress() RestoreProgress {
 	r := m.Readiness()
 	return RestoreProgress{Checkpoint: uint64(e.stats.Stats().RestoredFrom), Restored: r.Started, Subtasks: r.Total,
 		Done: !r.Running || r.Ready()}
+}
+
+// SourceLag returns how many records the job's sources have yet to read,
+// summed over their subtasks, as the sources know it: for the Kafka
+// source, each partition's high watermark at its last fetch minus the
+// next offset to read (not its committed position, which trails by up to
+// a checkpoint interval). The sources publish it every few batches and
+// when they wait for input. known is false before Run and when no source
+// knows its lag; after Run, it is the last Run's.
+func (e *Env) SourceLag() (records int64, known bool) {
+	e.svc.mu.Lock()
+	m := e.svc.metrics
+	e.svc.mu.Unlock()
+	if m == nil {
+		return 0, false
+	}
+	for _, st := range m.Stages() {
+		if !st.Source {
+			continue
+		}
+		for i := range st.Parallelism {
+			if lag := m.Subtask(st.ID, i).SourceLag.Load(); lag != math.MinInt64 {
+				records, known = records+lag, true
+			}
+		}
+	}
+	return records, known
 }

@@ -40,10 +40,11 @@
 // new owner's producers fence. A task fenced while the group still gives
 // it to this process was claimed by a process out of the group (a
 // zombie's claim that was in flight when it paused): it claims its chain
-// again, a few times at most. A process that finds itself fenced this way, or whose
-// tasks the group declares lost, hands its other tasks over and Run
-// returns the fencing error (eddy.ErrFenced); Config.Rejoin keeps it in
-// the job instead.
+// again once the group's coordinator confirms the task is this
+// process's. A process that finds itself fenced by a newer owner, or
+// whose tasks the group declares lost, hands its other tasks over and
+// Run returns the fencing error (eddy.ErrFenced); Config.Rejoin keeps it
+// in the job instead.
 //
 // # Keys that are not the input's
 //
@@ -54,5 +55,21 @@
 // written by every task exactly once and read by task t from its
 // partition t, read_committed. A record crosses the edge when its
 // writer's checkpoint commits.
-
+//
+// # Metrics
+//
+// With Config.Metrics, Run registers the process's metrics of its tasks,
+// labelled job_name: eddy_tasks_owned (tasks it runs now),
+// eddy_tasks_lag_records{task} (records of a task's partition it has not
+// read: the high watermark minus its next offset, as its Kafka source
+// knows them, see eddy.Env.SourceLag; its committed position trails by up
+// to a checkpoint interval), eddy_tasks_rebalances_total and
+// eddy_tasks_rebalance_duration_seconds (each rebalance the process took
+// part in, from its first JoinGroup request to its new tasks started,
+// handovers included), eddy_tasks_handover_duration_seconds (a task's
+// StopWithCheckpoint when it moves away), eddy_tasks_handover_failures_total
+// and eddy_tasks_lost_total{reason} (session: moved while the process was
+// out of the group; fenced: claimed by a newer owner first). Each task's
+// Env registers its own metrics there too, labelled job_name
+// "<job>.t<task>".
 package tasks

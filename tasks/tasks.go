@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/internal/group"
@@ -55,6 +57,12 @@ type Config struct {
 	// Rejoin, those tasks stop and the process stays a member, taking
 	// whatever tasks the group gives it next.
 	Rejoin bool
+	// Metrics, when set, receives the process's metrics of its tasks
+	// while Run runs (eddy_tasks_*: tasks owned, their lag, rebalances,
+	// handovers, tasks lost; see metrics.go), and each task's Env's own
+	// metrics (eddy.Metrics), labelled job_name "<Job>.t<task>".
+	// Optional.
+	Metrics prometheus.Registerer
 }
 
 // Build adds task t's graph to env: a source of partition t.ID of the
@@ -128,11 +136,18 @@ func Run(ctx context.Context, cfg Config, build Build) error {
 	if r.log == nil {
 		r.log = io.Discard
 	}
+	r.m = newMetrics(r)
+	if reg := cfg.Metrics; reg != nil {
+		if err := reg.Register(r.m); err != nil {
+			return fmt.Errorf("tasks: registering the metrics of job %q: %w", cfg.Job, err)
+		}
+		defer reg.Unregister(r.m)
+	}
 	m, err := group.Join(ctx, group.Config{
 		Brokers: cfg.Brokers, Job: cfg.Job, Topic: cfg.Topic, Instance: cfg.Instance,
 		SessionTimeout: cfg.SessionTimeout, HeartbeatInterval: cfg.HeartbeatInterval,
 		RebalanceTimeout: cfg.RebalanceTimeout, HandoverTimeout: cfg.HandoverTimeout,
-		Assigned: r.assigned, Revoked: r.revoked, Lost: r.lost,
+		Assigned: r.assigned, Revoked: r.revoked, Lost: r.lost, Rebalanced: r.m.rebalanced,
 		Logf: func(format string, args ...any) { r.logf("group: "+format, args...) },
 	})
 	if err != nil {
@@ -177,6 +192,7 @@ type runner struct {
 	mu         sync.Mutex
 	running    map[int32]*task
 	failed     chan error // the first task that failed for good
+	m          *metrics
 }
 
 // task is one running task.
@@ -251,6 +267,9 @@ func (r *runner) newEnv(id int32) (*eddy.Env, error) {
 	// the tasks one name or one checkpoint lineage.
 	opts := append(slices.Clone(r.cfg.Options), eddy.JobName(fmt.Sprintf("%s.t%d", r.cfg.Job, id)),
 		eddy.CheckpointStore(store, r.cfg.Interval), claimTask(r.cfg.Store, id))
+	if r.cfg.Metrics != nil {
+		opts = append(opts, eddy.Metrics(r.cfg.Metrics))
+	}
 	env := eddy.New(opts...)
 	if err := r.build(env, r.cfg.task(id, r.partitions)); err != nil {
 		return nil, fmt.Errorf("building the job: %w", err)
@@ -311,7 +330,9 @@ func (r *runner) start(id int32) error {
 			// A newer owner has it, and the group does not give it to
 			// this process: this process is the one out of date. It
 			// committed nothing more, and stops.
-			r.take([]int32{id})
+			if len(r.take([]int32{id})) > 0 {
+				r.m.lost.WithLabelValues(LostFenced).Inc()
+			}
 			r.logf("task %d: fenced by a newer owner, stopped: %v", id, t.err)
 			if !r.cfg.Rejoin {
 				r.fail(fmt.Errorf("tasks: task %d: %w", id, t.err))
@@ -429,6 +450,11 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 			scancel()
 			select {
 			case <-t.done:
+				if err != nil && t.err == nil {
+					// Its bounded input was read meanwhile.
+					r.logf("task %d: handed over (it ended meanwhile)", t.id)
+					return
+				}
 				if err != nil {
 					// Its run had ended (fenced, or between two runs):
 					// nothing newer than its last checkpoint to hand over.
@@ -440,7 +466,9 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 			if err == nil {
 				select {
 				case <-t.done:
-					r.logf("task %d: handed over at checkpoint %d in %v", t.id, id, time.Since(start).Round(time.Millisecond))
+					d := time.Since(start)
+					r.m.handover.Observe(d.Seconds())
+					r.logf("task %d: handed over at checkpoint %d in %v", t.id, id, d.Round(time.Millisecond))
 					return
 				case <-ctx.Done():
 					err = ctx.Err()
@@ -448,6 +476,7 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 			}
 			t.cancel()
 			<-t.done
+			r.m.failed.Inc()
 			errs[i] = fmt.Errorf("task %d: handover: %w", t.id, err)
 			r.logf("task %d: handover failed, stopped without a checkpoint: %v", t.id, err)
 		}()
@@ -459,14 +488,16 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 // lost stops the tasks without a checkpoint: other processes may own them
 // already, and this one must commit nothing more of them.
 func (r *runner) lost(ids []int32) {
-	r.stop(ids, "lost (the group moved it while this process was out of the group)")
+	n := r.stop(ids, "lost (the group moved it while this process was out of the group)")
+	r.m.lost.WithLabelValues(LostSession).Add(float64(n))
 	if !r.cfg.Rejoin {
 		r.fail(fmt.Errorf("tasks: job %s: tasks %v were lost: this process was out of the job's group (its session expired) and the group gave them to other processes: %w", r.cfg.Job, ids, eddy.ErrFenced))
 	}
 }
 
-// stop cancels the tasks ids without a checkpoint and waits for them.
-func (r *runner) stop(ids []int32, why string) {
+// stop cancels the tasks ids without a checkpoint, waits for them and
+// returns how many were running.
+func (r *runner) stop(ids []int32, why string) int {
 	ts := r.take(ids)
 	for _, t := range ts {
 		t.stopping.Store(true)
@@ -476,6 +507,7 @@ func (r *runner) stop(ids []int32, why string) {
 		<-t.done
 		r.logf("task %d: %s: stopped without a checkpoint", t.id, why)
 	}
+	return len(ts)
 }
 
 // stopAll cancels the tasks still running, without a checkpoint.

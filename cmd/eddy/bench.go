@@ -44,8 +44,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "pebble" {
 		return benchPebbleCmd(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "group" {
+		return benchGroupCmd(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "checkpoint" {
-		fmt.Fprintln(stderr, "usage: eddy bench checkpoint [flags] | eddy bench pebble [flags]")
+		fmt.Fprintln(stderr, "usage: eddy bench checkpoint [flags] | eddy bench pebble [flags] | eddy bench group [flags]")
 		return 2
 	}
 	fs := flag.NewFlagSet("bench checkpoint", flag.ContinueOnError)

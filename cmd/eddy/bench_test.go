@@ -263,3 +263,51 @@ func TestPausingSourcePausesEverySplit(t *testing.T) {
 		t.Fatal("paused not closed once every split paused")
 	}
 }
+
+// TestBenchGroupRuns runs a small bench group (processes of this test
+// binary, see TestMain) and checks that it prints the throughput of each
+// process count, with totals equal across them, and the handover and
+// kill times.
+func TestBenchGroupRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs processes of the demo for seconds")
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"bench", "group", "--events", "20000", "--drivers", "50", "--processes", "1,2", "--rounds", "1",
+		"--session-timeout", "2s", "--dir", t.TempDir()}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
+	}
+	t.Log(out.String())
+	rows := map[string][]string{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			rows[f[0]] = f
+		}
+	}
+	for _, n := range []string{"1", "2"} {
+		r := rows[n]
+		if len(r) != 7 || !strings.HasSuffix(r[3], "x") {
+			t.Fatalf("no throughput row for %s processes: %q\n%s", n, r, out.String())
+		}
+		if v, err := strconv.ParseFloat(r[2], 64); err != nil || v <= 0 {
+			t.Errorf("%s processes: events/s %q", n, r[2])
+		}
+		if r[5] != rows["1"][5] || r[6] != rows["1"][6] {
+			t.Errorf("%s processes committed %s totals (digest %s), 1 process %s (%s)", n, r[5], r[6], rows["1"][5], rows["1"][6])
+		}
+	}
+	for _, what := range []string{"handover on revoke: SIGTERM", "SIGKILL -> the moved task started", "SIGKILL -> its first checkpoint"} {
+		var row string
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(line, what) {
+				row = line
+			}
+		}
+		// samples, p50, p99, max after the description.
+		f := strings.Fields(row)
+		if len(f) < 4 || f[len(f)-4] == "0" {
+			t.Errorf("no samples of %q: %q", what, row)
+		}
+	}
+}

@@ -44,13 +44,16 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	allowDup := fs.Bool("allow-duplicates-on-fallback", false, "when the newest checkpoints are unusable and a sink that cannot roll back (Kafka) committed after the one restored, resume anyway: that output is written again")
 	kafkaBrokers := fs.String("kafka", "", "run from and to Kafka topics on these brokers (host:port,...)")
 	group := fs.Bool("group", false, "with --kafka: be one of several processes of the job, started with the same --kafka and --data (an s3:// store to span machines): they share its tasks, one per input partition, over a Kafka consumer group, and move them when a process stops, dies or joins; runs until Ctrl-C")
-	instance := fs.String("instance", "", "with --group: a stable name of this process (static group membership): restarted with the same name within the session timeout, it gets its tasks back")
+	var g groupFlags
+	fs.StringVar(&g.instance, "instance", "", "with --group: a stable name of this process (static group membership): restarted with the same name within the session timeout, it gets its tasks back")
+	fs.DurationVar(&g.session, "session-timeout", 0, "with --group: how long the group waits for a silent process before it moves its tasks (default 45s; the brokers bound it, 6s to 30m by default)")
+	fs.BoolVar(&g.untilEnd, "until-end", false, "with --group: each task stops once it has read its partition up to the end offset at its first start (for benchmarks); the process stays in the group until stopped")
 	fs.BoolVar(&c.Changelog, "changelog", false, "use the changelog state backend (durable short-term log + background materialization)")
 	fs.DurationVar(&c.Materialize, "materialize", 10*time.Second, "with --changelog: time between materializations")
 	stateKind := fs.String("state", "heap", "where keyed state lives: heap (memory) or pebble (Pebble databases on local disk, incremental checkpoints)")
 	fs.StringVar(&c.PebbleDir, "state-dir", "./eddy-state", "with --state pebble: the local directory of the databases")
 	fs.Int64Var(&c.PebbleMemory, "state-memory", 0, "with --state pebble: bytes of block cache and memtables of all databases (0: the default, 256 MiB)")
-	admin := fs.String("admin", "", "serve /metrics, the admin API and a web page on this loopback host:port (port 0: any free port)")
+	admin := fs.String("admin", "", "serve /metrics, the admin API and a web page on this loopback host:port (port 0: any free port); with --group, /metrics of the process's tasks")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -104,7 +107,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	if *restoreID != 0 {
 		opts = append(opts, eddy.RestoreCheckpoint(*restoreID))
 	}
-	if *admin != "" {
+	if *admin != "" && !*group {
 		opts = append(opts, eddy.Admin(*admin))
 	}
 	if *group {
@@ -112,13 +115,13 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		case *kafkaBrokers == "":
 			fmt.Fprintln(stderr, "eddy demo: --group needs --kafka")
 			return 2
-		case *restoreID != 0, *admin != "":
-			// Each task is a job of its own, with its own checkpoints;
-			// an endpoint belongs to the process.
-			fmt.Fprintln(stderr, "eddy demo: --restore and --admin do not work with --group")
+		case *restoreID != 0:
+			// Each task is a job of its own, with its own checkpoints.
+			fmt.Fprintln(stderr, "eddy demo: --restore does not work with --group")
 			return 2
 		}
-		err := kafkaDemoGroup(ctx, c, splitBrokers(*kafkaBrokers), *instance, stdout, opts...)
+		g.admin = *admin
+		err := kafkaDemoGroup(ctx, c, splitBrokers(*kafkaBrokers), g, stdout, opts...)
 		if err != nil && !(ctx.Err() != nil && errors.Is(err, context.Canceled)) {
 			fmt.Fprintf(stderr, "eddy demo: %v\n", err)
 			return 1

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -20,9 +22,13 @@ import (
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/connector/datagen"
 	"github.com/eddyflow/eddy/connector/kafka"
+	"github.com/eddyflow/eddy/internal/admin"
 	"github.com/eddyflow/eddy/internal/demojob"
 	"github.com/eddyflow/eddy/state"
 	"github.com/eddyflow/eddy/tasks"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -75,7 +81,7 @@ func kafkaDemoEnv(ctx context.Context, c demojob.Config, brokers []string, stdou
 	}
 	env := eddy.New(append(append([]eddy.Option{eddy.JobName(kafkaDemoJob),
 		eddy.CheckpointStore(jobStore, kafkaDemoInterval(c))}, kafkaDemoBase(c)...), opts...)...)
-	kafkaDemoJobGraph(env, c, brokers, nil, "")
+	kafkaDemoJobGraph(env, c, brokers, nil, true, "")
 	return env, jobStore, nil
 }
 
@@ -147,16 +153,18 @@ func kafkaDemoLoad(ctx context.Context, c demojob.Config, brokers []string, stdo
 
 // kafkaDemoJobGraph adds the demo job to env: Kafka eddy-demo-gps (only
 // partitions, if not nil; bounded by the offsets at its first start
-// unless partitions is given: a task of a group job runs until stopped) →
+// unless partitions is given and not bounded: a task of a group job runs
+// until stopped, unless --until-end) →
 // KeyBy(driver) → running distance and point count per driver in keyed
 // state → Kafka eddy-demo-totals, exactly once, JSON values keyed by
 // driver, one line per c.EmitEvery-th point of a driver; sinkName, if not
 // empty, names the sink (its transactional ids).
-func kafkaDemoJobGraph(env *eddy.Env, c demojob.Config, brokers []string, partitions []int32, sinkName string) {
+func kafkaDemoJobGraph(env *eddy.Env, c demojob.Config, brokers []string, partitions []int32, bounded bool, sinkName string) {
 	srcOpts := []kafka.SourceOpt{kafka.Brokers(brokers...), kafka.Topics(kafkaDemoPoints), kafka.MaxPartitions(64)}
 	if partitions != nil {
 		srcOpts = append(srcOpts, kafka.Partitions(partitions...))
-	} else {
+	}
+	if partitions == nil || bounded {
 		srcOpts = append(srcOpts, kafka.Bounded())
 	}
 	in := eddy.FromSource(env, kafka.Source[datagen.GPSPoint](srcOpts...), eddy.Named("gps"))
@@ -170,6 +178,15 @@ func kafkaDemoJobGraph(env *eddy.Env, c demojob.Config, brokers []string, partit
 	eddy.ToSink(totals, kafka.Sink[demojob.DriverTotal](kafkaDemoTotals, sinkOpts...))
 }
 
+// groupFlags are the settings of `eddy demo --kafka --group` that a
+// one-process demo does not have.
+type groupFlags struct {
+	instance string        // --instance: static membership
+	admin    string        // --admin: the process's /metrics
+	session  time.Duration // --session-timeout; 0: the default
+	untilEnd bool          // --until-end: each task stops at its partition's end
+}
+
 // kafkaDemoGroup runs `eddy demo --kafka BROKERS --group`: this process
 // is one of the processes of the Kafka demo job, which share its tasks
 // (one per partition of eddy-demo-gps) over a consumer group and keep
@@ -177,7 +194,10 @@ func kafkaDemoJobGraph(env *eddy.Env, c demojob.Config, brokers []string, partit
 // the input first (once for all processes: see kafkaDemoLoad), then runs
 // the tasks the group assigns it until ctx ends, printing each task as it
 // starts, moves or ends, and finally hands its tasks over and leaves.
-func kafkaDemoGroup(ctx context.Context, c demojob.Config, brokers []string, instance string, stdout io.Writer, opts ...eddy.Option) error {
+// With g.admin, it serves the metrics of its tasks (eddy_tasks_*, and
+// each task's own, labelled job_name eddy-demo-kafka.t<task>) at /metrics
+// on that address.
+func kafkaDemoGroup(ctx context.Context, c demojob.Config, brokers []string, g groupFlags, stdout io.Writer, opts ...eddy.Option) error {
 	if err := kafkaDemoLoad(ctx, c, brokers, stdout, true, opts...); err != nil {
 		return err
 	}
@@ -185,14 +205,48 @@ func kafkaDemoGroup(ctx context.Context, c demojob.Config, brokers []string, ins
 	if err != nil {
 		return err
 	}
+	var reg *prometheus.Registry
+	if g.admin != "" {
+		reg = prometheus.NewRegistry()
+		srv, err := serveMetrics(g.admin, reg)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		fmt.Fprintf(stdout, "eddy demo --kafka --group: metrics at http://%s/metrics\n", srv.Addr)
+	}
 	fmt.Fprintf(stdout, "eddy demo --kafka --group: joining job %s; tasks are the partitions of %s; stop with Ctrl-C (the process hands its tasks over)\n",
 		kafkaDemoJob, kafkaDemoPoints)
-	return tasks.Run(ctx, tasks.Config{Job: kafkaDemoJob, Brokers: brokers, Topic: kafkaDemoPoints, Store: store,
-		Interval: kafkaDemoInterval(c), Instance: instance, Options: append(kafkaDemoBase(c), opts...), Log: stdout},
-		func(env *eddy.Env, task tasks.Task) error {
-			kafkaDemoJobGraph(env, c, brokers, []int32{task.ID}, task.SinkName(kafkaDemoTotals))
-			return nil
-		})
+	cfg := tasks.Config{Job: kafkaDemoJob, Brokers: brokers, Topic: kafkaDemoPoints, Store: store,
+		Interval: kafkaDemoInterval(c), Instance: g.instance, SessionTimeout: g.session,
+		Options: append(kafkaDemoBase(c), opts...), Log: stdout}
+	if reg != nil {
+		cfg.Metrics = reg
+	}
+	return tasks.Run(ctx, cfg, func(env *eddy.Env, task tasks.Task) error {
+		kafkaDemoJobGraph(env, c, brokers, []int32{task.ID}, g.untilEnd, task.SinkName(kafkaDemoTotals))
+		return nil
+	})
+}
+
+// serveMetrics serves reg's metrics and the process's own (Go runtime,
+// process) at /metrics on addr, a loopback address (port 0: any free
+// port), until the server is closed; srv.Addr is the address bound.
+func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
+	if err := admin.CheckAddr(addr, false); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--admin: %w", err)
+	}
+	proc := prometheus.NewRegistry()
+	proc.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{reg, proc}, promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, nil
 }
 
 // kafkaTotal is the keyed state of the Kafka demo job.

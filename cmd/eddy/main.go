@@ -53,7 +53,8 @@ commands:
   serde    encode and decode sample order events and print sizes and speeds
   schema   print the .proto or schema of the demo types; check two saved schemas
   bench    bench checkpoint: checkpoint duration, size and recovery, changelog off vs on;
-           bench pebble: capacity of the Pebble backend (peak RSS, throughput, disk, checkpoint and restore sizes)
+           bench pebble: capacity of the Pebble backend (peak RSS, throughput, disk, checkpoint and restore sizes);
+           bench group: the Kafka demo as 1, 2 and 3 processes of a consumer group (throughput, handover and kill times)
   checkpoints  list|show ID|verify ID --data URL: inspect a checkpoint store (read-only)
   state    state dump --data URL --operator UID: decode an operator's keyed state with the stored schemas
   savepoint  --admin HOST:PORT: take a savepoint of a running job through its admin endpoint

@@ -343,6 +343,15 @@ func (s *session) open(ctx context.Context, tp topicPartition, pos *position, fr
 	}
 	p := &partition{}
 	p.hwm.Store(-1)
+	if exists && !(pos.bounded && !pos.fromStart && pos.next >= pos.end) {
+		// The lag is known from the start: a partition read to its end
+		// before (a restored position) gets no fetch, and so no high
+		// watermark, until a record arrives. The offsets are listed once
+		// per topic; failing, the first fetch tells.
+		if end, err := s.listed(ctx, "committed", tp); err == nil {
+			p.hwm.Store(end)
+		}
+	}
 	if pos.fromStart {
 		p.start = kgo.NewOffset().AtStart()
 	} else {

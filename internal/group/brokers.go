@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // hooks remembers the client's last connection error, so that a timeout
@@ -21,6 +22,7 @@ type hooks struct {
 	mu      sync.Mutex
 	last    error
 	manage  func(error)
+	joining func() // a JoinGroup request was written: a rebalance starts or goes on
 	brokers []string
 }
 
@@ -32,6 +34,14 @@ func (h *hooks) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.
 	h.mu.Lock()
 	h.last = fmt.Errorf("%s: %w", net.JoinHostPort(meta.Host, fmt.Sprint(meta.Port)), err)
 	h.mu.Unlock()
+}
+
+// OnBrokerWrite implements kgo.HookBrokerWrite: it notes the member's
+// JoinGroup requests, which start its part in a rebalance.
+func (h *hooks) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil && key == int16(kmsg.JoinGroup) && h.joining != nil {
+		h.joining()
+	}
 }
 
 // OnGroupManageError implements kgo.HookGroupManageError.

@@ -64,6 +64,14 @@ type Config struct {
 	// restores it) or fails with taskchain.ErrFenced. The member then
 	// rejoins by itself, and may be Assigned tasks again.
 	Lost func(tasks []int32)
+	// Rebalanced, when set, is called after each rebalance the member
+	// took part in, once its Assigned returned (or would have, given no
+	// new tasks), with how long the rebalance took the member: from its
+	// first JoinGroup request of the rebalance (retries and the handover
+	// of its tasks that moved away included) until then. A cooperative
+	// rebalance that moves tasks is two rebalances for the members
+	// involved: one to revoke them, one to assign them.
+	Rebalanced func(d time.Duration)
 	// Logf, when set, receives the member's log lines: the group's errors,
 	// failed handovers and the franz-go client's warnings.
 	Logf func(format string, args ...any)
@@ -150,6 +158,9 @@ type Member struct {
 	joinErr error // the group's first error before the member joined
 	joined  chan struct{}
 	joinSig sync.Once
+	// rebalancing is when the rebalance under way started for this
+	// member (its first JoinGroup request); zero between rebalances.
+	rebalancing time.Time
 
 	stopOnce sync.Once
 	stopErr  error
@@ -188,6 +199,7 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	}
 
 	h.manage = m.manageError
+	h.joining = m.joining
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.DialTimeout(min(cfg.ConnectTimeout, 10*time.Second)),
@@ -426,7 +438,26 @@ func (m *Member) onAssigned(_ context.Context, _ *kgo.Client, ps map[string][]in
 	if len(tasks) > 0 {
 		m.cfg.Assigned(tasks)
 	}
+	// The client calls this at the end of every join and sync, with or
+	// without new tasks, and joins again only after it returned.
+	m.mu.Lock()
+	start := m.rebalancing
+	m.rebalancing = time.Time{}
+	m.mu.Unlock()
+	if m.cfg.Rebalanced != nil && !start.IsZero() {
+		m.cfg.Rebalanced(time.Since(start))
+	}
 	m.joinSig.Do(func() { close(m.joined) })
+}
+
+// joining notes the start of a rebalance: the member's first JoinGroup
+// request since the last one ended.
+func (m *Member) joining() {
+	m.mu.Lock()
+	if m.rebalancing.IsZero() {
+		m.rebalancing = time.Now()
+	}
+	m.mu.Unlock()
 }
 
 // take removes the owned tasks among ts from the owned set and returns

@@ -408,3 +408,66 @@ func TestJoinErrors(t *testing.T) {
 		t.Errorf("bad job name: %v", err)
 	}
 }
+
+// TestRebalancedReports: each rebalance a member takes part in is
+// reported once it ends, and a rebalance that moves tasks away from a
+// member lasts at least as long as that member's handover of them.
+func TestRebalancedReports(t *testing.T) {
+	c := newCluster(t, 4, "in")
+	l := newLedger()
+	var mu sync.Mutex
+	rebalances := map[string][]time.Duration{}
+	var handover time.Duration // a's longest Revoked
+	cfg := func(name string) Config {
+		cfg := testConfig(t, c, l, name)
+		revoked := cfg.Revoked
+		cfg.Revoked = func(ctx context.Context, tasks []int32) error {
+			start := time.Now()
+			// A handover that takes a while, as a checkpoint does.
+			time.Sleep(100 * time.Millisecond)
+			err := revoked(ctx, tasks)
+			mu.Lock()
+			handover = max(handover, time.Since(start))
+			mu.Unlock()
+			return err
+		}
+		cfg.Rebalanced = func(d time.Duration) {
+			mu.Lock()
+			rebalances[name] = append(rebalances[name], d)
+			mu.Unlock()
+		}
+		return cfg
+	}
+	count := func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(rebalances[name])
+	}
+	ms := map[string]*Member{"a": join(t, cfg("a"))}
+	waitStable(t, l, 4, ms)
+	if n := count("a"); n < 1 {
+		t.Fatalf("a joined: %d rebalances reported, want at least 1", n)
+	}
+	before := count("a")
+	ms["b"] = join(t, cfg("b"))
+	waitStable(t, l, 4, ms)
+	// b's join is one rebalance for b at least; for a, the two of a
+	// cooperative move (revoke, then assign).
+	if n := count("b"); n < 1 {
+		t.Errorf("b joined: %d rebalances reported for b, want at least 1", n)
+	}
+	mu.Lock()
+	got := slices.Clone(rebalances["a"][before:])
+	h := handover
+	mu.Unlock()
+	if len(got) < 1 {
+		t.Fatalf("b joined: no rebalance reported for a")
+	}
+	if h == 0 {
+		t.Fatal("b joined: a handed nothing over")
+	}
+	if slices.Max(got) < h {
+		t.Errorf("a's rebalances %v: none lasted its handover of %v", got, h)
+	}
+	l.check(t)
+}
