@@ -11,3 +11,7 @@ func NoAutoCompactions() PoolOption { return func(c *poolConfig) { c.noCompactio
 func WrapFS(wrap func(vfs.FS) vfs.FS) PoolOption {
 	return func(c *poolConfig) { c.wrapFS = wrap }
 }
+
+// OnWriteStall calls stall when a write of a DB of the pool begins to wait
+// for Pebble's background work (the memtables are full, or L0 is).
+func OnWriteStall(stall func()) PoolOption { return func(c *poolConfig) { c.onStall = stall } }

@@ -22,6 +22,9 @@ type Pool struct {
 	noCompactions bool
 	// wrapFS wraps each DB's file system (tests that inject failures).
 	wrapFS func(vfs.FS) vfs.FS
+	// onStall, if set, is called when a write of a DB of the pool begins
+	// to wait for a flush or compaction (tests).
+	onStall func()
 
 	mu    sync.Mutex
 	nopen int
@@ -38,6 +41,7 @@ type poolConfig struct {
 	maxDBs        int
 	noCompactions bool
 	wrapFS        func(vfs.FS) vfs.FS
+	onStall       func()
 }
 
 // DefaultMemory is the memory of a Pool without a Memory option.
@@ -100,7 +104,7 @@ func NewPool(opts ...PoolOption) (*Pool, error) {
 		return nil, fmt.Errorf("pebble: Memory(%d) is too small for MaxDBs(%d): each DB needs %d bytes of memtables; give Memory at least %d bytes or lower MaxDBs",
 			c.memory, c.maxDBs, memtablesPerDB*minMemTable, 4*memtablesPerDB*minMemTable*c.maxDBs)
 	}
-	return &Pool{cache: pebble.NewCache(c.memory / 2), memory: c.memory, maxDBs: c.maxDBs, memtable: mem, noCompactions: c.noCompactions, wrapFS: c.wrapFS}, nil
+	return &Pool{cache: pebble.NewCache(c.memory / 2), memory: c.memory, maxDBs: c.maxDBs, memtable: mem, noCompactions: c.noCompactions, wrapFS: c.wrapFS, onStall: c.onStall}, nil
 }
 
 // ValueCacheBytes is the memory each DB's backend keeps decoded values in:
@@ -170,6 +174,9 @@ func (p *Pool) options(bgErr func(error)) *pebble.Options {
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
 			bgErr(fmt.Errorf("file %s is corrupt: %w", info.Path, info.Details))
 		},
+	}
+	if p.onStall != nil {
+		o.EventListener.WriteStallBegin = func(pebble.WriteStallBeginInfo) { p.onStall() }
 	}
 	return o
 }
