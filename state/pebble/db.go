@@ -32,9 +32,9 @@ type DB struct {
 	point                *pebble.Iterator // for Load of a whole value, reopened after each Commit
 	key, lo, hi, scanKey []byte           // scratch for record keys and bounds
 
-	mu       sync.Mutex  // guards bgErr and closed
-	bgErr    error       // the first background (flush, compaction) failure
-	broken   atomic.Bool // set with bgErr: reads fail too
+	mu       sync.Mutex  // guards failure and closed
+	failure  *DirError   // the first failure of the directory (fail)
+	broken   atomic.Bool // set with failure
 	restored *Checkpoint // the part Restore opened, if any
 	closed   bool
 	failed   chan struct{} // closed with the first background failure
@@ -138,32 +138,46 @@ func (d *DB) write(op string, fn func() error) (ran bool, err error) {
 	}
 	select {
 	case err := <-d.result:
-		return true, d.wrap(op, err)
+		return true, d.fail(op, err)
 	case <-d.failed:
 		d.stuck = true
 		return false, d.Err()
 	}
 }
 
-// background records a failure of a background flush or compaction; the
-// next Commit or Checkpoint returns it.
-func (d *DB) background(err error) {
+// background records a failure of a background flush or compaction; see
+// fail.
+func (d *DB) background(err error) { d.fail("background flush or compaction", err) }
+
+// fail records err, a failure of op that leaves the directory's contents
+// in doubt (a read, a write, a flush, the directory gone), and returns it
+// as a *DirError. The first one fails the DB: from then on every read,
+// write, flush and checkpoint returns it, and nothing is read from the
+// directory again.
+func (d *DB) fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = d.wrap(op, err)
+	var de *DirError
+	errors.As(err, &de)
 	d.mu.Lock()
-	if d.bgErr == nil {
-		d.bgErr = err
+	if d.failure == nil {
+		d.failure = de
 		d.broken.Store(true)
 		close(d.failed)
 	}
 	d.mu.Unlock()
+	return err
 }
 
-// Err returns the first failure of a background flush or compaction, as a
-// *DirError.
+// Err returns the DB's failure (see fail), a *DirError, or an error if
+// the DB is closed.
 func (d *DB) Err() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.bgErr != nil {
-		return &DirError{Dir: d.dir, Op: "background flush or compaction", Err: d.bgErr}
+	if d.failure != nil {
+		return d.failure
 	}
 	if d.closed {
 		return errClosed
@@ -259,7 +273,7 @@ func (d *DB) Load(kg int, st uint32, key []byte, elems bool, fn func(sub, val []
 	if d.iter == nil {
 		it, err := d.db.NewIter(nil)
 		if err != nil {
-			return d.wrap("read", err)
+			return d.fail("read", err)
 		}
 		d.iter = it
 	}
@@ -277,16 +291,16 @@ func (d *DB) get(k []byte, fn func(sub, val []byte) error) error {
 	if d.point == nil {
 		it, err := d.db.NewIter(nil)
 		if err != nil {
-			return d.wrap("read", err)
+			return d.fail("read", err)
 		}
 		d.point = it
 	}
 	if !d.point.SeekPrefixGE(k) || !bytes.Equal(d.point.Key(), k) {
-		return d.wrap("read", d.point.Error())
+		return d.fail("read", d.point.Error())
 	}
 	v, err := d.point.ValueAndErr()
 	if err != nil {
-		return d.wrap("read", err)
+		return d.fail("read", err)
 	}
 	return fn(nil, v)
 }
@@ -315,13 +329,13 @@ func (d *DB) each(it *pebble.Iterator, lo, hi []byte, fn func(k, v []byte) error
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return d.wrap("read", err)
+			return d.fail("read", err)
 		}
 		if err := fn(it.Key(), v); err != nil {
 			return err
 		}
 	}
-	return d.wrap("read", it.Error())
+	return d.fail("read", it.Error())
 }
 
 // Set implements state.Store.
@@ -355,7 +369,7 @@ func (d *DB) Commit() error {
 		return err
 	}
 	if err := d.closeIters(); err != nil {
-		return d.wrap("read", err)
+		return d.fail("read", err)
 	}
 	if d.batch.Empty() {
 		return nil
@@ -387,7 +401,7 @@ func (d *DB) SetSorted(st uint32, fill func(set func(kg int, key, val []byte) er
 	path := filepath.Join(d.dir, fmt.Sprintf("ingest-%d.tmp", d.ingests))
 	f, err := d.fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return d.wrap("write a table to ingest", err)
+		return d.fail("write a table to ingest", err)
 	}
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), d.opts.MakeWriterOptions(0, d.db.TableFormat()))
 	n := 0
@@ -416,19 +430,19 @@ func (d *DB) Scan(kg int, st uint32, fn func(key, sub, val []byte) error) error 
 	}
 	it, err := d.db.NewIter(nil)
 	if err != nil {
-		return d.wrap("read", err)
+		return d.fail("read", err)
 	}
 	lo := appendStatePrefix(nil, kg, st)
 	hi := appendPrefixEnd(nil, lo)
 	err = d.each(it, lo, hi, func(k, v []byte) error {
 		_, _, key, sub, err := parseKey(k)
 		if err != nil {
-			return d.wrap("read", err)
+			return d.fail("read", err)
 		}
 		return fn(key, sub, v)
 	})
 	if cerr := it.Close(); err == nil {
-		err = d.wrap("read", cerr)
+		err = d.fail("read", cerr)
 	}
 	return err
 }
@@ -471,7 +485,7 @@ func (d *DB) checkDir() error {
 	if err == nil && !fi.IsDir() {
 		err = errors.New("not a directory")
 	}
-	return d.wrap("check directory", err)
+	return d.fail("check directory", err)
 }
 
 var _ state.SortedStore = (*DB)(nil)

@@ -19,7 +19,9 @@ import (
 )
 
 // TestDeletedDirectory: a DB whose directory is deleted under it fails
-// its next flush or checkpoint with an error naming the directory.
+// its next flush or checkpoint with an error naming the directory, and
+// every read after that with the same error: no state, and no empty
+// state, is read from it.
 func TestDeletedDirectory(t *testing.T) {
 	p := newPool(t)
 	dir := filepath.Join(t.TempDir(), "db")
@@ -38,6 +40,14 @@ func TestDeletedDirectory(t *testing.T) {
 	var de *pebble.DirError
 	if !errors.As(err, &de) || de.Dir != dbDir || !strings.Contains(err.Error(), dbDir) {
 		t.Fatalf("flush after the directory was deleted = %v, want a DirError naming %s", err, dbDir)
+	}
+	keys, groups := keysOf(200, 0, maxPar)
+	read := s.db.Load(groups[0], 1, keys[0], true, func(_, _ []byte) error {
+		t.Error("read a record from the failed DB")
+		return nil
+	})
+	if !errors.As(read, &de) || de.Dir != dbDir {
+		t.Fatalf("read after the failure = %v, want a DirError naming %s", read, dbDir)
 	}
 }
 

@@ -20,7 +20,7 @@ type Pool struct {
 	// noCompactions turns Pebble's automatic compactions off (tests that
 	// need the files of one checkpoint to outlive the next).
 	noCompactions bool
-	// wrapFS wraps each DB's file system (tests that inject failures).
+	// wrapFS wraps each DB's file system (WrapFS).
 	wrapFS func(vfs.FS) vfs.FS
 	// onStall, if set, is called when a write of a DB of the pool begins
 	// to wait for a flush or compaction (tests).
@@ -82,6 +82,14 @@ func Memory(bytes int64) PoolOption { return func(c *poolConfig) { c.memory = by
 // MaxDBs sets how many DBs (keyed subtasks) the pool holds open at once,
 // which sizes each DB's share of the memtable budget; Open fails past it.
 func MaxDBs(n int) PoolOption { return func(c *poolConfig) { c.maxDBs = n } }
+
+// WrapFS wraps the file system each DB of the pool works on (Pebble's
+// vfs.FS, the operating system's unless wrapped): to observe its file
+// operations, or to inject failures into them (Pebble's vfs/errorfs), as
+// the tests of a full disk do.
+func WrapFS(wrap func(vfs.FS) vfs.FS) PoolOption {
+	return func(c *poolConfig) { c.wrapFS = wrap }
+}
 
 // MinMemory is the least Memory a pool of maxDBs DBs takes: each DB's
 // memtables of at least 1 MiB, a quarter of the whole.
