@@ -37,7 +37,7 @@ type DB struct {
 	broken   atomic.Bool // set with failure
 	restored *Checkpoint // the part Restore opened, if any
 	closed   bool
-	failed   chan struct{} // closed with the first background failure
+	failed   chan struct{} // closed with the failure
 	fs       *trackingFS
 	opts     *pebble.Options // the options the DB was opened with, for the tables SetSorted writes
 	ingests  int             // names SetSorted's table files
@@ -124,12 +124,13 @@ func (d *DB) writer() {
 // background flush or compaction fails: Pebble retries a failed flush for
 // ever, and a write that waits for one would never return, nor would the
 // job. The writer then stays with fn; Close abandons the DB if fn has not
-// returned by then. ran reports whether fn returned.
-func (d *DB) write(op string, fn func() error) (ran bool, err error) {
+// returned by then. done is false if fn may still be running: what it
+// uses (a batch) must not be used again.
+func (d *DB) write(op string, fn func() error) (done bool, err error) {
 	d.writeMu.Lock()
 	defer d.writeMu.Unlock()
-	if d.broken.Load() {
-		return !d.stuck, d.Err()
+	if err := d.Err(); err != nil { // failed, or closed: work is closed
+		return true, err
 	}
 	select {
 	case d.work <- fn:
@@ -213,12 +214,14 @@ func (d *DB) Close() error {
 	}
 	close(d.work)
 	d.writeMu.Unlock()
-	d.pool.release()
 	if stuck {
+		d.pool.release() // the job's restore opens another DB
 		d.abandon()
 		return &DirError{Dir: d.dir, Op: "close", Err: errAbandoned}
 	}
-	return d.closeDB()
+	err := d.closeDB()
+	d.pool.release()
+	return err
 }
 
 // closeDB closes the Pebble DB and what reads and writes it.
@@ -302,6 +305,9 @@ func (d *DB) get(k []byte, fn func(sub, val []byte) error) error {
 	if err != nil {
 		return d.fail("read", err)
 	}
+	if d.broken.Load() { // the read itself failed the DB (Pebble's Fatalf, DataCorruption)
+		return d.Err()
+	}
 	return fn(nil, v)
 }
 
@@ -330,6 +336,9 @@ func (d *DB) each(it *pebble.Iterator, lo, hi []byte, fn func(k, v []byte) error
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return d.fail("read", err)
+		}
+		if d.broken.Load() {
+			return d.Err()
 		}
 		if err := fn(it.Key(), v); err != nil {
 			return err
@@ -374,8 +383,8 @@ func (d *DB) Commit() error {
 	if d.batch.Empty() {
 		return nil
 	}
-	ran, err := d.write("write", d.apply)
-	if !ran {
+	done, err := d.write("write", d.apply)
+	if !done {
 		d.batch = d.db.NewBatch() // the writer still holds the old one
 	}
 	return err

@@ -152,74 +152,94 @@ func TestManifestWriteFails(t *testing.T) {
 	}
 }
 
-// TestFullDiskUnderStalledWrite: the disk fills while a write waits for a
-// flush (the memtables are full). Pebble retries the failed flush for
-// ever, so the write would wait for ever, and the job with it; instead it
-// returns an error naming the directory and ENOSPC, reads and checkpoints
-// of the DB fail with it too, Close returns and the pool has room for the
-// DB the job restores.
-func TestFullDiskUnderStalledWrite(t *testing.T) {
-	var full atomic.Bool
-	stalled := make(chan struct{})
-	var once sync.Once
-	inject := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if full.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
-			<-stalled // the first flush fails once a write waits for it
-			return syscall.ENOSPC
-		}
-		return nil
-	})
-	p, err := pebble.NewPool(pebble.Memory(pebble.MinMemory(1)), pebble.MaxDBs(1),
-		pebble.WrapFS(func(fs vfs.FS) vfs.FS { return errorfs.Wrap(fs, inject) }),
-		pebble.OnWriteStall(func() { once.Do(func() { close(stalled) }) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	root := t.TempDir()
-	db, err := p.Open(filepath.Join(root, "db"), maxPar, 0, maxPar)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Set(0, 1, []byte("kept"), nil, []byte("v")); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	full.Store(true)
-	val := make([]byte, 16<<10)
-	// Far more than the memtables hold (2 MiB): a write must wait.
-	for i := 0; err == nil; i++ {
-		if i == 4096 {
-			t.Fatal("4096 writes of 16 KiB went into the memtables of a DB that cannot flush")
-		}
-		if err = db.Set(i%maxPar, 1, fmt.Appendf(nil, "key-%d", i), nil, val); err == nil {
-			err = db.Commit()
-		}
-	}
-	var de *pebble.DirError
-	if !errors.As(err, &de) || de.Dir != db.Dir() || !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("write while the disk is full = %v, want a DirError naming %s and ENOSPC", err, db.Dir())
-	}
-	t.Log(err)
-	read := db.Load(0, 1, []byte("kept"), false, func(_, v []byte) error {
-		t.Errorf("read %q from the failed DB", v)
-		return nil
-	})
-	if !errors.As(read, &de) || !errors.Is(read, syscall.ENOSPC) {
-		t.Fatalf("read after the failure = %v, want the DirError", read)
-	}
-	if _, err := db.TakeCheckpoint(1); !errors.As(err, &de) || !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("checkpoint after the failure = %v, want the DirError", err)
-	}
-	t.Logf("close: %v", db.Close())
-	full.Store(false)
-	again, err := p.Open(filepath.Join(root, "restored"), maxPar, 0, maxPar)
-	if err != nil {
-		t.Fatalf("open after the failed DB was closed: %v", err)
-	}
-	if err := again.Close(); err != nil {
-		t.Fatal(err)
+// TestFailureUnderStalledWrite: the disk fills, or the directory is
+// deleted, while a write waits for a flush (the memtables are full).
+// Pebble retries the failed flush for ever, so the write would wait for
+// ever, and the job with it; instead it returns an error naming the
+// directory and the cause, reads and checkpoints of the DB fail with it
+// too, Close returns and the pool has room for the DB the job restores.
+func TestFailureUnderStalledWrite(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fault func(dir string) error // what the flush meets once a write waits
+		cause error
+	}{
+		{"disk full", func(string) error { return syscall.ENOSPC }, syscall.ENOSPC},
+		{"directory deleted", func(dir string) error {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Error(err)
+			}
+			return nil // the operation itself then fails
+		}, os.ErrNotExist},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "db")
+			var armed atomic.Bool
+			stalled := make(chan struct{})
+			var once sync.Once
+			var fault sync.Once
+			var faultErr error
+			inject := errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if armed.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+					<-stalled // no flush gets through until a write waits for one
+					fault.Do(func() { faultErr = c.fault(dir) })
+					return faultErr
+				}
+				return nil
+			})
+			p, err := pebble.NewPool(pebble.Memory(pebble.MinMemory(1)), pebble.MaxDBs(1),
+				pebble.WrapFS(func(fs vfs.FS) vfs.FS { return errorfs.Wrap(fs, inject) }),
+				pebble.OnWriteStall(func() { once.Do(func() { close(stalled) }) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Close)
+			db, err := p.Open(dir, maxPar, 0, maxPar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Set(0, 1, []byte("kept"), nil, []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			val := make([]byte, 16<<10)
+			// Far more than the memtables hold (2 MiB): a write must wait.
+			for i := 0; err == nil; i++ {
+				if i == 4096 {
+					t.Fatal("4096 writes of 16 KiB went into the memtables of a DB that cannot flush")
+				}
+				if err = db.Set(i%maxPar, 1, fmt.Appendf(nil, "key-%d", i), nil, val); err == nil {
+					err = db.Commit()
+				}
+			}
+			var de *pebble.DirError
+			if !errors.As(err, &de) || de.Dir != dir || !errors.Is(err, c.cause) {
+				t.Fatalf("write = %v, want a DirError naming %s and %v", err, dir, c.cause)
+			}
+			t.Log(err)
+			read := db.Load(0, 1, []byte("kept"), false, func(_, v []byte) error {
+				t.Errorf("read %q from the failed DB", v)
+				return nil
+			})
+			if !errors.As(read, &de) || !errors.Is(read, c.cause) {
+				t.Fatalf("read after the failure = %v, want the DirError", read)
+			}
+			if _, err := db.TakeCheckpoint(1); !errors.As(err, &de) || !errors.Is(err, c.cause) {
+				t.Fatalf("checkpoint after the failure = %v, want the DirError", err)
+			}
+			t.Logf("close: %v", db.Close())
+			armed.Store(false)
+			again, err := p.Open(filepath.Join(root, "restored"), maxPar, 0, maxPar)
+			if err != nil {
+				t.Fatalf("open after the failed DB was closed: %v", err)
+			}
+			if err := again.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -218,8 +218,8 @@ func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, fr
 		}
 	}()
 	apply := func() error {
-		ran, err := d.write("write", func() error { return d.db.Apply(b, pebble.NoSync) })
-		held = !ran
+		done, err := d.write("write", func() error { return d.db.Apply(b, pebble.NoSync) })
+		held = !done
 		return err
 	}
 	for ok := it.First(); ok; ok = it.Next() {
