@@ -11,9 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -93,7 +96,8 @@ func (f *stateProbe) Process(ctx *eddy.Context[string, probeOut], p *datagen.GPS
 type probeJob struct {
 	data, out string
 	par       int
-	pebbleDir string // "": the heap backend
+	pebbleDir string              // "": the heap backend
+	pool      []pebble.PoolOption // more options of the Pebble pool
 	// gate, when not 0, holds every split of the source once it reaches
 	// this event index, so that the run cannot finish: a test cancels it
 	// once blocked says every split waits.
@@ -161,7 +165,7 @@ func (r *gatedReader) Next(rec *datagen.GPSPoint) (eddy.ReadStatus, error) {
 func (j probeJob) env(opts ...eddy.Option) *eddy.Env {
 	base := []eddy.Option{eddy.Parallelism(j.par), eddy.Checkpoints(j.data, 10*time.Millisecond), eddy.Restarts(0, 0), eddy.MaxParallelism(64)}
 	if j.pebbleDir != "" {
-		base = append(base, eddy.StateBackend(eddy.Pebble(j.pebbleDir, pebble.Memory(64<<20))))
+		base = append(base, eddy.StateBackend(eddy.Pebble(j.pebbleDir, append([]pebble.PoolOption{pebble.Memory(64 << 20)}, j.pool...)...)))
 	}
 	if j.materialize > 0 {
 		base = append(base, eddy.Changelog(j.materialize))
@@ -508,6 +512,70 @@ func TestPebbleDirDeletedRestores(t *testing.T) {
 			t.Log(l)
 		}
 	}
+	sameOutput(t, readLines(t, j.out), want)
+}
+
+// TestPebbleManifestFullRestores fails one write of a MANIFEST of a
+// running Pebble job's databases with ENOSPC, as a full disk does. Pebble
+// holds that fatal (its own logger would end the process): the job's
+// attempt fails instead, naming the database's directory, the MANIFEST and
+// the full disk; it restarts from its last checkpoint into new databases
+// (the failed one is not used again, though the disk has room again at
+// once), and its output is the uninterrupted run's.
+func TestPebbleManifestFullRestores(t *testing.T) {
+	want := probeReference(t)
+	dir := t.TempDir()
+	var armed atomic.Bool
+	var failed atomic.Value // the path whose write failed
+	inject := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.HasPrefix(filepath.Base(op.Path), "MANIFEST") &&
+			!strings.Contains(op.Path, ".checkpoint-") && armed.CompareAndSwap(true, false) {
+			failed.Store(op.Path)
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	logs := &logBuf{}
+	j := probeJob{data: filepath.Join(dir, "data"), out: filepath.Join(dir, "out"), pebbleDir: filepath.Join(dir, "pebble"), par: 2,
+		gate: 30_000, blocked: new(atomic.Int64), lift: new(atomic.Bool),
+		pool: []pebble.PoolOption{pebble.WrapFS(func(fs vfs.FS) vfs.FS { return errorfs.Wrap(fs, inject) })}}
+	splits := int64(datagen.GPS().Splits())
+	n := 0
+	env := j.env(eddy.LogOutput(logs), eddy.Restarts(2, 0), eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+		if j.lift.Load() || j.blocked.Load() < splits {
+			return
+		}
+		if n++; n < 2 {
+			return
+		}
+		// The next flush's MANIFEST write fails; then the records flow
+		// again.
+		armed.Store(true)
+		j.lift.Store(true)
+	}))
+	if err := env.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := failed.Load().(string)
+	if path == "" {
+		t.Fatal("no MANIFEST write failed")
+	}
+	st := env.Stats()
+	if st.Restarts < 1 || st.RestoredFrom == 0 {
+		t.Fatalf("no restart from a checkpoint after the MANIFEST write failed: %+v", st)
+	}
+	var failure string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "job failed") {
+			failure = l
+			break
+		}
+	}
+	if !strings.Contains(failure, "pebble: state directory "+filepath.Dir(path)) || !strings.Contains(failure, "MANIFEST") ||
+		!strings.Contains(failure, "no space left on device") {
+		t.Fatalf("the failure does not name the directory %s, the MANIFEST and the full disk:\n%s", filepath.Dir(path), failure)
+	}
+	t.Log(failure)
 	sameOutput(t, readLines(t, j.out), want)
 }
 

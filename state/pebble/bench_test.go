@@ -112,3 +112,25 @@ func BenchmarkHotKey(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCommit is one Set and a Commit per op: the fixed cost of a
+// commit, which the runtime pays once per batch of records (EndBatch).
+func BenchmarkCommit(b *testing.B) {
+	p := newPool(b)
+	db, err := p.Open(b.TempDir(), 128, 0, 128)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	key, val := []byte("key-00000"), make([]byte, 8)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		key[8] = byte(i)
+		if err := db.Set(i%128, 1, key, nil, val); err != nil {
+			b.Fatal(err)
+		}
+		if err := db.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

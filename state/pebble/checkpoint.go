@@ -146,9 +146,9 @@ func (d *DB) TakeCheckpointAsync(id uint64) (func() (*LocalCheckpoint, error), e
 	if err := d.checkDir(); err != nil {
 		return nil, err
 	}
-	done, err := d.db.AsyncFlush()
+	done, err := d.asyncFlush()
 	if err != nil {
-		return nil, d.wrap("flush", err)
+		return nil, err
 	}
 	return func() (*LocalCheckpoint, error) {
 		select {

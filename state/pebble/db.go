@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
@@ -31,14 +32,23 @@ type DB struct {
 	point                *pebble.Iterator // for Load of a whole value, reopened after each Commit
 	key, lo, hi, scanKey []byte           // scratch for record keys and bounds
 
-	mu       sync.Mutex  // guards bgErr and closed
-	bgErr    error       // the first background (flush, compaction) failure
+	mu       sync.Mutex  // guards failure and closed
+	failure  *DirError   // the first failure of the directory (fail)
+	broken   atomic.Bool // set with failure
 	restored *Checkpoint // the part Restore opened, if any
 	closed   bool
-	failed   chan struct{} // closed with the first background failure
+	failed   chan struct{} // closed with the failure
 	fs       *trackingFS
 	opts     *pebble.Options // the options the DB was opened with, for the tables SetSorted writes
 	ingests  int             // names SetSorted's table files
+
+	// The writes that may wait for Pebble's background work run on the
+	// writer goroutine (see write).
+	writeMu sync.Mutex        // one write at a time; guards stuck
+	work    chan func() error // to the writer; closed by Close
+	result  chan error        // from it; holds a result nobody waited for
+	stuck   bool              // a write given up on has not returned
+	apply   func() error      // commits batch: d.applyBatch, bound once
 
 	restoreStats RestoreStats
 }
@@ -93,27 +103,82 @@ func (p *Pool) open(dir string, maxParallelism, start, end int, mustExist bool) 
 	}
 	d.db, d.batch, d.opts = db, db.NewBatch(), o.Clone()
 	d.opts.EnsureDefaults() // as Open did to its own copy
+	d.work, d.result = make(chan func() error), make(chan error, 1)
+	d.apply = d.applyBatch
+	go d.writer()
 	return d, nil
 }
 
-// background records a failure of a background flush or compaction; the
-// next Commit or Checkpoint returns it.
-func (d *DB) background(err error) {
+// writer runs the writes handed to it, one at a time, until Close.
+func (d *DB) writer() {
+	for fn := range d.work {
+		d.result <- fn()
+	}
+}
+
+// write runs fn, a call into Pebble that may wait for Pebble's background
+// work (a write waits for a flush when the memtables are full, or for
+// compactions when L0 is; an ingest waits for the flush of a memtable it
+// overlaps), on the writer goroutine, and returns its error wrapped as a
+// failure to op. It returns the DB's failure instead as soon as a
+// background flush or compaction fails: Pebble retries a failed flush for
+// ever, and a write that waits for one would never return, nor would the
+// job. The writer then stays with fn; Close abandons the DB if fn has not
+// returned by then. done is false if fn may still be running: what it
+// uses (a batch) must not be used again.
+func (d *DB) write(op string, fn func() error) (done bool, err error) {
+	d.writeMu.Lock()
+	defer d.writeMu.Unlock()
+	if err := d.Err(); err != nil { // failed, or closed: work is closed
+		return true, err
+	}
+	select {
+	case d.work <- fn:
+	case <-d.failed:
+		return true, d.Err()
+	}
+	select {
+	case err := <-d.result:
+		return true, d.fail(op, err)
+	case <-d.failed:
+		d.stuck = true
+		return false, d.Err()
+	}
+}
+
+// background records a failure of a background flush or compaction; see
+// fail.
+func (d *DB) background(err error) { d.fail("background flush or compaction", err) }
+
+// fail records err, a failure of op that leaves the directory's contents
+// in doubt (a read, a write, a flush, the directory gone), and returns it
+// as a *DirError. The first one fails the DB: from then on every read,
+// write, flush and checkpoint returns it, and nothing is read from the
+// directory again.
+func (d *DB) fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = d.wrap(op, err)
+	var de *DirError
+	errors.As(err, &de)
 	d.mu.Lock()
-	if d.bgErr == nil {
-		d.bgErr = err
+	if d.failure == nil {
+		d.failure = de
+		d.broken.Store(true)
 		close(d.failed)
 	}
 	d.mu.Unlock()
+	return err
 }
 
-// Err returns the first failure of a background flush or compaction, as a
-// *DirError.
+// Err returns the DB's failure (see fail), a *DirError, or an error if
+// the DB is closed.
 func (d *DB) Err() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.bgErr != nil {
-		return &DirError{Dir: d.dir, Op: "background flush or compaction", Err: d.bgErr}
+	if d.failure != nil {
+		return d.failure
 	}
 	if d.closed {
 		return errClosed
@@ -127,7 +192,9 @@ func (d *DB) Dir() string { return d.dir }
 // KeyGroups returns the key groups [start, end) the DB holds.
 func (d *DB) KeyGroups() (start, end int) { return d.start, d.end }
 
-// Close closes the DB, dropping uncommitted writes.
+// Close closes the DB, dropping uncommitted writes. A DB whose failure
+// left a write waiting for a flush that cannot succeed is abandoned rather
+// than closed (Pebble's Close would wait for that write): see abandon.
 func (d *DB) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -136,14 +203,54 @@ func (d *DB) Close() error {
 	}
 	d.closed = true
 	d.mu.Unlock()
+	d.writeMu.Lock()
+	stuck := d.stuck
+	if stuck {
+		select {
+		case <-d.result: // the write returned after all
+			stuck = false
+		default:
+		}
+	}
+	close(d.work)
+	d.writeMu.Unlock()
+	if stuck {
+		d.pool.release() // the job's restore opens another DB
+		d.abandon()
+		return &DirError{Dir: d.dir, Op: "close", Err: errAbandoned}
+	}
+	err := d.closeDB()
+	d.pool.release()
+	return err
+}
+
+// closeDB closes the Pebble DB and what reads and writes it.
+func (d *DB) closeDB() error {
 	d.closeIters()
 	d.batch.Close()
-	err := d.db.Close()
-	d.pool.release()
-	if err != nil {
+	if err := d.db.Close(); err != nil {
 		return &DirError{Dir: d.dir, Op: "close", Err: err}
 	}
 	return nil
+}
+
+// errAbandoned is why Close leaves a DB open.
+var errAbandoned = errors.New("abandoned: a write waits for a flush that cannot succeed; its memory stays until the process ends")
+
+// abandon gives up on a failed DB whose writer waits for a flush that
+// cannot succeed (the disk is full or the directory gone, and Pebble
+// retries the flush in a loop): the DB's file operations wait from now on
+// instead of failing, which stops that loop, and the DB's memtables and
+// goroutines stay until the process ends. Nothing reads or writes the DB
+// again; its directory may be removed. Should the write return after all,
+// the DB is closed then.
+func (d *DB) abandon() {
+	d.fs.hold()
+	go func() {
+		<-d.result
+		d.fs.fail(errAbandoned)
+		_ = d.closeDB()
+	}()
 }
 
 func (d *DB) wrap(op string, err error) error {
@@ -159,6 +266,9 @@ func (d *DB) wrap(op string, err error) error {
 
 // Load implements state.Store.
 func (d *DB) Load(kg int, st uint32, key []byte, elems bool, fn func(sub, val []byte) error) error {
+	if d.broken.Load() {
+		return d.Err()
+	}
 	d.key = appendKeyPrefix(d.key[:0], kg, st, key)
 	if !elems {
 		return d.get(d.key, fn)
@@ -166,7 +276,7 @@ func (d *DB) Load(kg int, st uint32, key []byte, elems bool, fn func(sub, val []
 	if d.iter == nil {
 		it, err := d.db.NewIter(nil)
 		if err != nil {
-			return d.wrap("read", err)
+			return d.fail("read", err)
 		}
 		d.iter = it
 	}
@@ -184,16 +294,19 @@ func (d *DB) get(k []byte, fn func(sub, val []byte) error) error {
 	if d.point == nil {
 		it, err := d.db.NewIter(nil)
 		if err != nil {
-			return d.wrap("read", err)
+			return d.fail("read", err)
 		}
 		d.point = it
 	}
 	if !d.point.SeekPrefixGE(k) || !bytes.Equal(d.point.Key(), k) {
-		return d.wrap("read", d.point.Error())
+		return d.fail("read", d.point.Error())
 	}
 	v, err := d.point.ValueAndErr()
 	if err != nil {
-		return d.wrap("read", err)
+		return d.fail("read", err)
+	}
+	if d.broken.Load() { // the read itself failed the DB (Pebble's Fatalf, DataCorruption)
+		return d.Err()
 	}
 	return fn(nil, v)
 }
@@ -222,13 +335,16 @@ func (d *DB) each(it *pebble.Iterator, lo, hi []byte, fn func(k, v []byte) error
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return d.wrap("read", err)
+			return d.fail("read", err)
+		}
+		if d.broken.Load() {
+			return d.Err()
 		}
 		if err := fn(it.Key(), v); err != nil {
 			return err
 		}
 	}
-	return d.wrap("read", it.Error())
+	return d.fail("read", it.Error())
 }
 
 // Set implements state.Store.
@@ -262,14 +378,23 @@ func (d *DB) Commit() error {
 		return err
 	}
 	if err := d.closeIters(); err != nil {
-		return d.wrap("read", err)
+		return d.fail("read", err)
 	}
 	if d.batch.Empty() {
 		return nil
 	}
+	done, err := d.write("write", d.apply)
+	if !done {
+		d.batch = d.db.NewBatch() // the writer still holds the old one
+	}
+	return err
+}
+
+// applyBatch commits the pending writes; the writer runs it.
+func (d *DB) applyBatch() error {
 	err := d.db.Apply(d.batch, pebble.NoSync)
 	d.batch.Reset()
-	return d.wrap("write", err)
+	return err
 }
 
 // SetSorted implements state.SortedStore: the pending writes are committed
@@ -285,7 +410,7 @@ func (d *DB) SetSorted(st uint32, fill func(set func(kg int, key, val []byte) er
 	path := filepath.Join(d.dir, fmt.Sprintf("ingest-%d.tmp", d.ingests))
 	f, err := d.fs.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return d.wrap("write a table to ingest", err)
+		return d.fail("write a table to ingest", err)
 	}
 	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), d.opts.MakeWriterOptions(0, d.db.TableFormat()))
 	n := 0
@@ -298,7 +423,7 @@ func (d *DB) SetSorted(st uint32, fill func(set func(kg int, key, val []byte) er
 		err = cerr
 	}
 	if err == nil && n > 0 {
-		err = d.db.Ingest(context.Background(), []string{path})
+		_, err = d.write("ingest", func() error { return d.db.Ingest(context.Background(), []string{path}) })
 	}
 	// Ingest moved or linked the file into the DB under a name of its own.
 	if rerr := d.fs.Remove(path); err == nil && !errors.Is(rerr, os.ErrNotExist) {
@@ -309,21 +434,24 @@ func (d *DB) SetSorted(st uint32, fill func(set func(kg int, key, val []byte) er
 
 // Scan implements state.Store.
 func (d *DB) Scan(kg int, st uint32, fn func(key, sub, val []byte) error) error {
+	if d.broken.Load() {
+		return d.Err()
+	}
 	it, err := d.db.NewIter(nil)
 	if err != nil {
-		return d.wrap("read", err)
+		return d.fail("read", err)
 	}
 	lo := appendStatePrefix(nil, kg, st)
 	hi := appendPrefixEnd(nil, lo)
 	err = d.each(it, lo, hi, func(k, v []byte) error {
 		_, _, key, sub, err := parseKey(k)
 		if err != nil {
-			return d.wrap("read", err)
+			return d.fail("read", err)
 		}
 		return fn(key, sub, v)
 	})
 	if cerr := it.Close(); err == nil {
-		err = d.wrap("read", cerr)
+		err = d.fail("read", cerr)
 	}
 	return err
 }
@@ -338,9 +466,9 @@ func (d *DB) Flush() error {
 	if err := d.checkDir(); err != nil {
 		return err
 	}
-	done, err := d.db.AsyncFlush()
+	done, err := d.asyncFlush()
 	if err != nil {
-		return d.wrap("flush", err)
+		return err
 	}
 	select {
 	case <-done:
@@ -349,13 +477,24 @@ func (d *DB) Flush() error {
 	return d.Err()
 }
 
+// asyncFlush starts a flush of the memtables; done is closed once it is
+// over.
+func (d *DB) asyncFlush() (done <-chan struct{}, err error) {
+	_, err = d.write("flush", func() error {
+		var err error
+		done, err = d.db.AsyncFlush()
+		return err
+	})
+	return done, err
+}
+
 // checkDir fails if the DB's directory is no longer there.
 func (d *DB) checkDir() error {
 	fi, err := os.Stat(d.dir)
 	if err == nil && !fi.IsDir() {
 		err = errors.New("not a directory")
 	}
-	return d.wrap("check directory", err)
+	return d.fail("check directory", err)
 }
 
 var _ state.SortedStore = (*DB)(nil)

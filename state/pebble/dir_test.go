@@ -2,10 +2,12 @@ package pebble_test
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,7 +19,9 @@ import (
 )
 
 // TestDeletedDirectory: a DB whose directory is deleted under it fails
-// its next flush or checkpoint with an error naming the directory.
+// its next flush or checkpoint with an error naming the directory, and
+// every read after that with the same error: no state, and no empty
+// state, is read from it.
 func TestDeletedDirectory(t *testing.T) {
 	p := newPool(t)
 	dir := filepath.Join(t.TempDir(), "db")
@@ -36,6 +40,14 @@ func TestDeletedDirectory(t *testing.T) {
 	var de *pebble.DirError
 	if !errors.As(err, &de) || de.Dir != dbDir || !strings.Contains(err.Error(), dbDir) {
 		t.Fatalf("flush after the directory was deleted = %v, want a DirError naming %s", err, dbDir)
+	}
+	keys, groups := keysOf(200, 0, maxPar)
+	read := s.db.Load(groups[0], 1, keys[0], true, func(_, _ []byte) error {
+		t.Error("read a record from the failed DB")
+		return nil
+	})
+	if !errors.As(read, &de) || de.Dir != dbDir {
+		t.Fatalf("read after the failure = %v, want a DirError naming %s", read, dbDir)
 	}
 }
 
@@ -137,5 +149,97 @@ func TestManifestWriteFails(t *testing.T) {
 	}
 	if err := s.db.Err(); !errors.As(err, &de) || !strings.Contains(err.Error(), "MANIFEST") {
 		t.Fatalf("Err = %v, want the MANIFEST failure", err)
+	}
+}
+
+// TestFailureUnderStalledWrite: the disk fills, or the directory is
+// deleted, while a write waits for a flush (the memtables are full).
+// Pebble retries the failed flush for ever, so the write would wait for
+// ever, and the job with it; instead it returns an error naming the
+// directory and the cause, reads and checkpoints of the DB fail with it
+// too, Close returns and the pool has room for the DB the job restores.
+func TestFailureUnderStalledWrite(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		fault func(dir string) error // what the flush meets once a write waits
+		cause error
+	}{
+		{"disk full", func(string) error { return syscall.ENOSPC }, syscall.ENOSPC},
+		{"directory deleted", func(dir string) error {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Error(err)
+			}
+			return nil // the operation itself then fails
+		}, os.ErrNotExist},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, "db")
+			var armed atomic.Bool
+			stalled := make(chan struct{})
+			var once sync.Once
+			var fault sync.Once
+			var faultErr error
+			inject := errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if armed.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+					<-stalled // no flush gets through until a write waits for one
+					fault.Do(func() { faultErr = c.fault(dir) })
+					return faultErr
+				}
+				return nil
+			})
+			p, err := pebble.NewPool(pebble.Memory(pebble.MinMemory(1)), pebble.MaxDBs(1),
+				pebble.WrapFS(func(fs vfs.FS) vfs.FS { return errorfs.Wrap(fs, inject) }),
+				pebble.OnWriteStall(func() { once.Do(func() { close(stalled) }) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Close)
+			db, err := p.Open(dir, maxPar, 0, maxPar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Set(0, 1, []byte("kept"), nil, []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			val := make([]byte, 16<<10)
+			// Far more than the memtables hold (2 MiB): a write must wait.
+			for i := 0; err == nil; i++ {
+				if i == 4096 {
+					t.Fatal("4096 writes of 16 KiB went into the memtables of a DB that cannot flush")
+				}
+				if err = db.Set(i%maxPar, 1, fmt.Appendf(nil, "key-%d", i), nil, val); err == nil {
+					err = db.Commit()
+				}
+			}
+			var de *pebble.DirError
+			if !errors.As(err, &de) || de.Dir != dir || !errors.Is(err, c.cause) {
+				t.Fatalf("write = %v, want a DirError naming %s and %v", err, dir, c.cause)
+			}
+			t.Log(err)
+			read := db.Load(0, 1, []byte("kept"), false, func(_, v []byte) error {
+				t.Errorf("read %q from the failed DB", v)
+				return nil
+			})
+			if !errors.As(read, &de) || !errors.Is(read, c.cause) {
+				t.Fatalf("read after the failure = %v, want the DirError", read)
+			}
+			if _, err := db.TakeCheckpoint(1); !errors.As(err, &de) || !errors.Is(err, c.cause) {
+				t.Fatalf("checkpoint after the failure = %v, want the DirError", err)
+			}
+			t.Logf("close: %v", db.Close())
+			armed.Store(false)
+			again, err := p.Open(filepath.Join(root, "restored"), maxPar, 0, maxPar)
+			if err != nil {
+				t.Fatalf("open after the failed DB was closed: %v", err)
+			}
+			if err := again.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

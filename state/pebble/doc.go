@@ -65,11 +65,31 @@
 // one record batch share its per-file iterators); every level has bloom
 // filters, so the L0 files a read passes over cost a filter probe each.
 //
-// Failures: a local directory that is deleted, full or damaged fails the
-// DB with a *DirError naming the directory (a damaged block is found by
-// Pebble's block checksums); the backend then returns it from Flush and the
-// job restores from its last checkpoint. A checkpoint file that downloads
-// with another size or checksum than recorded fails the restore with a
+// Failures: a local directory that is full, deleted or damaged fails the
+// DB with a *DirError naming the directory, what failed and the cause
+// (errors.Is sees syscall.ENOSPC, fs.ErrNotExist); the backend returns it
+// from EndBatch and Flush, the runtime fails the attempt with the operator
+// and subtask ("eddy: probe subtask 1: pebble: state directory DIR: ...")
+// and restarts it from the last checkpoint into new directories. A DB
+// fails for good with the first such error (DB.Err): every later read,
+// write, flush and checkpoint returns it, so no state, and no empty
+// state, is read from the directory again, even once the disk has room.
+// What fails it: a background flush or compaction (Pebble's
+// EventListener.BackgroundError), a damaged block (DataCorruption, found
+// by Pebble's block checksums), a read or write of the DB, the directory
+// missing before a flush (Pebble would retry that flush for ever), and
+// what Pebble holds fatal: a MANIFEST write that fails on a full disk
+// calls its Logger's Fatalf, which here records the failure instead of
+// ending the process, and Pebble returns the error as well. Pebble
+// retries a failed flush at once and for ever, and a write that waits for
+// a flush (full memtables, a full L0, an ingest overlapping a memtable)
+// would wait for ever: such writes run on a writer goroutine of the DB,
+// and the caller returns the failure as soon as it happens. Close then
+// abandons a DB whose write still waits (Pebble's Close would wait for
+// it): its pool slot is freed, its file operations block from then on,
+// which stops Pebble's retries, and its memtables and goroutines stay
+// until the process ends. A checkpoint file that downloads with another
+// size or checksum than recorded fails the restore with a
 // *CorruptFileError naming the file.
 //
 // The formats are described in docs/pebble.md.

@@ -20,8 +20,11 @@ type Pool struct {
 	// noCompactions turns Pebble's automatic compactions off (tests that
 	// need the files of one checkpoint to outlive the next).
 	noCompactions bool
-	// wrapFS wraps each DB's file system (tests that inject failures).
+	// wrapFS wraps each DB's file system (WrapFS).
 	wrapFS func(vfs.FS) vfs.FS
+	// onStall, if set, is called when a write of a DB of the pool begins
+	// to wait for a flush or compaction (tests).
+	onStall func()
 
 	mu    sync.Mutex
 	nopen int
@@ -38,6 +41,7 @@ type poolConfig struct {
 	maxDBs        int
 	noCompactions bool
 	wrapFS        func(vfs.FS) vfs.FS
+	onStall       func()
 }
 
 // DefaultMemory is the memory of a Pool without a Memory option.
@@ -79,6 +83,14 @@ func Memory(bytes int64) PoolOption { return func(c *poolConfig) { c.memory = by
 // which sizes each DB's share of the memtable budget; Open fails past it.
 func MaxDBs(n int) PoolOption { return func(c *poolConfig) { c.maxDBs = n } }
 
+// WrapFS wraps the file system each DB of the pool works on (Pebble's
+// vfs.FS, the operating system's unless wrapped): to observe its file
+// operations, or to inject failures into them (Pebble's vfs/errorfs), as
+// the tests of a full disk do.
+func WrapFS(wrap func(vfs.FS) vfs.FS) PoolOption {
+	return func(c *poolConfig) { c.wrapFS = wrap }
+}
+
 // MinMemory is the least Memory a pool of maxDBs DBs takes: each DB's
 // memtables of at least 1 MiB, a quarter of the whole.
 func MinMemory(maxDBs int) int64 {
@@ -100,7 +112,7 @@ func NewPool(opts ...PoolOption) (*Pool, error) {
 		return nil, fmt.Errorf("pebble: Memory(%d) is too small for MaxDBs(%d): each DB needs %d bytes of memtables; give Memory at least %d bytes or lower MaxDBs",
 			c.memory, c.maxDBs, memtablesPerDB*minMemTable, 4*memtablesPerDB*minMemTable*c.maxDBs)
 	}
-	return &Pool{cache: pebble.NewCache(c.memory / 2), memory: c.memory, maxDBs: c.maxDBs, memtable: mem, noCompactions: c.noCompactions, wrapFS: c.wrapFS}, nil
+	return &Pool{cache: pebble.NewCache(c.memory / 2), memory: c.memory, maxDBs: c.maxDBs, memtable: mem, noCompactions: c.noCompactions, wrapFS: c.wrapFS, onStall: c.onStall}, nil
 }
 
 // ValueCacheBytes is the memory each DB's backend keeps decoded values in:
@@ -170,6 +182,9 @@ func (p *Pool) options(bgErr func(error)) *pebble.Options {
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
 			bgErr(fmt.Errorf("file %s is corrupt: %w", info.Path, info.Details))
 		},
+	}
+	if p.onStall != nil {
+		o.EventListener.WriteStallBegin = func(pebble.WriteStallBeginInfo) { p.onStall() }
 	}
 	return o
 }

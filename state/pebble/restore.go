@@ -153,13 +153,17 @@ func (d *DB) Restored() *Checkpoint { return d.restored }
 // cut deletes the key groups of [have0, have1) outside [keep0, keep1).
 func (d *DB) cut(have0, have1, keep0, keep1 int) error {
 	if have0 < keep0 {
-		if err := d.db.DeleteRange(groupBound(have0), groupBound(keep0), pebble.NoSync); err != nil {
-			return d.wrap("delete foreign key groups", err)
+		if _, err := d.write("delete foreign key groups", func() error {
+			return d.db.DeleteRange(groupBound(have0), groupBound(keep0), pebble.NoSync)
+		}); err != nil {
+			return err
 		}
 	}
 	if have1 > keep1 {
-		if err := d.db.DeleteRange(groupBound(keep1), groupBound(have1), pebble.NoSync); err != nil {
-			return d.wrap("delete foreign key groups", err)
+		if _, err := d.write("delete foreign key groups", func() error {
+			return d.db.DeleteRange(groupBound(keep1), groupBound(have1), pebble.NoSync)
+		}); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -207,7 +211,17 @@ func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, fr
 	}
 	defer it.Close()
 	b := d.db.NewBatch()
-	defer b.Close()
+	held := false // the writer still holds b (see DB.write)
+	defer func() {
+		if !held {
+			b.Close()
+		}
+	}()
+	apply := func() error {
+		done, err := d.write("write", func() error { return d.db.Apply(b, pebble.NoSync) })
+		held = !done
+		return err
+	}
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
@@ -217,8 +231,8 @@ func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, fr
 			return d.wrap("write", err)
 		}
 		if b.Len() >= copyBatch {
-			if err := d.db.Apply(b, pebble.NoSync); err != nil {
-				return d.wrap("write", err)
+			if err := apply(); err != nil {
+				return err
 			}
 			b.Reset()
 		}
@@ -226,7 +240,7 @@ func (d *DB) copyFrom(ctx context.Context, store blob.Store, part Checkpoint, fr
 	if err := it.Error(); err != nil {
 		return &DirError{Dir: tmp, Op: "read", Err: err}
 	}
-	return d.wrap("write", d.db.Apply(b, pebble.NoSync))
+	return apply()
 }
 
 // download replaces dir with the files of a checkpoint, verifying each,
