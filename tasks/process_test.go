@@ -225,6 +225,46 @@ func (l *syncLog) count(subs ...string) int {
 	return n
 }
 
+// newCluster starts a kfake cluster with the input and output topics of
+// partitions partitions, closed when the test ends, and returns its
+// brokers.
+func newCluster(t *testing.T) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
+		kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// waitStopped waits up to a minute for p, signalled to stop, to exit, and
+// returns its exit error.
+func waitStopped(t *testing.T, p *proc) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not stop within a minute of SIGTERM", p.name)
+		return nil
+	}
+}
+
+// stopEach stops the processes one after another with SIGTERM (a planned
+// stop: each hands its tasks over to the others and leaves), and fails
+// the test for each that does not exit cleanly.
+func stopEach(t *testing.T, procs []*proc) {
+	t.Helper()
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if err := waitStopped(t, p); err != nil {
+			t.Errorf("%s after SIGTERM: %v", p.name, err)
+		}
+	}
+}
+
 // produce writes events from..to-1 with keys k<i % keys>, keyed (so a
 // key's events are in one partition, in order).
 func produce(t *testing.T, brokers []string, from, to, keys int) error {
@@ -337,7 +377,9 @@ func TestKillNineThreeProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and kills them for half a minute")
 	}
-	t.Run("file", func(t *testing.T) { testKillNine(t, filepath.Join(t.TempDir(), "store"), 4) })
+	t.Run("file", func(t *testing.T) {
+		testKillNine(t, killRun{store: filepath.Join(t.TempDir(), "store"), kills: 4, events: 60_000, batches: 30})
+	})
 	// The same on an S3 bucket (versitygw): chains by If-None-Match.
 	t.Run("s3", func(t *testing.T) {
 		srv := s3test.Versitygw(t)
@@ -348,25 +390,28 @@ func TestKillNineThreeProcesses(t *testing.T) {
 		t.Setenv("AWS_PROFILE", "")
 		t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
 		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-		testKillNine(t, "s3://tasks/job?endpoint="+srv.Endpoint+"&region="+srv.Region, 3)
+		testKillNine(t, killRun{store: "s3://tasks/job?endpoint=" + srv.Endpoint + "&region=" + srv.Region, kills: 3, events: 60_000, batches: 30})
 	})
 }
 
-func testKillNine(t *testing.T, store string, maxKills int) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	brokers := c.ListenAddrs()
-	// The input arrives while the processes run and are killed: 30
-	// batches a quarter of a second apart.
-	const events, keys, batches = 60_000, 300, 30
+// killRun is what a kill test varies.
+type killRun struct {
+	store           string // the job's store: a directory or an s3:// URL
+	kills           int    // SIGKILLs, each followed by a restart
+	events, batches int    // the input, produced in batches 250 ms apart
+	rekeyed         bool   // the job of rekeyedBuild, checked by checkRekeyed
+}
+
+// testKillNine runs three processes of the job while the input arrives,
+// kills a random process at random times and starts it again, stops
+// them one by one, and checks the committed output.
+func testKillNine(t *testing.T, kr killRun) {
+	brokers := newCluster(t)
+	const keys = 300
 	produced := make(chan error, 1)
 	go func() {
-		for b := range batches {
-			if err := produce(t, brokers, b*events/batches, (b+1)*events/batches, keys); err != nil {
+		for b := range kr.batches {
+			if err := produce(t, brokers, b*kr.events/kr.batches, (b+1)*kr.events/kr.batches, keys); err != nil {
 				produced <- err
 				return
 			}
@@ -381,22 +426,25 @@ func testKillNine(t *testing.T, store string, maxKills int) {
 			out.dump(t)
 		}
 	}()
+	hc := func(name string) helperConfig {
+		return helperConfig{Brokers: brokers, Store: kr.store, Name: name, Rekeyed: kr.rekeyed}
+	}
 	procs := make([]*proc, 3)
 	for i := range procs {
-		procs[i] = startProcess(t, helperConfig{Brokers: brokers, Store: store, Name: fmt.Sprintf("p%d", i)}, &out)
+		procs[i] = startProcess(t, hc(fmt.Sprintf("p%d", i)), &out)
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	deadline := time.Now().Add(3 * time.Minute)
 	kills := 0
 	for {
 		got := committedOutput(t, brokers)
-		if len(got) >= events && kills >= maxKills {
+		if len(got) >= kr.events && kills >= kr.kills {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %d kills, %d of %d records committed by the deadline", kills, len(got), events)
+			t.Fatalf("after %d kills, %d of %d records committed by the deadline", kills, len(got), kr.events)
 		}
-		if kills < maxKills {
+		if kills < kr.kills {
 			// Kill a random process at a random time, start it again.
 			time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond) // when to kill: random, not a synchronization
 			i := rng.IntN(len(procs))
@@ -404,25 +452,17 @@ func testKillNine(t *testing.T, store string, maxKills int) {
 			<-procs[i].done
 			kills++
 			out.add(fmt.Sprintf("test: killed %s (kill %d)", procs[i].name, kills))
-			procs[i] = startProcess(t, helperConfig{Brokers: brokers, Store: store, Name: fmt.Sprintf("p%d.%d", i, kills)}, &out)
+			procs[i] = startProcess(t, hc(fmt.Sprintf("p%d.%d", i, kills)), &out)
 			continue
 		}
 		time.Sleep(200 * time.Millisecond) // polling the output topic
 	}
-	// A planned stop, one process after another: each hands its tasks
-	// over to the others and leaves.
-	for _, p := range procs {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-p.done:
-			if err != nil {
-				t.Errorf("%s after SIGTERM: %v", p.name, err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatalf("%s did not stop within a minute of SIGTERM", p.name)
-		}
+	stopEach(t, procs)
+	if kr.rekeyed {
+		checkRekeyed(t, committedOutput(t, brokers), kr.events)
+	} else {
+		checkExactlyOnce(t, committedOutput(t, brokers), kr.events, keys)
 	}
-	checkExactlyOnce(t, committedOutput(t, brokers), events, keys)
 	if n := out.count("started"); n < partitions {
 		t.Errorf("%d task starts logged, want at least %d", n, partitions)
 	}
@@ -437,13 +477,7 @@ func TestZombieCommitsNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and pauses one past its session timeout")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	brokers := c.ListenAddrs()
+	brokers := newCluster(t)
 	const events, keys = 40_000, 300
 	if err := produce(t, brokers, 0, events/2, keys); err != nil {
 		t.Fatal(err)
@@ -500,11 +534,7 @@ func TestZombieCommitsNothing(t *testing.T) {
 	}
 	waitFor("every record committed", func() bool { return len(committedOutput(t, brokers)) >= events })
 	_ = other.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-other.done:
-	case <-time.After(time.Minute):
-		t.Fatalf("%s did not stop within a minute of SIGTERM", other.name)
-	}
+	_ = waitStopped(t, other)
 	checkExactlyOnce(t, committedOutput(t, brokers), events, keys)
 	t.Logf("the zombie: %d tasks lost, %d fenced", out.count("zombie: ", "lost (the group moved it"), out.count("zombie: ", "fenced by a newer owner"))
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/eddyflow/eddy"
 	blobfile "github.com/eddyflow/eddy/blob/file"
 	"github.com/eddyflow/eddy/internal/taskchain"
@@ -23,13 +21,7 @@ func TestFencedByAnOutsiderReclaims(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a job's tasks for seconds")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	brokers := c.ListenAddrs()
+	brokers := newCluster(t)
 	const events, keys = 20_000, 300
 	if err := produce(t, brokers, 0, events/2, keys); err != nil {
 		t.Fatal(err)

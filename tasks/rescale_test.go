@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // handedOver matches a task's handover line and captures how long the
@@ -47,13 +45,7 @@ func TestRescaleTwoThreeTwo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes and rescales them")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	brokers := c.ListenAddrs()
+	brokers := newCluster(t)
 	// The input arrives while the processes rescale: 24 batches a
 	// quarter of a second apart.
 	const events, keys, batches = 48_000, 300, 24

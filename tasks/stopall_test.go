@@ -6,8 +6,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // TestStopAllAtOnce: every process of a job gets SIGTERM at the same time
@@ -18,13 +16,7 @@ func TestStopAllAtOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	brokers := c.ListenAddrs()
+	brokers := newCluster(t)
 	const events, keys = 20_000, 300
 	if err := produce(t, brokers, 0, events, keys); err != nil {
 		t.Fatal(err)
@@ -51,13 +43,8 @@ func TestStopAllAtOnce(t *testing.T) {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for _, p := range procs {
-		select {
-		case err := <-p.done:
-			if err != nil {
-				t.Errorf("%s after SIGTERM: %v", p.name, err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatalf("%s did not stop within a minute of SIGTERM", p.name)
+		if err := waitStopped(t, p); err != nil {
+			t.Errorf("%s after SIGTERM: %v", p.name, err)
 		}
 	}
 	checkExactlyOnce(t, committedOutput(t, brokers), events, keys)

@@ -3,10 +3,8 @@ package tasks_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -120,73 +118,7 @@ func TestKeyByAcrossTasks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes and kills them")
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	brokers := c.ListenAddrs()
-	const events, keys, batches, maxKills = 30_000, 300, 20, 3
-	produced := make(chan error, 1)
-	go func() {
-		for b := range batches {
-			if err := produce(t, brokers, b*events/batches, (b+1)*events/batches, keys); err != nil {
-				produced <- err
-				return
-			}
-			time.Sleep(250 * time.Millisecond) // the input's pace, not a synchronization
-		}
-		produced <- nil
-	}()
-	defer func() { <-produced }()
-	store := filepath.Join(t.TempDir(), "store")
-	var out syncLog
-	defer func() {
-		if t.Failed() {
-			out.dump(t)
-		}
-	}()
-	procs := make([]*proc, 3)
-	for i := range procs {
-		procs[i] = startProcess(t, helperConfig{Brokers: brokers, Store: store, Name: fmt.Sprintf("p%d", i), Rekeyed: true}, &out)
-	}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
-	deadline := time.Now().Add(3 * time.Minute)
-	kills := 0
-	for {
-		got := committedOutput(t, brokers)
-		if len(got) >= events && kills >= maxKills {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %d kills, %d of %d records committed by the deadline", kills, len(got), events)
-		}
-		if kills < maxKills {
-			time.Sleep(time.Duration(500+rng.IntN(2000)) * time.Millisecond) // when to kill: random, not a synchronization
-			i := rng.IntN(len(procs))
-			_ = procs[i].cmd.Process.Kill()
-			<-procs[i].done
-			kills++
-			out.add(fmt.Sprintf("test: killed %s (kill %d)", procs[i].name, kills))
-			procs[i] = startProcess(t, helperConfig{Brokers: brokers, Store: store, Name: fmt.Sprintf("p%d.%d", i, kills), Rekeyed: true}, &out)
-			continue
-		}
-		time.Sleep(200 * time.Millisecond) // polling the output topic
-	}
-	for _, p := range procs {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-p.done:
-			if err != nil {
-				t.Errorf("%s after SIGTERM: %v", p.name, err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatalf("%s did not stop within a minute of SIGTERM", p.name)
-		}
-	}
-	checkRekeyed(t, committedOutput(t, brokers), events)
-	t.Logf("%d kills; %d task starts, %d handovers", kills, out.count(": started"), out.count("handed over at"))
+	testKillNine(t, killRun{store: filepath.Join(t.TempDir(), "store"), kills: 3, events: 30_000, batches: 20, rekeyed: true})
 }
 
 // TestKeyByRefusesBadEdges: an edge name that cannot name a topic, and an

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/eddyflow/eddy"
 	blobfile "github.com/eddyflow/eddy/blob/file"
 	"github.com/eddyflow/eddy/internal/group"
@@ -21,13 +19,7 @@ import (
 // joins the group, with an error naming the difference; one with the same
 // graph is not.
 func TestTopologyRefused(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"),
-		kfake.GroupMinSessionTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	brokers := c.ListenAddrs()
+	brokers := newCluster(t)
 	store, err := blobfile.New(filepath.Join(t.TempDir(), "store"))
 	if err != nil {
 		t.Fatal(err)
