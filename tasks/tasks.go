@@ -175,7 +175,14 @@ func Run(ctx context.Context, cfg Config, build Build) error {
 	closeCtx, cancel := context.WithTimeout(context.Background(), 2*max(cfg.RebalanceTimeout, 60*time.Second))
 	defer cancel()
 	if err := m.Close(closeCtx); err != nil && runErr == nil {
-		runErr = err
+		if errors.Is(err, group.ErrLeave) && !r.handoverFailed.Load() {
+			// Every task was handed over or had stopped: only the
+			// goodbye to the group was lost, which its session timeout
+			// makes up for.
+			r.logf("leaving the group: %v (the group drops this process when its session times out)", err)
+		} else {
+			runErr = err
+		}
 	}
 	r.stopAll() // what a failed handover left running
 	return runErr
@@ -187,12 +194,14 @@ type runner struct {
 	build      Build
 	partitions int32 // of the input topic
 	member     atomic.Pointer[group.Member]
-	log        io.Writer
-	logMu      sync.Mutex
-	mu         sync.Mutex
-	running    map[int32]*task
-	failed     chan error // the first task that failed for good
-	m          *metrics
+	// handoverFailed is set once a handover failed (Revoked's error).
+	handoverFailed atomic.Bool
+	log            io.Writer
+	logMu          sync.Mutex
+	mu             sync.Mutex
+	running        map[int32]*task
+	failed         chan error // the first task that failed for good
+	m              *metrics
 }
 
 // task is one running task.
@@ -483,7 +492,11 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if err != nil {
+		r.handoverFailed.Store(true)
+	}
+	return err
 }
 
 // lost stops the tasks without a checkpoint: other processes may own them

@@ -287,6 +287,12 @@ func (m *Member) Holds(ctx context.Context, task int32) (bool, error) {
 	return false, nil
 }
 
+// ErrLeave is matched by Close's error when the member's LeaveGroup
+// request failed (the brokers did not answer in time): its tasks were
+// revoked all the same, and the group drops the member when its session
+// times out.
+var ErrLeave = errors.New("the request to leave the group failed")
+
 // Group returns the name of the member's consumer group.
 func (m *Member) Group() string { return m.group }
 
@@ -367,7 +373,7 @@ func (m *Member) stop(leave, failedJoin bool) <-chan struct{} {
 			m.cl.Close()
 			if err != nil && !failedJoin {
 				m.mu.Lock()
-				m.stopErr = fmt.Errorf("group: leave group %q: %w", m.group, err)
+				m.stopErr = fmt.Errorf("group: leave group %q: %w: %w", m.group, ErrLeave, err)
 				m.mu.Unlock()
 			}
 		}()
