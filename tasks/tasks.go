@@ -42,7 +42,9 @@ type Config struct {
 	// backend, logging); Run puts each task's JobName, CheckpointStore and
 	// claim after them. Options that belong to one process, not to each
 	// task (eddy.Admin, eddy.Metrics, eddy.RestoreCheckpoint), do not
-	// belong here.
+	// belong here. The tasks share what the options hold: a writer given
+	// to eddy.LogOutput is written by every task at once, so it must be
+	// safe for concurrent use (os.Stderr is).
 	Options []eddy.Option
 	// Log receives a line each time a task starts, is handed over, is
 	// lost, ends or fails, and the group's own log lines. Nil: discarded.
