@@ -128,10 +128,14 @@ func kafkaDemoLoad(ctx context.Context, c demojob.Config, brokers []string, stdo
 		if err != nil {
 			return err
 		}
+		// The load writes as fast as it generates: its checkpoints come
+		// often, and an interval's records may take more than the sink's
+		// default buffer on a busy machine (a slow checkpoint lets the
+		// next interval's records pile up).
 		load := eddy.New(append(append([]eddy.Option{eddy.JobName("eddy-demo-kafka-load"),
-			eddy.CheckpointStore(loadStore, kafkaDemoInterval(c))}, kafkaDemoBase(c)...), opts...)...)
+			eddy.CheckpointStore(loadStore, min(kafkaDemoInterval(c), 100*time.Millisecond))}, kafkaDemoBase(c)...), opts...)...)
 		points := eddy.FromSource(load, datagen.GPS(lc.GPSOptions()...), eddy.Named("gps"))
-		eddy.ToSink(points, kafka.Sink[datagen.GPSPoint](kafkaDemoPoints, kafka.Brokers(brokers...), kafka.SchemaHeader(),
+		eddy.ToSink(points, kafka.Sink[datagen.GPSPoint](kafkaDemoPoints, kafka.Brokers(brokers...), kafka.SchemaHeader(), kafka.MaxBufferedBytes(256<<20),
 			kafka.Key(func(p *datagen.GPSPoint) []byte { return []byte(p.DriverID) })))
 		err = load.Run(ctx)
 		if err == nil {
