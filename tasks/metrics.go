@@ -34,7 +34,7 @@ type metrics struct {
 func newMetrics(r *runner) *metrics {
 	jl := prometheus.Labels{"job_name": r.cfg.Job}
 	m := &metrics{r: r,
-		owned: prometheus.NewDesc("eddy_tasks_owned", "Tasks this process runs now.", nil, jl),
+		owned: prometheus.NewDesc("eddy_tasks_owned", "Tasks the group gives this process now (those that ended or failed included, until the group moves them).", nil, jl),
 		lag: prometheus.NewDesc("eddy_tasks_lag_records",
 			"Records of a task's input partition it has not read yet: the partition's high watermark at the task's last fetch minus its next offset (the committed position trails it by up to a checkpoint interval). Only for tasks this process runs.",
 			[]string{"task"}, jl),
@@ -87,7 +87,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	sort.Slice(running, func(i, j int) bool { return running[i].id < running[j].id })
 	ch <- prometheus.MustNewConstMetric(m.owned, prometheus.GaugeValue, float64(len(running)))
 	for _, t := range running {
-		if lag, ok := t.env.SourceLag(); ok {
+		t.envMu.Lock()
+		env := t.env // a reclaim swaps it
+		t.envMu.Unlock()
+		if lag, ok := env.SourceLag(); ok {
 			ch <- prometheus.MustNewConstMetric(m.lag, prometheus.GaugeValue, float64(lag), strconv.Itoa(int(t.id)))
 		}
 	}

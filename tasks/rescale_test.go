@@ -113,11 +113,14 @@ func TestRescaleTwoThreeTwo(t *testing.T) {
 		t.Error("p2 joined: p0 and p1 handed no task over")
 	}
 	ran, prior := owned("p1"), len(out.handovers(t, "p1: "))
+	restoringBefore := out.count("p1: ", "handed over during its restore")
 	stop(p1)
 	waitFor("2 processes to run every task", func() bool { return owned("p0")+owned("p2") == partitions })
 	scaledDown := out.handovers(t, "p1: ")[prior:]
-	if len(scaledDown) != ran {
-		t.Errorf("p1 stopped: it handed %d tasks over at a checkpoint, want the %d it ran", len(scaledDown), ran)
+	// A task p1 took at p2's join may still have been restoring: it hands
+	// over without a new checkpoint, nothing newer to give.
+	if restoring := out.count("p1: ", "handed over during its restore") - restoringBefore; len(scaledDown)+restoring != ran {
+		t.Errorf("p1 stopped: it handed %d tasks over at a checkpoint and %d during their restore, want the %d it ran", len(scaledDown), restoring, ran)
 	}
 	if err := producedAll(); err != nil {
 		t.Fatal(err)

@@ -305,9 +305,9 @@ func (r *runner) start(id int32) error {
 		defer cancel()
 		t.err = env.Run(ctx)
 		delay := r.cfg.reclaimDelay()
-		held := true
+		held, known := true, true
 		for n := 1; n <= maxReclaims && errors.Is(t.err, eddy.ErrFenced) && !t.stopping.Load() && ctx.Err() == nil; n++ {
-			if held = r.holds(ctx, t, delay); !held {
+			if held, known = r.holds(ctx, t, delay); !held {
 				break
 			}
 			r.logf("task %d: fenced by a process out of the group, while the group gives the task to this one: claiming it again (%d of %d): %v",
@@ -337,6 +337,12 @@ func (r *runner) start(id int32) error {
 			r.logf("task %d: ended: its input is consumed", id)
 		case ctx.Err() != nil:
 			// Stopped: lost, or handed over after a failed checkpoint.
+		case errors.Is(t.err, eddy.ErrFenced) && !held && !known:
+			// Nobody could say whose the task is: leaving the group is
+			// what gives it to a process that can run it.
+			r.take([]int32{id})
+			r.logf("task %d: fenced, and the group's coordinator did not say whose the task is: %v", id, t.err)
+			r.fail(fmt.Errorf("tasks: task %d: fenced, and the group's coordinator did not say whether the task is this process's: %w", id, t.err))
 		case errors.Is(t.err, eddy.ErrFenced) && !held:
 			// A newer owner has it, and the group does not give it to
 			// this process: this process is the one out of date. It
@@ -363,18 +369,19 @@ func (r *runner) start(id int32) error {
 	return nil
 }
 
-// holds waits for the group's coordinator to say that t is this
+// holds waits for the group's coordinator to say whether t is this
 // member's: it asks every delay, holdPolls times at most, and stops
-// asking when t is stopped.
-func (r *runner) holds(ctx context.Context, t *task, delay time.Duration) bool {
+// asking when t is stopped (then known: it is moving away). known is
+// false when no answer came: every question failed or found a rebalance.
+func (r *runner) holds(ctx context.Context, t *task, delay time.Duration) (held, known bool) {
 	for range holdPolls {
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
-			return false
+			return false, true
 		}
 		if t.stopping.Load() {
-			return false
+			return false, true
 		}
 		m := r.member.Load()
 		if m == nil {
@@ -387,11 +394,9 @@ func (r *runner) holds(ctx context.Context, t *task, delay time.Duration) bool {
 			r.logf("task %d: asking the group whether it holds the task: %v", t.id, err)
 			continue
 		}
-		if held {
-			return true
-		}
+		return held, true
 	}
-	return false
+	return false, false
 }
 
 func (r *runner) fail(err error) {

@@ -251,7 +251,8 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 // member, as the coordinator knows it, has the task. A member the
 // coordinator dropped (its session expired, whether it knows it yet or
 // not) holds nothing. Use it to tell who fenced a task's claim: if this
-// member holds the task, the other claimant was out of the group.
+// member holds the task, the other claimant was out of the group. While a
+// rebalance is under way it fails with ErrUnsettled: ask again.
 func (m *Member) Holds(ctx context.Context, task int32) (bool, error) {
 	id, _ := m.cl.GroupMetadata()
 	if id == "" {
@@ -268,7 +269,7 @@ func (m *Member) Holds(ctx context.Context, task int32) (bool, error) {
 	case g.Err != nil:
 		return false, fmt.Errorf("group: describe group %q: %w", m.group, g.Err)
 	case g.State != "Stable":
-		return false, nil
+		return false, fmt.Errorf("group: group %q is %s: %w", m.group, g.State, ErrUnsettled)
 	}
 	for _, mem := range g.Members {
 		if mem.MemberID != id {
@@ -292,6 +293,9 @@ func (m *Member) Holds(ctx context.Context, task int32) (bool, error) {
 // revoked all the same, and the group drops the member when its session
 // times out.
 var ErrLeave = errors.New("the request to leave the group failed")
+
+// ErrUnsettled is matched by Holds' error while the group rebalances.
+var ErrUnsettled = errors.New("a rebalance is under way")
 
 // Group returns the name of the member's consumer group.
 func (m *Member) Group() string { return m.group }

@@ -48,7 +48,9 @@ type DB struct {
 	work    chan func() error // to the writer; closed by Close
 	result  chan error        // from it; holds a result nobody waited for
 	stuck   bool              // a write given up on has not returned
-	apply   func() error      // commits batch: d.applyBatch, bound once
+	apply   func() error      // commits applying: d.applyBatch, bound once
+	// applying is the batch the writer commits (see applyBatch).
+	applying *pebble.Batch
 
 	restoreStats RestoreStats
 }
@@ -383,6 +385,7 @@ func (d *DB) Commit() error {
 	if d.batch.Empty() {
 		return nil
 	}
+	d.applying = d.batch
 	done, err := d.write("write", d.apply)
 	if !done {
 		d.batch = d.db.NewBatch() // the writer still holds the old one
@@ -390,10 +393,13 @@ func (d *DB) Commit() error {
 	return err
 }
 
-// applyBatch commits the pending writes; the writer runs it.
+// applyBatch commits the pending writes; the writer runs it, on the batch
+// Commit handed it (d.applying, set before the hand-over): Commit may
+// replace d.batch while a write it gave up on still runs.
 func (d *DB) applyBatch() error {
-	err := d.db.Apply(d.batch, pebble.NoSync)
-	d.batch.Reset()
+	b := d.applying
+	err := d.db.Apply(b, pebble.NoSync)
+	b.Reset()
 	return err
 }
 
@@ -479,13 +485,19 @@ func (d *DB) Flush() error {
 
 // asyncFlush starts a flush of the memtables; done is closed once it is
 // over.
-func (d *DB) asyncFlush() (done <-chan struct{}, err error) {
-	_, err = d.write("flush", func() error {
-		var err error
-		done, err = d.db.AsyncFlush()
+func (d *DB) asyncFlush() (<-chan struct{}, error) {
+	// The writer sends the channel: a write given up on may still set
+	// it after this returns.
+	ch := make(chan (<-chan struct{}), 1)
+	ok, err := d.write("flush", func() error {
+		done, err := d.db.AsyncFlush()
+		ch <- done
 		return err
 	})
-	return done, err
+	if !ok || err != nil {
+		return nil, err
+	}
+	return <-ch, nil
 }
 
 // checkDir fails if the DB's directory is no longer there.
