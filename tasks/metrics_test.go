@@ -163,8 +163,8 @@ func TestMetrics(t *testing.T) {
 
 	a := start("a", prometheus.NewRegistry())
 	waitFor("a to own every task", func() bool { return value(a, "eddy_tasks_owned") == parts })
-	if n := value(a, "eddy_tasks_rebalances_total"); n < 1 || value(a, "eddy_tasks_rebalance_duration_seconds") != n {
-		t.Errorf("a joined: %v rebalances, %v durations observed; want at least 1, one each", n, value(a, "eddy_tasks_rebalance_duration_seconds"))
+	if n := value(a, "eddy_tasks_rebalances_total"); n < 1 {
+		t.Errorf("a joined: %v rebalances, want at least 1", n)
 	}
 	// Every task reads its partition to the end: its lag drops to 0.
 	waitFor("every task's lag to drop to 0", func() bool { return lagsZero(a, 0, 1, 2, 3) })

@@ -176,6 +176,7 @@ func Run(ctx context.Context, cfg Config, build Build) error {
 	// each revocation, and the group's own.
 	closeCtx, cancel := context.WithTimeout(context.Background(), 2*max(cfg.RebalanceTimeout, 60*time.Second))
 	defer cancel()
+	r.handoverFailed.Store(false) // what counts is the handovers of this stop
 	if err := m.Close(closeCtx); err != nil && runErr == nil {
 		if errors.Is(err, group.ErrLeave) && !r.handoverFailed.Load() {
 			// Every task was handed over or had stopped: only the

@@ -143,6 +143,11 @@ func (d *DB) write(op string, fn func() error) (done bool, err error) {
 	case err := <-d.result:
 		return true, d.fail(op, err)
 	case <-d.failed:
+		select {
+		case err := <-d.result: // it returned as the failure came
+			return true, d.fail(op, err)
+		default:
+		}
 		d.stuck = true
 		return false, d.Err()
 	}
