@@ -137,16 +137,7 @@ func TestMetrics(t *testing.T) {
 		v, _ := metricValue(t, m.reg, name, l)
 		return v
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s: timed out", what)
-			}
-			time.Sleep(50 * time.Millisecond) // polling the registries
-		}
-	}
+	waitFor := func(what string, cond func() bool) { t.Helper(); pollUntil(t, what, cond) }
 	lagsZero := func(m *member, ids ...int) bool {
 		zero := true
 		var lags []string

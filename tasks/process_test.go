@@ -239,6 +239,19 @@ func newCluster(t *testing.T) []string {
 	return c.ListenAddrs()
 }
 
+// pollUntil checks cond every 50 ms (polling logs, registries or the
+// output topic) and fails the test if it does not hold within a minute.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: timed out", what)
+		}
+		time.Sleep(50 * time.Millisecond) // polling, not a synchronization
+	}
+}
+
 // waitStopped waits up to a minute for p, signalled to stop, to exit, and
 // returns its exit error.
 func waitStopped(t *testing.T, p *proc) error {
@@ -491,16 +504,7 @@ func TestZombieCommitsNothing(t *testing.T) {
 	}()
 	zombie := startProcess(t, helperConfig{Brokers: brokers, Store: store, Name: "zombie", Exit: true}, &out)
 	other := startProcess(t, helperConfig{Brokers: brokers, Store: store, Name: "other"}, &out)
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s: timed out", what)
-			}
-			time.Sleep(50 * time.Millisecond) // polling the processes' logs
-		}
-	}
+	waitFor := func(what string, cond func() bool) { t.Helper(); pollUntil(t, what, cond) }
 	waitFor("both processes to run tasks", func() bool {
 		return out.count("zombie: ") > 0 && out.count("other: ") > 0 && out.count(": started") >= partitions
 	})

@@ -69,29 +69,15 @@ func TestRescaleTwoThreeTwo(t *testing.T) {
 			out.dump(t)
 		}
 	}()
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s: timed out", what)
-			}
-			time.Sleep(50 * time.Millisecond) // polling the processes' logs
-		}
-	}
+	waitFor := func(what string, cond func() bool) { t.Helper(); pollUntil(t, what, cond) }
 	start := func(name string) *proc {
 		return startProcess(t, helperConfig{Brokers: brokers, Store: store, Name: name}, &out)
 	}
 	stop := func(p *proc) {
 		t.Helper()
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-p.done:
-			if err != nil {
-				t.Fatalf("%s after SIGTERM: %v", p.name, err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatalf("%s did not stop within a minute of SIGTERM", p.name)
+		if err := waitStopped(t, p); err != nil {
+			t.Fatalf("%s after SIGTERM: %v", p.name, err)
 		}
 	}
 	// owned returns how many tasks a process runs, from its log.

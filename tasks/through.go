@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddyflow/eddy"
@@ -109,20 +108,11 @@ func ensureInternalTopic(brokers []string, topic string, partitions int32) error
 	if err := kafka.EnsureTopics(ctx, brokers, partitions, topic); err != nil {
 		return fmt.Errorf("tasks: internal topic %q: %w", topic, err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	n, err := kafka.PartitionCount(ctx, topic, kafka.Brokers(brokers...))
 	if err != nil {
-		return fmt.Errorf("tasks: internal topic %q: %w", topic, err)
+		return fmt.Errorf("tasks: internal topic %q after creating it: %w", topic, err)
 	}
-	defer cl.Close()
-	topics, err := kadm.NewClient(cl).ListTopics(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("tasks: internal topic %q (brokers %v): %w", topic, brokers, err)
-	}
-	td, ok := topics[topic]
-	if !ok || td.Err != nil {
-		return fmt.Errorf("tasks: internal topic %q (brokers %v): missing or unreadable after creating it: %v", topic, brokers, td.Err)
-	}
-	if n := int32(len(td.Partitions)); n != partitions {
+	if n != partitions {
 		return fmt.Errorf("tasks: internal topic %q has %d partitions, the input topic %d: the job's tasks could not each read one (delete the topic, or give the edge another name)", topic, n, partitions)
 	}
 	ensured.Store(id, struct{}{})

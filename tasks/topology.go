@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eddyflow/eddy"
+	"github.com/eddyflow/eddy/connector/kafka"
 	"github.com/eddyflow/eddy/internal/group"
 )
 
@@ -39,20 +36,9 @@ func checkTopology(ctx context.Context, cfg Config, n int32, build Build) error 
 
 // partitionCount returns the input topic's number of partitions.
 func partitionCount(ctx context.Context, cfg Config) (int32, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	n, err := kafka.PartitionCount(ctx, cfg.Topic, kafka.Brokers(cfg.Brokers...))
 	if err != nil {
-		return 0, fmt.Errorf("tasks: %w", err)
+		return 0, fmt.Errorf("tasks: the input topic: %w", err)
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	topics, err := kadm.NewClient(cl).ListTopics(ctx, cfg.Topic)
-	if err != nil {
-		return 0, fmt.Errorf("tasks: the partitions of input topic %q (brokers %v): %w", cfg.Topic, cfg.Brokers, err)
-	}
-	td, ok := topics[cfg.Topic]
-	if !ok || td.Err != nil {
-		return 0, fmt.Errorf("tasks: input topic %q (brokers %v): missing or unreadable: %v", cfg.Topic, cfg.Brokers, td.Err)
-	}
-	return int32(len(td.Partitions)), nil
+	return n, nil
 }

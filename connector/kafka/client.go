@@ -105,6 +105,32 @@ func describeTopics(ctx context.Context, c *common, cl *kgo.Client, d *dialTrack
 	return out, nil
 }
 
+// PartitionCount returns how many partitions topic has, asking the
+// brokers that opts name (Brokers; ConnectTimeout and ClientOpts apply).
+// It fails naming the brokers when none answers within the connect
+// timeout, and naming the topic when it does not exist or has no
+// partitions.
+func PartitionCount(ctx context.Context, topic string, opts ...Opt) (int32, error) {
+	var sc sourceConfig
+	sc.common = defaultCommon()
+	for _, o := range opts {
+		o.applySource(&sc)
+	}
+	cl, d, err := newClient(&sc.common)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	info, err := describeTopics(ctx, &sc.common, cl, d, topic)
+	if err != nil {
+		return 0, err
+	}
+	if n := info[topic].partitions; n > 0 {
+		return n, nil
+	}
+	return 0, fmt.Errorf("kafka: topic %q (brokers %s) has no partitions", topic, strings.Join(sc.brokers, ","))
+}
+
 func quoteAll(ss []string) string {
 	q := make([]string, len(ss))
 	for i, s := range ss {

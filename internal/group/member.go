@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/eddyflow/eddy/connector/kafka"
 )
 
 // Config says which job a member joins and what it does when its tasks
@@ -183,19 +185,14 @@ func Join(ctx context.Context, cfg Config) (*Member, error) {
 	}
 	m := &Member{cfg: cfg, group: GroupName(cfg.Job), owned: make(map[int32]bool),
 		joined: make(chan struct{}), done: make(chan struct{})}
-	h := &hooks{brokers: cfg.Brokers}
+	h := &hooks{}
 
-	// The partitions come from a plain client, so that a missing topic
-	// or absent brokers fail here before the member joins anything.
-	probe, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.WithHooks(h),
-		kgo.DialTimeout(min(cfg.ConnectTimeout, 10*time.Second))}, cfg.ClientOpts...)...)
+	// The partitions come first, so that a missing topic or absent
+	// brokers fail here before the member joins anything.
+	m.tasks, err = kafka.PartitionCount(ctx, cfg.Topic, kafka.Brokers(cfg.Brokers...),
+		kafka.ConnectTimeout(cfg.ConnectTimeout), kafka.ClientOpts(cfg.ClientOpts...))
 	if err != nil {
-		return nil, fmt.Errorf("group: client for %s: %w", strings.Join(cfg.Brokers, ","), err)
-	}
-	m.tasks, err = partitions(ctx, probe, h, cfg.Topic, cfg.ConnectTimeout)
-	probe.Close()
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("group: job %q: %w", cfg.Job, err)
 	}
 
 	h.manage = m.manageError
