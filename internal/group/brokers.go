@@ -28,4 +28,3 @@ func (h *hooks) OnGroupManageError(err error) {
 		h.manage(err)
 	}
 }
-
