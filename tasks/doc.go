@@ -59,11 +59,13 @@
 // # Metrics
 //
 // With Config.Metrics, Run registers the process's metrics of its tasks,
-// labelled job_name: eddy_tasks_owned (tasks it runs now),
-// eddy_tasks_lag_records{task} (records of a task's partition it has not
-// read: the high watermark minus its next offset, as its Kafka source
-// knows them, see eddy.Env.SourceLag; its committed position trails by up
-// to a checkpoint interval), eddy_tasks_rebalances_total and
+// labelled job_name: eddy_tasks_owned (tasks the group gives it now, ended
+// ones included), eddy_tasks_lag_records{task} (records of a task's
+// partition it has not read: the high watermark minus its next offset, as
+// its Kafka source knows them, see eddy.Env.SourceLag; its committed
+// position trails by up to a checkpoint interval; on an input written in
+// transactions a commit marker after the last record read counts as one,
+// so a task that has read everything may show 1), eddy_tasks_rebalances_total and
 // eddy_tasks_rebalance_duration_seconds (each rebalance the process took
 // part in, from its first JoinGroup request to its new tasks started,
 // handovers included), eddy_tasks_handover_duration_seconds (a task's
