@@ -107,7 +107,7 @@ func TestMetrics(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		m.cancel = cancel
 		cfg := tasks.Config{Job: job, Brokers: brokers, Topic: "in", Store: store, Interval: 100 * time.Millisecond,
-			SessionTimeout: session, HeartbeatInterval: 300 * time.Millisecond, RebalanceTimeout: 8 * time.Second, HandoverTimeout: 3 * time.Second,
+			SessionTimeout: session, HeartbeatInterval: heartbeat, RebalanceTimeout: rebalance, HandoverTimeout: handover,
 			Options: []eddy.Option{eddy.LogOutput(out.writer(name + " env"))}, Log: lines{&out, name}, Metrics: m.reg,
 			Rejoin: true} // a, forgotten by the coordinator below, rejoins
 		go func() {

@@ -66,6 +66,13 @@ const (
 	job        = "counts"
 	partitions = 12
 	session    = 3 * time.Second
+	// The group's other timings in these tests. A handover is a
+	// checkpoint of every task moving away; on a loaded 2-core CI machine
+	// (three processes, versitygw and kfake on it) one took over 3 s, so
+	// the bound is 6 s, inside the rebalance timeout.
+	heartbeat = 300 * time.Millisecond
+	rebalance = 12 * time.Second
+	handover  = 6 * time.Second
 )
 
 // helperConfig is what a helper process runs.
@@ -120,14 +127,29 @@ func TestHelperTaskProcess(t *testing.T) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	err = tasks.Run(ctx, tasks.Config{Job: job, Brokers: hc.Brokers, Topic: "in", Store: store, Interval: 100 * time.Millisecond,
-		SessionTimeout: session, HeartbeatInterval: 300 * time.Millisecond, RebalanceTimeout: 8 * time.Second, HandoverTimeout: 3 * time.Second,
-		Options: []eddy.Option{eddy.LogOutput(os.Stderr)}, Log: prefixed{hc.Name}, Rejoin: !hc.Exit}, hc.build())
+		SessionTimeout: session, HeartbeatInterval: heartbeat, RebalanceTimeout: rebalance, HandoverTimeout: handover,
+		Options: []eddy.Option{eddy.LogOutput(os.Stderr), eddy.OnCheckpoint(slowCheckpoints(hc.Name))}, Log: prefixed{hc.Name}, Rejoin: !hc.Exit}, hc.build())
 	if err != nil {
 		fmt.Printf("%s: error %v\n", hc.Name, err)
 		os.Exit(1)
 	}
 	fmt.Printf("%s: left the group\n", hc.Name)
 	os.Exit(0)
+}
+
+// slowCheckpoints prints where the time of a checkpoint slower than a
+// second went, for the test's log when it fails (a slow handover is a
+// slow checkpoint).
+func slowCheckpoints(name string) func(eddy.CheckpointStats) {
+	return func(s eddy.CheckpointStats) {
+		if s.Duration < time.Second {
+			return
+		}
+		fmt.Printf("%s: %s slow checkpoint %d: %v; last ack stage %d subtask %d (barrier %v, sync %v, async %v), manifest %v\n",
+			name, time.Now().Format("15:04:05.000"), s.ID, s.Duration.Round(time.Millisecond), s.Last.Stage, s.Last.Subtask,
+			s.Last.Barrier.Round(time.Millisecond), s.Last.Sync.Round(time.Millisecond), s.Last.Async.Round(time.Millisecond),
+			s.ManifestWrite.Round(time.Millisecond))
+	}
 }
 
 type prefixed struct{ name string }

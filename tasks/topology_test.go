@@ -26,7 +26,7 @@ func TestTopologyRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := tasks.Config{Job: job, Brokers: brokers, Topic: "in", Store: store, Interval: 100 * time.Millisecond,
-		SessionTimeout: session, HeartbeatInterval: 300 * time.Millisecond, RebalanceTimeout: 8 * time.Second, HandoverTimeout: 3 * time.Second,
+		SessionTimeout: session, HeartbeatInterval: heartbeat, RebalanceTimeout: rebalance, HandoverTimeout: handover,
 		Options: []eddy.Option{eddy.LogOutput(io.Discard)}}
 	// A process that starts, runs its tasks for a moment and stops.
 	run := func(b tasks.Build) error {
