@@ -47,6 +47,7 @@ func benchPebbleCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&c.rate, "update-rate", 5000, "updates per second in the update phase (0: as fast as possible)")
 	fs.DurationVar(&c.changelog, "changelog", 0, "turn on the changelog backend on Pebble, materializing (a Pebble checkpoint) at most this often (0: off)")
 	dir := fs.String("dir", "", "working directory: Pebble databases and the checkpoint store (default: a temporary one; removed after)")
+	fs.DurationVar(&c.traceSlow, "trace-slow", 0, "in the update phase, keep a flight recording of the execution trace and write the last seconds of it when a checkpoint takes longer than this (at most 3, named slow-checkpoint-pebble-*.trace)")
 	fs.BoolVar(&c.keep, "keep", false, "keep --dir after the run, and skip the fill when --dir holds a finished fill of the same keys and value size (to measure the later phases again)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -87,6 +88,7 @@ type capConfig struct {
 	changelog        time.Duration // materialization interval with the changelog; 0: off
 	dir              string
 	keep             bool // keep dir; reuse a finished fill in it
+	traceSlow        time.Duration
 }
 
 // fillMarker names the file in the working directory that says a fill
@@ -247,21 +249,25 @@ func capRun(c capConfig, w io.Writer) error {
 		if c.rate <= 0 {
 			n = keys
 		}
-		env := eddy.New(c.options(c.par, onCkpt)...)
+		tracer := benchConfig{traceSlow: c.traceSlow, traceOut: "slow-checkpoint", job: "pebble", changelog: c.changelog > 0}.slowTracer(w)
+		env := eddy.New(c.options(c.par, func(s eddy.CheckpointStats) { onCkpt(s); tracer.check(s) })...)
 		src := eddy.FromSource(env, randomKeySource{keys: keys, n: n, rate: c.rate, splits: 8})
 		buildCap(env, src, c.valueBytes)
 		fmt.Fprintln(w, "\nupdate: elapsed  records  records/s (interval)  RSS MiB  peak RSS MiB  local Pebble MiB  checkpoint store MiB  checkpoints")
-		if _, err := runReporting(env, c, w, time.Now()); err != nil {
+		_, err := runReporting(env, c, w, time.Now())
+		tracer.stop()
+		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
 		fmt.Fprintf(w, "update restored checkpoint %d in %v\n", env.Stats().RestoredFrom, env.Stats().Recovery.Round(time.Millisecond))
 		mu.Lock()
-		fmt.Fprintln(w, "checkpoint  uploaded MiB  full MiB  (uploaded/full)  duration ms  sync ms")
+		fmt.Fprintln(w, "checkpoint  uploaded MiB  full MiB  (uploaded/full)  duration ms  sync ms  last ack: stage/subtask barrier/sync/async ms  manifest ms")
 		var up, full int64
 		var durs []time.Duration
 		for _, s := range ckpts {
-			fmt.Fprintf(w, "%d  %.2f  %.1f  (%.4f)  %d  %d\n", s.ID, float64(s.Bytes)/(1<<20), float64(s.FullSize)/(1<<20), float64(s.Bytes)/float64(max(s.FullSize, 1)),
-				s.Duration.Milliseconds(), s.SyncDuration.Milliseconds())
+			fmt.Fprintf(w, "%d  %.2f  %.1f  (%.4f)  %d  %d  %d/%d %d/%d/%d  %d\n", s.ID, float64(s.Bytes)/(1<<20), float64(s.FullSize)/(1<<20), float64(s.Bytes)/float64(max(s.FullSize, 1)),
+				s.Duration.Milliseconds(), s.SyncDuration.Milliseconds(), s.Last.Stage, s.Last.Subtask,
+				s.Last.Barrier.Milliseconds(), s.Last.Sync.Milliseconds(), s.Last.Async.Milliseconds(), s.ManifestWrite.Milliseconds())
 			up += s.Bytes
 			full = s.FullSize
 			if !s.Final {

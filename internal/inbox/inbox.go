@@ -1,5 +1,10 @@
 package inbox
 
+import (
+	"math"
+	"sync/atomic"
+)
+
 // Envelope is a message with the input it came from.
 type Envelope[M any] struct {
 	From int
@@ -10,6 +15,7 @@ type Envelope[M any] struct {
 type Inbox[M any] struct {
 	ch      chan Envelope[M]
 	credits []chan struct{}
+	limit   atomic.Int32 // records per message senders aim at (BatchLimit)
 }
 
 // New returns the inbox of a subtask with inputs inputs, each allowed
@@ -19,8 +25,22 @@ func New[M any](inputs, credits int) *Inbox[M] {
 	for i := range in.credits {
 		in.credits[i] = make(chan struct{}, credits)
 	}
+	in.limit.Store(math.MaxInt32)
 	return in
 }
+
+// BatchLimit is the most records a sender should put in one message to
+// this inbox: the receiver lowers it while it drains slowly, so that a
+// full inbox holds about as much time of its work as it aims at (see
+// SetBatchLimit). It is math.MaxInt32 until set.
+func (in *Inbox[M]) BatchLimit() int { return int(in.limit.Load()) }
+
+// SetBatchLimit sets BatchLimit to n (at least 1). The receiver calls it;
+// senders see it at their next record.
+func (in *Inbox[M]) SetBatchLimit(n int) { in.limit.Store(int32(min(max(n, 1), math.MaxInt32))) }
+
+// Credits is the number of messages each input may have unreleased.
+func (in *Inbox[M]) Credits() int { return cap(in.credits[0]) }
 
 // Send delivers m from input i, waiting while input i has all its credits
 // out. It returns false, without sending, once done is closed.

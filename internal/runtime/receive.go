@@ -59,6 +59,7 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 	defer sc.closeSinks()
 	ib := sc.job.inboxes[sc.st][sc.subtask]
 	n := ib.Inputs()
+	pc := newPace(ib, sc.job.env.cfg.BatchSize)
 	// The restored watermark is a floor: event time never goes back.
 	sc.watermark = math.MinInt64
 	for i, rt := range sc.keyed {
@@ -129,6 +130,7 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 		switch m.Kind {
 		case shuffle.Data:
 			cur = from
+			start := time.Now()
 			for _, k := range sc.keyed {
 				// Batches are recycled: a key slice of this one may sit
 				// where one of the last held another key (EnsureKey).
@@ -141,6 +143,9 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 				if err := sc.flushStores(); err != nil {
 					return err
 				}
+			}
+			if b, ok := m.Batch.(interface{ Len() int }); ok {
+				pc.observe(b.Len(), time.Since(start))
 			}
 			dirty = true
 			for _, k := range sc.keyed {

@@ -41,6 +41,9 @@ func (b *KeyedBatch[K, T]) add(k K, kg int32, kb []byte, ts int64, rec *T) {
 	b.Recs = append(b.Recs, *rec)
 }
 
+// Len is the number of records in the batch.
+func (b *KeyedBatch[K, T]) Len() int { return len(b.Recs) }
+
 // Reset empties the batch, keeping its memory.
 func (b *KeyedBatch[K, T]) Reset() {
 	b.Keys, b.KGs, b.KeyBuf, b.KeyEnd, b.TS, b.Recs = b.Keys[:0], b.KGs[:0], b.KeyBuf[:0], b.KeyEnd[:0], b.TS[:0], b.Recs[:0]

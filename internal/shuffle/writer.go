@@ -103,7 +103,7 @@ func (w *Writer[K, T]) Push(ts int64, rec *T) error {
 	j := state.SubtaskFor(kg, w.maxPar, w.par)
 	b := w.batch(j)
 	b.add(w.cur, int32(kg), w.scratch, ts, rec)
-	full := len(b.Recs) >= w.batchSize
+	full := w.full(j, len(b.Recs))
 	if w.clock != nil {
 		full = w.aged(j, len(b.Recs)) || full
 	}
@@ -116,6 +116,13 @@ func (w *Writer[K, T]) Push(ts int64, rec *T) error {
 		return w.counted()
 	}
 	return nil
+}
+
+// full reports whether output j's batch, holding n records, goes: at the
+// writer's batch size, or at the receiver's lower limit while it drains
+// slowly (inbox.Inbox.BatchLimit).
+func (w *Writer[K, T]) full(j, n int) bool {
+	return n >= w.batchSize || n >= w.outs[j].BatchLimit()
 }
 
 // aged counts a record pushed to output j, whose batch now holds n, and
@@ -147,7 +154,7 @@ func (w *Writer[K, T]) Broadcast(ts int64, rec *T) error {
 	for j := range w.outs {
 		b := w.batch(j)
 		b.add(zero, 0, nil, ts, rec)
-		if len(b.Recs) >= w.batchSize {
+		if w.full(j, len(b.Recs)) {
 			if err := w.sendBatch(j); err != nil {
 				return err
 			}

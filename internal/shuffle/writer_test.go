@@ -263,3 +263,58 @@ func TestLimitAgeSendsSparseBatches(t *testing.T) {
 		t.Fatalf("busy writer: %d batches of %d records; want 9 full ones", busyR.batches, len(busyR.got[0]))
 	}
 }
+
+// TestWriterHonoursBatchLimit: a receiver that lowers its inbox's batch
+// limit gets batches of that many records from the writer's next push on,
+// other receivers still full ones; raised again, full batches return.
+func TestWriterHonoursBatchLimit(t *testing.T) {
+	outs := []*inbox.Inbox[Msg]{inbox.New[Msg](1, 4), inbox.New[Msg](1, 4)}
+	key := func(x *rec) string { return x.Key }
+	enc := func(dst []byte, k *string) []byte { return append(dst, *k...) }
+	const batchSize = 64
+	pool := NewPool[string, rec](16, batchSize)
+	sizes := make([][]int, len(outs))
+	var shuffled int64
+	w := NewWriter(senderFunc(func(ib *inbox.Inbox[Msg], _ int, m Msg) error {
+		j := slices.Index(outs, ib)
+		b := m.Batch.(*KeyedBatch[string, rec])
+		sizes[j] = append(sizes[j], b.Len())
+		b.Reset()
+		pool.Put(b)
+		return nil
+	}), 0, outs, pool, key, enc, 128, batchSize, &shuffled)
+	// Keys of each receiver (key groups of 128 over 2 subtasks).
+	keyOf := make([]string, len(outs))
+	for i := 0; keyOf[0] == "" || keyOf[1] == ""; i++ {
+		k := fmt.Sprint("k", i)
+		keyOf[state.SubtaskFor(state.KeyGroupFor([]byte(k), 128), 128, 2)] = k
+	}
+	push := func(n int) {
+		for i := range n {
+			for _, k := range keyOf {
+				if err := w.Push(int64(i), &rec{Key: k, N: i}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	push(2 * batchSize)
+	outs[0].SetBatchLimit(5)
+	push(20)
+	outs[0].SetBatchLimit(1 << 20)
+	push(2 * batchSize)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Receiver 0: two full batches, four of 5 while limited, then full
+	// ones again (the last partial at the flush).
+	want0 := []int{64, 64, 5, 5, 5, 5, 64, 64}
+	want1 := []int{64, 64, 64, 64, 20}
+	if !slices.Equal(sizes[0], want0) || !slices.Equal(sizes[1], want1) {
+		t.Fatalf("batch sizes: receiver 0 %v, want %v; receiver 1 %v, want %v", sizes[0], want0, sizes[1], want1)
+	}
+}
+
+type senderFunc func(ib *inbox.Inbox[Msg], input int, m Msg) error
+
+func (f senderFunc) SendTo(ib *inbox.Inbox[Msg], input int, m Msg) error { return f(ib, input, m) }
