@@ -130,7 +130,12 @@ func Restarts(attempts int, delay time.Duration) Option {
 }
 
 // BatchSize sets how many records travel between subtasks in one batch
-// (default 512).
+// (default 512). It is the most: a subtask that works through its records
+// slowly (hundreds of microseconds each: state read from disk, a slow
+// call) asks for smaller batches, so that its full input queue (4 batches
+// per input) holds about 50 ms of its work and a checkpoint barrier, which
+// queues behind all of it, is not held up for seconds. Flink calls this
+// buffer debloating.
 func BatchSize(n int) Option { return func(c *config) { c.BatchSize = n } }
 
 // JobName names the job in checkpoints and logs (default "eddy-job").
