@@ -261,13 +261,14 @@ func capRun(c capConfig, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "update restored checkpoint %d in %v\n", env.Stats().RestoredFrom, env.Stats().Recovery.Round(time.Millisecond))
 		mu.Lock()
-		fmt.Fprintln(w, "checkpoint  uploaded MiB  full MiB  (uploaded/full)  duration ms  sync ms  last ack: stage/subtask barrier/sync/async ms  manifest ms")
+		fmt.Fprintln(w, "checkpoint  uploaded MiB  full MiB  (uploaded/full)  duration ms  sync ms  last ack: stage/subtask barrier/sync/async ms  manifest ms  materialization stall ms")
 		var up, full int64
 		var durs []time.Duration
 		for _, s := range ckpts {
-			fmt.Fprintf(w, "%d  %.2f  %.1f  (%.4f)  %d  %d  %d/%d %d/%d/%d  %d\n", s.ID, float64(s.Bytes)/(1<<20), float64(s.FullSize)/(1<<20), float64(s.Bytes)/float64(max(s.FullSize, 1)),
+			fmt.Fprintf(w, "%d  %.2f  %.1f  (%.4f)  %d  %d  %d/%d %d/%d/%d  %d  %d\n", s.ID, float64(s.Bytes)/(1<<20), float64(s.FullSize)/(1<<20), float64(s.Bytes)/float64(max(s.FullSize, 1)),
 				s.Duration.Milliseconds(), s.SyncDuration.Milliseconds(), s.Last.Stage, s.Last.Subtask,
-				s.Last.Barrier.Milliseconds(), s.Last.Sync.Milliseconds(), s.Last.Async.Milliseconds(), s.ManifestWrite.Milliseconds())
+				s.Last.Barrier.Milliseconds(), s.Last.Sync.Milliseconds(), s.Last.Async.Milliseconds(), s.ManifestWrite.Milliseconds(),
+				s.MaterializationStall.Milliseconds())
 			up += s.Bytes
 			full = s.FullSize
 			if !s.Final {
