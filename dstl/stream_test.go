@@ -76,7 +76,7 @@ type memUpload struct {
 	name string
 	id   string
 
-	mu    sync.Mutex
+	mu      sync.Mutex
 	parts   map[int][]byte
 	done    bool
 	aborted bool
@@ -212,6 +212,13 @@ func TestStreamedIntervalIsOneObject(t *testing.T) {
 			if len(ha.Objects) != 1 || !slices.Equal(ha.Objects, hb.Objects) || !slices.Equal(ha.CRCs, hb.CRCs) {
 				t.Fatalf("handles %+v and %+v, want one shared object", ha, hb)
 			}
+			if len(ha.Uploads) != 1 || ha.Uploads[0].Object != ha.Objects[0] {
+				t.Fatalf("handle %+v, want the object's upload, whose completion was deferred", ha)
+			}
+			// Close waits for the completion in the background.
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
 			names, _ := store.List(context.Background(), "")
 			if len(names) != 1 {
 				t.Fatalf("store holds %v, want one object", names)
@@ -221,8 +228,8 @@ func TestStreamedIntervalIsOneObject(t *testing.T) {
 			if m.Objects != 1 || m.Parts < 2 || created != 1 || completed != 1 || aborted != 0 {
 				t.Fatalf("metrics %+v; uploads created %d, completed %d, aborted %d: want one object of several parts", m, created, completed, aborted)
 			}
-			if m.Uploads != m.Batches {
-				t.Fatalf("%d of %d batches uploaded", m.Uploads, m.Batches)
+			if m.Uploads != m.Batches || m.Completions != 1 {
+				t.Fatalf("%d of %d batches uploaded, %d completions", m.Uploads, m.Batches, m.Completions)
 			}
 			for _, dir := range []string{"", local} {
 				got := newSyncModel()
