@@ -340,7 +340,8 @@ func (l *Log) completeStream(s *stream) {
 
 // completeLater completes a streamed object whose parts are all up, after
 // its members were published: the handles naming it carry its Upload
-// until it is complete. A failed attempt is retried after a backoff,
+// (also once it is complete: the upload's id is still what a reader needs
+// to tell a completion elsewhere from a lost upload). A failed attempt is retried after a backoff,
 // MaxAttempts in all; if all fail, the log fails with a *BatchError (the
 // job restarts from its last checkpoint, whose restore completes the
 // upload from the handle). Close waits for a completion in progress (an
@@ -356,11 +357,6 @@ func (l *Log) completeLater(s *stream, n int) {
 		err := s.up.Complete(ctx, n)
 		cancel()
 		if err == nil {
-			for _, b := range s.batches {
-				b.mu.Lock()
-				b.upload = nil
-				b.mu.Unlock()
-			}
 			l.m.completions.Add(1)
 			l.m.completionNanos.Add(int64(time.Since(began)))
 			return

@@ -30,13 +30,13 @@ type Handle struct {
 	// intact object that is not the one written (replaced, or an older
 	// object of the same name) is refused.
 	CRCs []uint32 `proto:"6,fixed"`
-	// Uploads lists the objects of Objects that were uploads awaiting
-	// completion when the handle was made (Options.Parts): their parts
-	// are durable, but a store shows the object only once the upload is
-	// completed, which the log does in the background after the handle
-	// is returned. Read completes an object it finds missing from its
-	// Upload. Empty in handles of complete objects only, and in those
-	// written before uploads were deferred.
+	// Uploads lists the uploads of the objects of Objects built from
+	// parts (Options.Parts): their parts are durable when Persist
+	// returns, but a store shows the object only once the upload is
+	// completed, which the log does in the background afterwards. Read
+	// completes an object it finds missing from its Upload. Empty in
+	// handles of objects stored whole, and in those written before
+	// completions were deferred.
 	Uploads []Upload `proto:"7"`
 }
 
@@ -123,7 +123,7 @@ type batch struct {
 	err    error   // after done
 	local  string  // path of the local copy, if written
 	stream *stream // the object the batch is a frame of, if streamed (set under Log.sealMu)
-	upload *Upload // the upload of object while it may await completion
+	upload *Upload // the upload of object, if built from parts (after done)
 
 	// Of a streamed batch: its turn to add its frame comes when turn is
 	// closed; it closes next when it has. last: it completes the stream.
@@ -507,11 +507,9 @@ func (w *Writer) PersistUpto(ctx context.Context, after, upto uint64) (Handle, e
 			// Batches of one streamed object are listed once.
 			h.Objects = append(h.Objects, s.b.object)
 			h.CRCs = append(h.CRCs, s.b.crc)
-			s.b.mu.Lock()
 			if up := s.b.upload; up != nil {
 				h.Uploads = append(h.Uploads, *up)
 			}
-			s.b.mu.Unlock()
 		}
 		h.Size += s.size
 	}
