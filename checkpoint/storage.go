@@ -584,7 +584,7 @@ func (s *Storage) missing(ctx context.Context, files []string, listed map[string
 // it, or not yet) and returns the files still missing. An upload that is
 // gone while its object is missing is being completed elsewhere (the
 // writer's completion in progress): it waits for the object, up to
-// CompleteWait, before counting it missing.
+// completeWait, before counting it missing.
 func (s *Storage) completeUploads(ctx context.Context, m *Manifest, missing []string, listed map[string]map[string]bool) ([]string, error) {
 	ups := m.uploads()
 	p, _, ok := blob.PartsOf(s.store)
@@ -611,12 +611,12 @@ func (s *Storage) completeUploads(ctx context.Context, m *Manifest, missing []st
 	return still, nil
 }
 
-// CompleteWait bounds how long Latest waits for an upload being completed
+// completeWait bounds how long Latest waits for an upload being completed
 // elsewhere to show its object.
-const CompleteWait = 30 * time.Second
+var completeWait = 30 * time.Second
 
 // completeUpload completes u and reports whether its object exists: false
-// if the upload is gone and no object showed up within CompleteWait.
+// if the upload is gone and no object showed up within completeWait.
 func (s *Storage) completeUpload(ctx context.Context, p blob.Parter, u LogUpload) (bool, error) {
 	var err error
 	for try := range readAttempts {
@@ -635,7 +635,7 @@ func (s *Storage) completeUpload(ctx context.Context, p blob.Parter, u LogUpload
 	if !errors.Is(err, blob.ErrNotFound) {
 		return false, fmt.Errorf("complete the upload %s of log object %q: %w", u.ID, u.Object, err)
 	}
-	deadline := time.Now().Add(CompleteWait)
+	deadline := time.Now().Add(completeWait)
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		names, lerr := s.list(ctx, u.Object)
 		if lerr != nil {
