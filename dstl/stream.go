@@ -371,10 +371,10 @@ func (l *Log) completeLater(s *stream, n int) {
 		}
 		backoff = min(2*backoff, l.opts.UploadTimeout)
 	}
-	l.m.failedCompletions.Add(1)
 	if !l.closed.Load() {
 		l.fail(&BatchError{Batch: s.seq, Object: s.name, Attempts: len(errs), Err: fmt.Errorf("complete: %w", errors.Join(errs...))})
 	}
+	l.m.failedCompletions.Add(1)
 }
 
 // finishLocal renames the stream's local copy into place, or drops it if
