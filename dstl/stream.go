@@ -340,11 +340,10 @@ func (l *Log) completeStream(s *stream) {
 
 // completeLater completes a streamed object whose parts are all up, after
 // its members were published: the handles naming it carry its Upload
-// (also once it is complete: the upload's id is still what a reader needs
-// to tell a completion elsewhere from a lost upload). A failed attempt is retried after a backoff,
-// MaxAttempts in all; if all fail, the log fails with a *BatchError (the
-// job restarts from its last checkpoint, whose restore completes the
-// upload from the handle). Close waits for a completion in progress (an
+// (also once it is complete, so that handles do not depend on timing). A
+// failed attempt is retried after a backoff, MaxAttempts in all; if all
+// fail, the log fails with a *BatchError (the job restarts from its last
+// checkpoint, whose restore completes the upload from the handle). Close waits for a completion in progress (an
 // attempt takes at most AttemptTimeout) but retries none: a completion
 // that fails once the log is closing is left to a reader.
 func (l *Log) completeLater(s *stream, n int) {
