@@ -169,10 +169,24 @@ func (w *countingStore) CreateParts(ctx context.Context, name string) (PartUploa
 	return countingUpload{u, w.c}, nil
 }
 
+// CompleteParts completes an upload in the wrapped store: one Put, and
+// one List (ListParts on S3) as the store may need to find the parts.
+func (w *countingStore) CompleteParts(ctx context.Context, name, id string, n int, size int64) error {
+	p, ok := w.s.(Parter)
+	if !ok {
+		return NoParts(w.s, name)
+	}
+	w.c.put.Add(1)
+	w.c.list.Add(1)
+	return note(&w.c.failedPut, p.CompleteParts(ctx, name, id, n, size))
+}
+
 type countingUpload struct {
 	u PartUpload
 	c *Counter
 }
+
+func (u countingUpload) ID() string { return u.u.ID() }
 
 func (u countingUpload) UploadPart(ctx context.Context, n int, data []byte) error {
 	u.c.put.Add(1)

@@ -27,6 +27,16 @@ type Parter interface {
 	// costs storage until the store expires it (on S3, a bucket lifecycle
 	// rule AbortIncompleteMultipartUpload).
 	CreateParts(ctx context.Context, name string) (PartUpload, error)
+	// CompleteParts completes the upload id (PartUpload.ID) of name, as
+	// its PartUpload's Complete(ctx, n) would, from any process: a
+	// reader completes an upload whose writer died after its parts were
+	// up. size is the object's bytes, parts 1..n together. An upload
+	// already completed (by its writer, another reader, or a lost
+	// response) is success if an object of name and size exists: names
+	// of objects built from parts are never reused, and the reader
+	// verifies the bytes' checksum when it reads them. An upload that is
+	// gone with no such object gives an error matching ErrNotFound.
+	CompleteParts(ctx context.Context, name, id string, n int, size int64) error
 }
 
 // PartUpload is an object being built from parts. Its methods are safe for
@@ -34,6 +44,9 @@ type Parter interface {
 // one part twice (a hedge or a retry; the part holds the bytes of the
 // upload that finished last, so both must send the same bytes).
 type PartUpload interface {
+	// ID is the store's name of the upload: with the object's name, what
+	// CompleteParts needs to complete it in another process.
+	ID() string
 	// UploadPart stores data as part n (from 1 to 10,000) of the
 	// object's bytes. The store does not keep data once it returns.
 	UploadPart(ctx context.Context, n int, data []byte) error

@@ -84,6 +84,15 @@ func (w *subStore) CreateParts(ctx context.Context, name string) (PartUpload, er
 	return p.CreateParts(ctx, w.prefix+name)
 }
 
+// CompleteParts completes an upload of prefix+name in the wrapped store.
+func (w *subStore) CompleteParts(ctx context.Context, name, id string, n int, size int64) error {
+	p, ok := w.s.(Parter)
+	if !ok {
+		return NoParts(w.s, w.prefix+name)
+	}
+	return p.CompleteParts(ctx, w.prefix+name, id, n, size)
+}
+
 // subCreator is a subStore of a Creator.
 type subCreator struct{ *subStore }
 

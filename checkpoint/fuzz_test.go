@@ -23,8 +23,21 @@ func sampleManifest() *Manifest {
 	}
 }
 
+// uploadsManifest is a manifest whose log part records an object's upload.
+func uploadsManifest() *Manifest {
+	obj := "checkpoints/00000000000000000003/dstl-r-1"
+	return &Manifest{ID: 3, Files: []string{obj}, Operators: []OperatorState{{Name: "agg", MaxParallelism: 8, Parallelism: 1,
+		Changelog: []LogPart{{KeyGroupEnd: 8, Writer: "agg-0", After: 4, Upto: 90, Objects: []string{obj}, Size: 5000, CRCs: []uint32{7},
+			Uploads: []LogUpload{{Object: obj, ID: "2~abc", Parts: 3, Size: 11 << 20}}}}}}}
+}
+
 func TestManifestRoundTrip(t *testing.T) {
-	m := sampleManifest()
+	for _, m := range []*Manifest{sampleManifest(), uploadsManifest()} {
+		testManifestRoundTrip(t, m)
+	}
+}
+
+func testManifestRoundTrip(t *testing.T, m *Manifest) {
 	data, err := encodeManifest(m)
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +83,11 @@ func FuzzDecodeManifest(f *testing.F) {
 	small, _ := encodeManifest(&Manifest{ID: 1})
 	withPebble, _ := encodeManifest(pebbleManifest())
 	f.Add(withPebble)
+	withUploads, err := encodeManifest(uploadsManifest())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(withUploads)
 	f.Add(good)
 	f.Add(small)
 	f.Add([]byte{})

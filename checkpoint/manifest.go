@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -94,6 +95,37 @@ type LogPart struct {
 	// short-term log records them (dstl.Handle.CRCs), or empty in
 	// manifests written before they were recorded.
 	CRCs []uint32 `proto:"9,fixed"`
+	// Uploads lists the objects of Objects whose completion the writer
+	// deferred (dstl.Handle.Uploads): their parts are durable, but the
+	// store shows them only once completed. Latest completes the uploads
+	// of the checkpoint it returns. Empty in manifests from before
+	// completions were deferred.
+	Uploads []LogUpload `proto:"10"`
+}
+
+// LogUpload is the upload of a log object built from parts that may not
+// be complete: what completing it needs (blob.Parter.CompleteParts).
+type LogUpload struct {
+	Object string `proto:"1"`
+	ID     string `proto:"2"` // the store's id of the upload
+	Parts  uint32 `proto:"3"` // parts 1..Parts make the object
+	Size   int64  `proto:"4"` // the object's bytes, its trailer included
+}
+
+// uploads returns the uploads m's log parts record, by object.
+func (m *Manifest) uploads() map[string]LogUpload {
+	var out map[string]LogUpload
+	for _, op := range m.Operators {
+		for _, l := range op.Changelog {
+			for _, u := range l.Uploads {
+				if out == nil {
+					out = map[string]LogUpload{}
+				}
+				out[u.Object] = u
+			}
+		}
+	}
+	return out
 }
 
 // StatePart is the state of the key groups [KeyGroupStart, KeyGroupEnd) as
@@ -326,6 +358,18 @@ func (m *Manifest) validate() error {
 			for _, o := range l.Objects {
 				if !files[o] {
 					return fmt.Errorf("%s: log object %q is not listed in Files", where, o)
+				}
+			}
+			for _, u := range l.Uploads {
+				switch {
+				case !slices.Contains(l.Objects, u.Object):
+					return fmt.Errorf("%s: upload %q of object %q, which is not among its log objects", where, u.ID, u.Object)
+				case u.ID == "":
+					return fmt.Errorf("%s: upload of log object %q without an id", where, u.Object)
+				case u.Parts < 1 || u.Parts > 10000:
+					return fmt.Errorf("%s: upload %q of log object %q: part count %d outside 1..10000", where, u.ID, u.Object, u.Parts)
+				case u.Size < blob.TrailerSize:
+					return fmt.Errorf("%s: upload %q of log object %q: size %d is less than a trailer", where, u.ID, u.Object, u.Size)
 				}
 			}
 		}

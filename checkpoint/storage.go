@@ -538,6 +538,9 @@ func (s *Storage) newest(ctx context.Context, eligible func(uint64) bool) (*Mani
 			continue
 		}
 		missing, err := s.missing(ctx, m.Files, listed)
+		if err == nil && len(missing) > 0 {
+			missing, err = s.completeUploads(ctx, m, missing, listed)
+		}
 		if err != nil {
 			return nil, skipped, err
 		}
@@ -574,6 +577,92 @@ func (s *Storage) missing(ctx context.Context, files []string, listed map[string
 		}
 	}
 	return out, nil
+}
+
+// completeUploads completes the uploads m records of the missing files
+// (log objects whose writer deferred their completion and did not get to
+// it, or not yet) and returns the files still missing. An upload that is
+// gone while its object is missing is being completed elsewhere (the
+// writer's completion in progress): it waits for the object, up to
+// completeWait, before counting it missing.
+func (s *Storage) completeUploads(ctx context.Context, m *Manifest, missing []string, listed map[string]map[string]bool) ([]string, error) {
+	ups := m.uploads()
+	p, _, ok := blob.PartsOf(s.store)
+	if len(ups) == 0 || !ok {
+		return missing, nil
+	}
+	var still []string
+	for _, f := range missing {
+		u, ok := ups[f]
+		if !ok {
+			still = append(still, f)
+			continue
+		}
+		found, err := s.completeUpload(ctx, p, u)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: checkpoint %d: %w", m.ID, err)
+		}
+		if !found {
+			still = append(still, f)
+			continue
+		}
+		listed[f[:strings.LastIndexByte(f, '/')+1]][f] = true
+	}
+	return still, nil
+}
+
+// completeWait bounds how long Latest waits for an upload being completed
+// elsewhere to show its object.
+var completeWait = 30 * time.Second
+
+// completeUpload completes u and reports whether its object exists: false
+// if the upload is gone and no object showed up within completeWait.
+func (s *Storage) completeUpload(ctx context.Context, p blob.Parter, u LogUpload) (bool, error) {
+	var err error
+	for try := range readAttempts {
+		if try > 0 {
+			if serr := sleep(ctx, time.Duration(10<<try)*time.Millisecond); serr != nil {
+				return false, serr
+			}
+		}
+		if err = p.CompleteParts(ctx, u.Object, u.ID, int(u.Parts), u.Size); err == nil {
+			return true, nil
+		}
+		if errors.Is(err, blob.ErrNotFound) {
+			break
+		}
+	}
+	if !errors.Is(err, blob.ErrNotFound) {
+		return false, fmt.Errorf("complete the upload %s of log object %q: %w", u.ID, u.Object, err)
+	}
+	deadline := time.Now().Add(completeWait)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		names, lerr := s.list(ctx, u.Object)
+		if lerr != nil {
+			return false, lerr
+		}
+		if slices.Contains(names, u.Object) {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		if serr := sleep(ctx, wait); serr != nil {
+			return false, serr
+		}
+	}
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // list lists the names under prefix, retried and hedged (reader).

@@ -444,6 +444,12 @@ func TestPruneSkipsCorruptRetained(t *testing.T) {
 	}
 }
 
+// upload is checkpoint 6 with a log part of object "a" recording u.
+func upload(u checkpoint.LogUpload) checkpoint.Manifest {
+	return checkpoint.Manifest{ID: 6, Files: []string{"a"}, Operators: []checkpoint.OperatorState{{Name: "op", MaxParallelism: 8, Parallelism: 1,
+		Changelog: []checkpoint.LogPart{{KeyGroupEnd: 8, Writer: "w", Upto: 1, Objects: []string{"a"}, Uploads: []checkpoint.LogUpload{u}}}}}}
+}
+
 func TestCompleteRejects(t *testing.T) {
 	fs := newFileStore(t)
 	st := checkpoint.NewStorage(fs, 3)
@@ -467,6 +473,10 @@ func TestCompleteRejects(t *testing.T) {
 		{checkpoint.Manifest{ID: 6, Sinks: []checkpoint.SinkState{{}}}, "sink with an empty name"},
 		{checkpoint.Manifest{ID: 6, Sources: []checkpoint.SourceState{{Name: "a", Splits: []checkpoint.SplitState{{Split: 1}, {Split: 0}, {Split: 1}}}}},
 			`source "a" lists split 1 twice`},
+		{upload(checkpoint.LogUpload{Object: "b", ID: "u", Parts: 1, Size: 16}), `upload "u" of object "b", which is not among its log objects`},
+		{upload(checkpoint.LogUpload{Object: "a", Parts: 1, Size: 16}), `upload of log object "a" without an id`},
+		{upload(checkpoint.LogUpload{Object: "a", ID: "u", Parts: 10001, Size: 16}), "part count 10001 outside 1..10000"},
+		{upload(checkpoint.LogUpload{Object: "a", ID: "u", Parts: 1, Size: 15}), "size 15 is less than a trailer"},
 	}
 	for _, c := range cases {
 		err := st.Complete(ctx, &c.m)

@@ -92,16 +92,36 @@
 // early are frames of the interval's one object instead: they go up as
 // its parts as soon as they add up to the store's least part size (5 MiB
 // on S3), and the batch the barrier seals uploads the rest as the last
-// part and completes the object: one request for the create, one per
-// part, one for the completion. An interval of any size is then one
-// object, but the barrier waits for two requests, the last part and the
-// completion, which a server may make as slow as copying the object
-// (versitygw does): on it the checkpoint tail grew (BENCHMARKS.md), so
-// Parts is off by default. A Persist that needs an early batch while no
-// barrier batch comes (a writer cutting with nothing new) completes the
-// object itself; after 64 batches without a barrier the 64th completes it.
-// An upload neither completed nor aborted (the process died) is invisible
-// but costs storage: give the bucket a lifecycle rule that aborts
+// part. The checkpoint is durable once that part is up: S3 keeps uploaded
+// parts durably, and only the completion (the request that makes the
+// object visible, which a server may make as slow as copying the object:
+// versitygw does) is missing. So the barrier waits for one request, the
+// last part, and the log completes the object in the background: one
+// request for the create, one per part, one for the completion, off the
+// checkpoint's path. The handles naming such an object carry its upload
+// (Handle.Uploads: the upload id, the part count and the object's size),
+// which checkpoints store; a reader that finds the object missing
+// completes the upload itself (blob.Parter.CompleteParts; on S3 ListParts
+// gives the parts' ETags) and reads it, the object's checksum verifying
+// the bytes; an upload already completed is fine, and one gone while its
+// object is not there yet is being completed elsewhere, which the reader
+// waits for (up to 30 s). The writer retries a failed completion
+// (MaxAttempts, with backoff); if all attempts fail, the log fails with a
+// *BatchError, and the job's restore completes the upload. Close waits for
+// a completion in progress but does not retry one that fails then: that
+// upload is left to a reader. A Persist that needs an early batch while no
+// barrier batch comes (a writer cutting with nothing new) ends the object
+// itself; after 64 batches without a barrier the 64th ends it. Parts is
+// off by default (see BENCHMARKS.md, "One log object per checkpoint
+// interval on S3").
+//
+// Retention sees an object only once it is complete: a pruned checkpoint's
+// object whose completion comes later is deleted by the next prune (it is
+// named for a checkpoint id at most the pruned one's, and no retained
+// manifest lists it), so at most the last prune of a job leaves one
+// behind, for the next run's first prune. An upload neither completed nor
+// aborted (its writer died and no restore read it) is invisible but costs
+// storage: give the bucket a lifecycle rule that aborts
 // incomplete multipart uploads after a day. The Append that crosses the
 // threshold seals the batch itself, so a batch exceeds FlushBytes by at
 // most that change (and the encoding's sequence numbers, about a byte per

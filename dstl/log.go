@@ -74,13 +74,14 @@ type Log struct {
 	bpMu   sync.Mutex // guards bpCond waits
 	bpCond *sync.Cond
 
-	failed    atomic.Pointer[error] // the first BatchError, sticky
-	closed    atomic.Bool
-	closeOnce sync.Once
-	flusher   sync.WaitGroup
-	uploads   sync.WaitGroup // upload goroutines and their stragglers
-	hedger    *blob.Hedger   // learns from the successful uploads when to hedge
-	small     *blob.Hedger   // the same for the small requests of streamed objects (create, complete)
+	failed      atomic.Pointer[error] // the first BatchError, sticky
+	closed      atomic.Bool
+	closeOnce   sync.Once
+	flusher     sync.WaitGroup
+	uploads     sync.WaitGroup // upload goroutines and their stragglers
+	completions sync.WaitGroup // completeLater goroutines
+	hedger      *blob.Hedger   // learns from the successful uploads when to hedge
+	small       *blob.Hedger   // the same for the small requests of streamed objects (create, complete)
 
 	m struct {
 		changes, dropped, batches, uploads, failedBatches   atomic.Int64
@@ -89,6 +90,7 @@ type Log struct {
 		blocked, blockedNanos, persists                     atomic.Int64
 		localWrites, localErrors, localDeletes              atomic.Int64
 		uploadNanos, objects, parts                         atomic.Int64
+		completions, completionNanos, failedCompletions     atomic.Int64
 		uploadBuckets                                       [len(UploadLatencyBuckets)]atomic.Int64
 	}
 }
@@ -134,7 +136,9 @@ func Open(store blob.Store, opts Options) (*Log, error) {
 // uploads in progress are cancelled (Persist calls waiting for them return
 // ErrClosed), blocked Appends return ErrClosed, and Close waits for the
 // log's goroutines, including best-effort deletions of losing attempts'
-// objects. Local copies are kept, for local recovery. Close returns the
+// objects and the completions of streamed objects already durable (see
+// Options.Parts; one whose attempt fails then is left to a reader, which
+// completes it from the handle). Local copies are kept, for local recovery. Close returns the
 // error the log failed with, if any.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
@@ -145,6 +149,7 @@ func (l *Log) Close() error {
 		l.flusher.Wait()
 		l.closeOpenStream()
 		l.uploads.Wait()
+		l.completions.Wait()
 	})
 	return l.err()
 }
@@ -243,6 +248,10 @@ func (l *Log) Metrics() Metrics {
 		UploadLatency:  l.uploadLatency(),
 		Objects:        l.m.objects.Load(),
 		Parts:          l.m.parts.Load(),
+
+		Completions:       l.m.completions.Load(),
+		CompletionTime:    time.Duration(l.m.completionNanos.Load()),
+		FailedCompletions: l.m.failedCompletions.Load(),
 	}
 }
 

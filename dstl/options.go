@@ -100,14 +100,15 @@ type Options struct {
 	// Parts streams a checkpoint interval's batches into ONE object on a
 	// store that builds objects from parts (blob.Parter, S3): the batches
 	// sealed early (FlushBytes) go up as parts of a multipart upload as
-	// the log grows, and the barrier's batch uploads the rest and
-	// completes it. One object per interval, whatever it logs; the price
-	// is a second request at the barrier (the completion, which a server
-	// may make as slow as copying the object), which lengthened the
-	// checkpoint tail on versitygw (BENCHMARKS.md, "One log object per
-	// checkpoint interval on S3"). Off by default: every batch is an
-	// object of its own. A MaxInFlight below four of the store's least
-	// part sizes (20 MiB on S3) turns it off.
+	// the log grows, and the barrier's batch uploads the rest as the last
+	// part. The checkpoint is durable once that part is up; the log
+	// completes the object (the request that makes it visible, which a
+	// server may make as slow as copying it) in the background, and the
+	// handles name the upload (Handle.Uploads) so that a reader completes
+	// it if the writer never did. One object per interval, whatever it
+	// logs. Off by default: every batch is an object of its own. A
+	// MaxInFlight below four of the store's least part sizes (20 MiB on
+	// S3) turns it off.
 	Parts bool
 }
 
@@ -215,6 +216,15 @@ type Metrics struct {
 	Parts          int64 // part uploads of streamed objects (each with its hedges)
 	// UploadLatency is how long the uploaded objects took to become
 	// durable, hedges and retries included (Count is Objects): for a
-	// streamed object, from its last batch's turn to its completion.
+	// streamed object, from its last batch's turn until its last part is
+	// up (its completion follows in the background).
 	UploadLatency Latency
+	// Completions counts the streamed objects completed in the
+	// background after their handles were returned (Parts, on a
+	// blob.Parter), CompletionTime the time they took, retries included;
+	// FailedCompletions those whose every attempt failed (the log failed
+	// with it, unless it was closing: a reader completes them).
+	Completions       int64
+	CompletionTime    time.Duration
+	FailedCompletions int64
 }

@@ -156,6 +156,7 @@ type ReadStats struct {
 	LocalMissing int64 // local copies that did not exist
 	LocalCorrupt int64 // local copies that failed verification (then read from the store)
 	RemoteReads  int64 // objects read from the store
+	Completed    int64 // of those, objects whose upload the read completed (Handle.Uploads)
 	Applied      int64 // changes passed to apply
 	Skipped      int64 // changes outside the handles' ranges or the key-group range
 	Superseded   int64 // changes not applied because a later one replaces them
@@ -476,20 +477,21 @@ type writerInfo struct {
 }
 
 // planRead checks handles and returns their writers, their distinct
-// objects and the objects' recorded checksums (absent for handles that
-// recorded none).
-func planRead(handles []Handle) (map[string]*writerInfo, []string, map[string]uint32, error) {
+// objects, the objects' recorded checksums (absent for handles that
+// recorded none) and the uploads of those that may await completion.
+func planRead(handles []Handle) (map[string]*writerInfo, []string, map[string]uint32, map[string]Upload, error) {
 	writers := map[string]*writerInfo{}
 	crcs := map[string]uint32{}
+	uploads := map[string]Upload{}
 	var names []string
 	index := map[string]int{}
 	for i, h := range handles {
 		if h.After > h.Upto {
-			return nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: after %d > upto %d", i, h.Writer, h.After, h.Upto)
+			return nil, nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: after %d > upto %d", i, h.Writer, h.After, h.Upto)
 		}
 		if len(h.Objects) == 0 {
 			if h.After < h.Upto {
-				return nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: changes (%d,%d] but no objects", i, h.Writer, h.After, h.Upto)
+				return nil, nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: changes (%d,%d] but no objects", i, h.Writer, h.After, h.Upto)
 			}
 			continue
 		}
@@ -500,25 +502,34 @@ func planRead(handles []Handle) (map[string]*writerInfo, []string, map[string]ui
 		}
 		w.spans = append(w.spans, span{h.After, h.Upto, i})
 		if len(h.CRCs) != 0 && len(h.CRCs) != len(h.Objects) {
-			return nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: %d checksums for %d objects", i, h.Writer, len(h.CRCs), len(h.Objects))
+			return nil, nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: %d checksums for %d objects", i, h.Writer, len(h.CRCs), len(h.Objects))
 		}
 		for j, o := range h.Objects {
 			if len(h.CRCs) != 0 {
 				if prev, ok := crcs[o]; ok && prev != h.CRCs[j] {
-					return nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: object %q recorded with checksums %08x and %08x", i, h.Writer, o, prev, h.CRCs[j])
+					return nil, nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: object %q recorded with checksums %08x and %08x", i, h.Writer, o, prev, h.CRCs[j])
 				}
 				crcs[o] = h.CRCs[j]
 			}
 			if err := blob.ValidateName(o); err != nil {
-				return nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: %w", i, h.Writer, err)
+				return nil, nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: %w", i, h.Writer, err)
 			}
 			if _, ok := index[o]; !ok {
 				index[o] = len(names)
 				names = append(names, o)
 			}
 		}
+		if err := h.checkUploads(); err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: %w", i, h.Writer, err)
+		}
+		for _, u := range h.Uploads {
+			if prev, ok := uploads[u.Object]; ok && prev != u {
+				return nil, nil, nil, nil, fmt.Errorf("dstl: read: handle %d of writer %q: object %q recorded with uploads %+v and %+v", i, h.Writer, u.Object, prev, u)
+			}
+			uploads[u.Object] = u
+		}
 	}
-	return writers, names, crcs, nil
+	return writers, names, crcs, uploads, nil
 }
 
 // Fetch gets and verifies the objects of handles (the changes of their
@@ -527,11 +538,11 @@ func planRead(handles []Handle) (map[string]*writerInfo, []string, map[string]ui
 // pass the result to Read as ReadOptions.Prefetched, and with opts.Shared
 // to its Release once Read is done.
 func Fetch(ctx context.Context, store blob.Store, opts ReadOptions, handles []Handle) (map[string]*Batch, error) {
-	writers, names, crcs, err := planRead(handles)
+	writers, names, crcs, uploads, err := planRead(handles)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := fetchAll(ctx, store, opts, names, crcs, func(w string) bool { return writers[w] != nil }, &fetchStats{})
+	objs, err := fetchAll(ctx, store, opts, names, crcs, uploads, func(w string) bool { return writers[w] != nil }, &fetchStats{})
 	if err != nil {
 		return nil, err
 	}
@@ -542,14 +553,70 @@ func Fetch(ctx context.Context, store blob.Store, opts ReadOptions, handles []Ha
 	return out, nil
 }
 
-type fetchStats struct{ local, missing, corrupt, remote atomic.Int64 }
+type fetchStats struct{ local, missing, corrupt, remote, completed atomic.Int64 }
+
+// completeWait bounds how long a read waits for a completion in progress
+// elsewhere (the writer's, or another reader's) to show the object.
+const completeWait = 30 * time.Second
+
+// completeAndFetch completes the upload of a log object missing from the
+// store (see Handle.Uploads) and fetches it. An upload already gone while
+// the object is still missing is being completed elsewhere (a store
+// removes the upload when a completion starts, and shows the object when
+// it ends, seconds later on some servers): the read waits for the object,
+// up to completeWait.
+func completeAndFetch(ctx context.Context, store blob.Store, h *blob.Hedger, up Upload, wanted func(string) bool) (*Batch, error) {
+	p, ok := store.(blob.Parter)
+	if !ok {
+		return nil, fmt.Errorf("dstl: read object %q: not found, and its upload %s cannot be completed: %T: %w", up.Object, up.ID, store, blob.ErrNoParts)
+	}
+	var err error
+	for try := 0; try < 3; try++ {
+		if try > 0 {
+			if serr := sleepCtx(ctx, time.Duration(10<<try)*time.Millisecond); serr != nil {
+				break
+			}
+		}
+		if err = p.CompleteParts(ctx, up.Object, up.ID, int(up.Parts), up.Size); err == nil || errors.Is(err, blob.ErrNotFound) {
+			break
+		}
+	}
+	if err != nil && !errors.Is(err, blob.ErrNotFound) {
+		return nil, fmt.Errorf("dstl: read object %q: not found, and completing its upload failed: %w", up.Object, err)
+	}
+	deadline := time.Now().Add(completeWait)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		o, ferr := fetchRemote(ctx, store, h, up.Object, wanted)
+		if ferr == nil || !errors.Is(ferr, blob.ErrNotFound) || err == nil || time.Now().After(deadline) {
+			if ferr != nil && err != nil {
+				ferr = fmt.Errorf("%w; completing its upload: %w", ferr, err)
+			}
+			return o, ferr
+		}
+		if serr := sleepCtx(ctx, wait); serr != nil {
+			return nil, fmt.Errorf("%w (waiting for a completion of its upload elsewhere: %w)", ferr, serr)
+		}
+	}
+}
+
+// sleepCtx waits for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // fetchAll fetches and decodes the named objects, par at a time, from
 // opts.Prefetched, the local copies, or the store.
 //
 // An object whose checksum differs from the one crcs records is refused
 // (from the store) or fetched again from the store (a local copy).
-func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []string, crcs map[string]uint32, wanted func(string) bool, st *fetchStats) ([]*Batch, error) {
+func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []string, crcs map[string]uint32, uploads map[string]Upload, wanted func(string) bool, st *fetchStats) ([]*Batch, error) {
 	par := opts.Fetches
 	if par <= 0 {
 		par = DefaultFetches
@@ -558,6 +625,7 @@ func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []s
 	err := parallel(ctx, par, len(names), func(ctx context.Context, _, i int) error {
 		name := names[i]
 		want, check := crcs[name]
+		up := uploads[name]
 		if o := opts.Prefetched[name]; o != nil {
 			if check && o.crc != want {
 				return wrongObject(name, o.crc, want)
@@ -568,14 +636,14 @@ func fetchAll(ctx context.Context, store blob.Store, opts ReadOptions, names []s
 		var err error
 		if opts.Shared != nil {
 			objs[i], err = opts.Shared.acquire(ctx, name, func() (*Batch, error) {
-				return fetchOne(ctx, store, opts.LocalDir, opts.Hedger, name, want, check, nil, st)
+				return fetchOne(ctx, store, opts.LocalDir, opts.Hedger, name, want, check, up, nil, st)
 			})
 			if err == nil && check && objs[i].crc != want {
 				// Cached for another reader that recorded another object.
 				err = wrongObject(name, objs[i].crc, want)
 			}
 		} else {
-			objs[i], err = fetchOne(ctx, store, opts.LocalDir, opts.Hedger, name, want, check, wanted, st)
+			objs[i], err = fetchOne(ctx, store, opts.LocalDir, opts.Hedger, name, want, check, up, wanted, st)
 		}
 		return err
 	})
@@ -605,8 +673,9 @@ func releaseFetched(opts ReadOptions, names []string, objs []*Batch) {
 // wanted accepts, all if it is nil) from its local copy in localDir, or
 // from the store if there is none or it fails verification.
 //
-// With check, the object must have the checksum want.
-func fetchOne(ctx context.Context, store blob.Store, localDir string, h *blob.Hedger, name string, want uint32, check bool, wanted func(string) bool, st *fetchStats) (*Batch, error) {
+// With check, the object must have the checksum want. An object missing
+// from the store whose up has Parts is completed from its upload first.
+func fetchOne(ctx context.Context, store blob.Store, localDir string, h *blob.Hedger, name string, want uint32, check bool, up Upload, wanted func(string) bool, st *fetchStats) (*Batch, error) {
 	if localDir != "" {
 		data, err := os.ReadFile(localPath(localDir, name))
 		if err == nil {
@@ -620,6 +689,13 @@ func fetchOne(ctx context.Context, store blob.Store, localDir string, h *blob.He
 		}
 	}
 	o, err := fetchRemote(ctx, store, h, name, wanted)
+	if err != nil && up.Parts > 0 && errors.Is(err, blob.ErrNotFound) {
+		// Its parts are durable; the writer did not complete it (yet).
+		o, err = completeAndFetch(ctx, store, h, up, wanted)
+		if err == nil {
+			st.completed.Add(1)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -658,7 +734,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	if par <= 0 {
 		par = 4
 	}
-	writers, names, crcs, err := planRead(handles)
+	writers, names, crcs, uploads, err := planRead(handles)
 	if err != nil {
 		return err
 	}
@@ -667,7 +743,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	// writers only.
 	wanted := func(w string) bool { return writers[w] != nil }
 	var st fetchStats
-	objs, err := fetchAll(ctx, store, opts, names, crcs, wanted, &st)
+	objs, err := fetchAll(ctx, store, opts, names, crcs, uploads, wanted, &st)
 	if err != nil {
 		return err
 	}
@@ -706,7 +782,7 @@ func Read(ctx context.Context, store blob.Store, opts ReadOptions, handles []Han
 	if opts.Stats != nil {
 		*opts.Stats = ReadStats{
 			Objects: int64(len(names)), LocalReads: st.local.Load(), LocalMissing: st.missing.Load(),
-			LocalCorrupt: st.corrupt.Load(), RemoteReads: st.remote.Load(), Applied: applied.Load(), Skipped: skipped,
+			LocalCorrupt: st.corrupt.Load(), RemoteReads: st.remote.Load(), Completed: st.completed.Load(), Applied: applied.Load(), Skipped: skipped,
 			Superseded: superseded.Load(),
 		}
 	}

@@ -50,7 +50,7 @@ func ReadSequential(ctx context.Context, store blob.Store, opts ReadOptions, han
 		return fmt.Errorf("dstl: read: key-group range [%d,%d) is inverted", kgStart, kgEnd)
 	}
 	handles = logOrder(handles)
-	writers, _, crcs, err := planRead(handles)
+	writers, _, crcs, uploads, err := planRead(handles)
 	if err != nil {
 		return err
 	}
@@ -101,10 +101,11 @@ func ReadSequential(ctx context.Context, store blob.Store, opts ReadOptions, han
 			started.Add(1)
 			go func() {
 				want, check := crcs[sp.name]
+				up := uploads[sp.name]
 				var f fetched
 				if opts.Shared != nil {
 					f.o, f.err = opts.Shared.acquire(ctx, sp.name, func() (*Batch, error) {
-						return fetchOne(ctx, store, opts.LocalDir, opts.Hedger, sp.name, want, check, nil, &st)
+						return fetchOne(ctx, store, opts.LocalDir, opts.Hedger, sp.name, want, check, up, nil, &st)
 					})
 					if f.err == nil && check && f.o.crc != want {
 						opts.Shared.Release(map[string]*Batch{sp.name: f.o})
@@ -112,7 +113,7 @@ func ReadSequential(ctx context.Context, store blob.Store, opts ReadOptions, han
 					}
 				} else {
 					only := func(w string) bool { return w == sp.writer }
-					f.o, f.err = fetchOne(ctx, store, opts.LocalDir, opts.Hedger, sp.name, want, check, only, &st)
+					f.o, f.err = fetchOne(ctx, store, opts.LocalDir, opts.Hedger, sp.name, want, check, up, only, &st)
 				}
 				results[i] <- f
 			}()
@@ -202,7 +203,7 @@ func ReadSequential(ctx context.Context, store blob.Store, opts ReadOptions, han
 	if opts.Stats != nil {
 		*opts.Stats = ReadStats{
 			Objects: int64(len(steps)), LocalReads: st.local.Load(), LocalMissing: st.missing.Load(),
-			LocalCorrupt: st.corrupt.Load(), RemoteReads: st.remote.Load(), Applied: applied, Skipped: skipped,
+			LocalCorrupt: st.corrupt.Load(), RemoteReads: st.remote.Load(), Completed: st.completed.Load(), Applied: applied, Skipped: skipped,
 		}
 	}
 	return nil

@@ -267,12 +267,17 @@ func (l *Log) streamError(s *stream, what string, err error) error {
 	return err
 }
 
-// completeStream uploads the stream's last part and completes it, or, if
-// no part went up yet, puts its frames as one object; then it publishes
-// the outcome to every member. It runs in the last turn.
+// completeStream uploads the stream's last part, or, if no part went up
+// yet, puts its frames as one object; then it publishes the outcome to
+// every member. An object of parts is durable once its parts are up: its
+// members are published with its Upload, and completeLater completes it
+// in the background, so a checkpoint does not wait for the completion
+// (which a server may make as slow as copying the object). It runs in the
+// last turn.
 func (l *Log) completeStream(s *stream) {
 	object := s.name
 	err := s.failure()
+	var up *Upload
 	if err == nil && s.up == nil {
 		// All frames are pending: one Put (the store adds the trailer).
 		object, err = l.putNamed(s.name, s.seq, s.pending, func() {}, func() {})
@@ -289,10 +294,7 @@ func (l *Log) completeStream(s *stream) {
 			err = s.failure()
 		}
 		if err == nil {
-			_, err = l.hedged(l.small, func(int) {}, func(ctx context.Context, _ int) error { return s.up.Complete(ctx, n) }, nil)
-			if err != nil {
-				err = l.streamError(s, "complete", err)
-			}
+			up = &Upload{Object: s.name, ID: s.up.ID(), Parts: uint32(n), Size: s.size + blob.TrailerSize}
 		}
 	}
 	s.wg.Wait()
@@ -307,10 +309,14 @@ func (l *Log) completeStream(s *stream) {
 	}
 	l.finishLocal(s, object, err)
 	crc := framesCRC(s.frames)
+	if up != nil {
+		// Before the members are published: Close waits for it.
+		l.completions.Add(1)
+	}
 	for _, b := range s.batches {
 		b.mu.Lock()
 		if err == nil {
-			b.object, b.crc = object, crc
+			b.object, b.crc, b.upload = object, crc, up
 			l.m.uploads.Add(1)
 		} else {
 			b.err = err
@@ -327,6 +333,47 @@ func (l *Log) completeStream(s *stream) {
 		l.fail(err)
 	}
 	l.broadcast()
+	if up != nil {
+		go l.completeLater(s, int(up.Parts))
+	}
+}
+
+// completeLater completes a streamed object whose parts are all up, after
+// its members were published: the handles naming it carry its Upload
+// (also once it is complete, so that handles do not depend on timing). A
+// failed attempt is retried after a backoff, MaxAttempts in all; if all
+// fail, the log fails with a *BatchError (the job restarts from its last
+// checkpoint, whose restore completes the upload from the handle). Close waits for a completion in progress (an
+// attempt takes at most AttemptTimeout) but retries none: a completion
+// that fails once the log is closing is left to a reader.
+func (l *Log) completeLater(s *stream, n int) {
+	defer l.completions.Done()
+	began := time.Now()
+	backoff := l.opts.RetryBackoff
+	var errs []error
+	for k := 1; ; k++ {
+		ctx, cancel := context.WithTimeout(context.Background(), l.opts.AttemptTimeout)
+		err := s.up.Complete(ctx, n)
+		cancel()
+		if err == nil {
+			l.m.completions.Add(1)
+			l.m.completionNanos.Add(int64(time.Since(began)))
+			return
+		}
+		errs = append(errs, fmt.Errorf("attempt %d: %w", k, err))
+		if k >= l.opts.MaxAttempts || l.closed.Load() {
+			break
+		}
+		select {
+		case <-time.After(backoff):
+		case <-l.quit:
+		}
+		backoff = min(2*backoff, l.opts.UploadTimeout)
+	}
+	if !l.closed.Load() {
+		l.fail(&BatchError{Batch: s.seq, Object: s.name, Attempts: len(errs), Err: fmt.Errorf("complete: %w", errors.Join(errs...))})
+	}
+	l.m.failedCompletions.Add(1)
 }
 
 // finishLocal renames the stream's local copy into place, or drops it if

@@ -28,6 +28,10 @@ type partStore struct {
 	aborted  int
 	complete int
 	failPart func(n int) error // nil: parts succeed
+	// failComplete, if set, decides the fate of each completion by the
+	// writer (PartUpload.Complete); nil: they succeed.
+	failComplete func() error
+	uploads      map[string]*memUpload // by id
 }
 
 func newPartStore(min int) *partStore { return &partStore{memStore: newMemStore(), min: min} }
@@ -39,9 +43,26 @@ func (s *partStore) CreateParts(ctx context.Context, name string) (blob.PartUplo
 		return nil, err
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.created++
+	u := &memUpload{s: s, name: name, id: fmt.Sprintf("upload-%d", s.created), parts: map[int][]byte{}}
+	if s.uploads == nil {
+		s.uploads = map[string]*memUpload{}
+	}
+	s.uploads[u.id] = u
+	return u, nil
+}
+
+// CompleteParts completes the upload id, as S3 does: an upload gone with
+// the object there (of the size given) is success.
+func (s *partStore) CompleteParts(ctx context.Context, name, id string, n int, size int64) error {
+	s.mu.Lock()
+	u := s.uploads[id]
 	s.mu.Unlock()
-	return &memUpload{s: s, name: name, parts: map[int][]byte{}}, nil
+	if u == nil || u.name != name {
+		return fmt.Errorf("complete %q: no upload %s: %w", name, id, blob.ErrNotFound)
+	}
+	return u.complete(ctx, n, size)
 }
 
 func (s *partStore) counts() (created, completed, aborted int) {
@@ -53,10 +74,12 @@ func (s *partStore) counts() (created, completed, aborted int) {
 type memUpload struct {
 	s    *partStore
 	name string
+	id   string
 
-	mu    sync.Mutex
-	parts map[int][]byte
-	done  bool
+	mu      sync.Mutex
+	parts   map[int][]byte
+	done    bool
+	aborted bool
 }
 
 func (u *memUpload) UploadPart(ctx context.Context, n int, data []byte) error {
@@ -80,8 +103,37 @@ func (u *memUpload) UploadPart(ctx context.Context, n int, data []byte) error {
 	return nil
 }
 
+func (u *memUpload) ID() string { return u.id }
+
 func (u *memUpload) Complete(ctx context.Context, n int) error {
+	u.s.mu.Lock()
+	fail := u.s.failComplete
+	u.s.mu.Unlock()
+	if fail != nil {
+		if err := fail(); err != nil {
+			return err
+		}
+	}
+	return u.complete(ctx, n, -1)
+}
+
+// complete makes parts 1..n the object; an upload completed before is
+// success if the object (of size, unless negative) is there.
+func (u *memUpload) complete(ctx context.Context, n int, size int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	u.mu.Lock()
+	if u.done {
+		aborted := u.aborted
+		u.mu.Unlock()
+		if !aborted {
+			if data, err := u.s.memStore.Get(ctx, u.name); err == nil && (size < 0 || int64(len(data)+blob.TrailerSize) == size) {
+				return nil
+			}
+		}
+		return fmt.Errorf("complete %q: upload %s is over: %w", u.name, u.id, blob.ErrNotFound)
+	}
 	var all []byte
 	for i := 1; i <= n; i++ {
 		p, ok := u.parts[i]
@@ -94,6 +146,10 @@ func (u *memUpload) Complete(ctx context.Context, n int) error {
 			return fmt.Errorf("part %d has %d bytes, under the least part size %d", i, len(p), u.s.min)
 		}
 		all = append(all, p...)
+	}
+	if size >= 0 && int64(len(all)) != size {
+		u.mu.Unlock()
+		return fmt.Errorf("complete %q: parts 1..%d hold %d bytes, want %d", u.name, n, len(all), size)
 	}
 	u.done = true
 	u.mu.Unlock()
@@ -109,7 +165,7 @@ func (u *memUpload) Complete(ctx context.Context, n int) error {
 
 func (u *memUpload) Abort(ctx context.Context) error {
 	u.mu.Lock()
-	u.done = true
+	u.done, u.aborted = true, true
 	u.mu.Unlock()
 	u.s.mu.Lock()
 	u.s.aborted++
@@ -156,6 +212,13 @@ func TestStreamedIntervalIsOneObject(t *testing.T) {
 			if len(ha.Objects) != 1 || !slices.Equal(ha.Objects, hb.Objects) || !slices.Equal(ha.CRCs, hb.CRCs) {
 				t.Fatalf("handles %+v and %+v, want one shared object", ha, hb)
 			}
+			if len(ha.Uploads) != 1 || ha.Uploads[0].Object != ha.Objects[0] {
+				t.Fatalf("handle %+v, want the object's upload, whose completion was deferred", ha)
+			}
+			// Close waits for the completion in the background.
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
 			names, _ := store.List(context.Background(), "")
 			if len(names) != 1 {
 				t.Fatalf("store holds %v, want one object", names)
@@ -165,8 +228,8 @@ func TestStreamedIntervalIsOneObject(t *testing.T) {
 			if m.Objects != 1 || m.Parts < 2 || created != 1 || completed != 1 || aborted != 0 {
 				t.Fatalf("metrics %+v; uploads created %d, completed %d, aborted %d: want one object of several parts", m, created, completed, aborted)
 			}
-			if m.Uploads != m.Batches {
-				t.Fatalf("%d of %d batches uploaded", m.Uploads, m.Batches)
+			if m.Uploads != m.Batches || m.Completions != 1 {
+				t.Fatalf("%d of %d batches uploaded, %d completions", m.Uploads, m.Batches, m.Completions)
 			}
 			for _, dir := range []string{"", local} {
 				got := newSyncModel()

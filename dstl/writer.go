@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/eddyflow/eddy/blob"
 )
 
 // Handle describes the changes of one writer with sequence numbers in
@@ -27,6 +30,51 @@ type Handle struct {
 	// intact object that is not the one written (replaced, or an older
 	// object of the same name) is refused.
 	CRCs []uint32 `proto:"6,fixed"`
+	// Uploads lists the uploads of the objects of Objects built from
+	// parts (Options.Parts): their parts are durable when Persist
+	// returns, but a store shows the object only once the upload is
+	// completed, which the log does in the background afterwards. Read
+	// completes an object it finds missing from its Upload. Empty in
+	// handles of objects stored whole, and in those written before
+	// completions were deferred.
+	Uploads []Upload `proto:"7"`
+}
+
+// Upload is a log object built from parts whose completion the writer
+// deferred: what a reader in any process needs to complete it
+// (blob.Parter.CompleteParts) if the writer never did.
+type Upload struct {
+	Object string `proto:"1"` // one of the handle's Objects
+	ID     string `proto:"2"` // the store's id of the upload (blob.PartUpload.ID)
+	Parts  uint32 `proto:"3"` // parts 1..Parts make the object
+	Size   int64  `proto:"4"` // the object's bytes, its trailer included
+}
+
+// checkUpload checks an Upload of a log object as a handle or a manifest
+// records it: an upload of an object among objects, of 1 to 10,000
+// parts, and at least a trailer's bytes.
+func checkUpload(u Upload, objects []string) error {
+	switch {
+	case !slices.Contains(objects, u.Object):
+		return fmt.Errorf("upload %q of object %q, which is not among its objects", u.ID, u.Object)
+	case u.ID == "":
+		return fmt.Errorf("upload of object %q without an id", u.Object)
+	case u.Parts < 1 || u.Parts > 10000:
+		return fmt.Errorf("upload %q of object %q: part count %d outside 1..10000", u.ID, u.Object, u.Parts)
+	case u.Size < blob.TrailerSize:
+		return fmt.Errorf("upload %q of object %q: size %d is less than a trailer", u.ID, u.Object, u.Size)
+	}
+	return nil
+}
+
+// checkUploads checks h's Uploads (checkUpload).
+func (h Handle) checkUploads() error {
+	for _, u := range h.Uploads {
+		if err := checkUpload(u, h.Objects); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Writer appends the state changes of one subtask to its Log. Its methods
@@ -75,6 +123,7 @@ type batch struct {
 	err    error   // after done
 	local  string  // path of the local copy, if written
 	stream *stream // the object the batch is a frame of, if streamed (set under Log.sealMu)
+	upload *Upload // the upload of object, if built from parts (after done)
 
 	// Of a streamed batch: its turn to add its frame comes when turn is
 	// closed; it closes next when it has. last: it completes the stream.
@@ -458,6 +507,9 @@ func (w *Writer) PersistUpto(ctx context.Context, after, upto uint64) (Handle, e
 			// Batches of one streamed object are listed once.
 			h.Objects = append(h.Objects, s.b.object)
 			h.CRCs = append(h.CRCs, s.b.crc)
+			if up := s.b.upload; up != nil {
+				h.Uploads = append(h.Uploads, *up)
+			}
 		}
 		h.Size += s.size
 	}

@@ -695,4 +695,40 @@ func testParts(t *testing.T, s blob.Store, _ *config) {
 	if err := a.Complete(ctx, 1); err == nil {
 		t.Fatal("Complete after Abort succeeded")
 	}
+	if err := p.CompleteParts(ctx, "parts/aborted", a.ID(), 1, int64(min)); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("CompleteParts of an aborted upload: %v, want not found", err)
+	}
+
+	// Another process completes an upload from its id; a second
+	// completion, by it or by the writer, finds the object whole.
+	r, err := p.CreateParts(ctx, "parts/resumed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= 2; n++ {
+		if err := r.UploadPart(ctx, n, payload[(n-1)*min:n*min]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.UploadPart(ctx, 3, last); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(len(payload) + blob.TrailerSize)
+	if err := p.CompleteParts(ctx, "parts/resumed", r.ID(), 3, size+1); err == nil {
+		t.Fatal("CompleteParts with the wrong size succeeded")
+	}
+	if names := mustList(t, s, "parts/resumed"); len(names) != 0 {
+		t.Fatalf("after a refused CompleteParts, List gives %v", names)
+	}
+	if err := p.CompleteParts(ctx, "parts/resumed", r.ID(), 3, size); err != nil {
+		t.Fatalf("CompleteParts: %v", err)
+	}
+	mustGet(t, s, "parts/resumed", payload)
+	if err := p.CompleteParts(ctx, "parts/resumed", r.ID(), 3, size); err != nil {
+		t.Fatalf("CompleteParts again: %v", err)
+	}
+	if err := r.Complete(ctx, 3); err != nil {
+		t.Fatalf("Complete after CompleteParts: %v", err)
+	}
+	mustGet(t, s, "parts/resumed", payload)
 }

@@ -271,6 +271,17 @@ func (s *Store) CreateParts(ctx context.Context, name string) (blob.PartUpload, 
 	return faultyUpload{s, name, u}, nil
 }
 
+// CompleteParts completes an upload in the inner store, subject to the
+// injected faults of a Put (it counts as one); an injected error after it
+// leaves the upload completed.
+func (s *Store) CompleteParts(ctx context.Context, name, id string, n int, size int64) error {
+	p, ok := s.inner.(blob.Parter)
+	if !ok {
+		return blob.NoParts(s.inner, name)
+	}
+	return s.write(ctx, "complete", name, func() error { return p.CompleteParts(ctx, name, id, n, size) })
+}
+
 type faultyUpload struct {
 	s    *Store
 	name string
@@ -280,6 +291,8 @@ type faultyUpload struct {
 func (f faultyUpload) UploadPart(ctx context.Context, n int, data []byte) error {
 	return f.s.write(ctx, fmt.Sprintf("upload part %d", n), f.name, func() error { return f.u.UploadPart(ctx, n, data) })
 }
+
+func (f faultyUpload) ID() string { return f.u.ID() }
 
 func (f faultyUpload) Complete(ctx context.Context, n int) error {
 	return f.s.write(ctx, "complete", f.name, func() error { return f.u.Complete(ctx, n) })

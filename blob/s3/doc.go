@@ -13,7 +13,9 @@
 // mixes two versions of an object. CreateParts (blob.Parter) exposes the
 // multipart upload itself, for a writer whose object grows over time: its
 // parts (at least 5 MiB but the last) go up as they exist, and Complete
-// makes them the object.
+// makes them the object. CompleteParts completes an upload from its id
+// in another process (a reader of a writer that died after its parts were
+// up), taking the parts' ETags from ListParts.
 //
 // PutIfAbsent (blob.Creator) sends "If-None-Match: *" with the PUT, or
 // with the completion of a multipart upload: S3 lets exactly one of

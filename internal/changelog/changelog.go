@@ -602,9 +602,13 @@ func (cl *Operator) Checkpoint(a *manifest.Ack, wm int64) func(ctx context.Conte
 		if err != nil {
 			return fmt.Errorf("persisting the changelog of %s: %w", uid, err)
 		}
-		a.Logs = append(a.Logs, manifest.OpLog{UID: uid, Part: checkpoint.LogPart{Subtask: subtask,
+		part := checkpoint.LogPart{Subtask: subtask,
 			KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Writer: h.Writer, After: after, Upto: upto,
-			Objects: h.Objects, Size: h.Size, CRCs: h.CRCs}})
+			Objects: h.Objects, Size: h.Size, CRCs: h.CRCs}
+		for _, u := range h.Uploads {
+			part.Uploads = append(part.Uploads, checkpoint.LogUpload{Object: u.Object, ID: u.ID, Parts: u.Parts, Size: u.Size})
+		}
+		a.Logs = append(a.Logs, manifest.OpLog{UID: uid, Part: part})
 		// Uploaded for this checkpoint: the log since the previous one, or
 		// all of it after a new materialization.
 		cl.mu.Lock()

@@ -79,6 +79,16 @@ type LogDetails struct {
 	Objects       []string `json:"objects"`
 	Size          int64    `json:"size"`
 	CRCs          []uint32 `json:"crc32cs,omitempty"`
+	// Uploads are the objects whose completion the writer deferred.
+	Uploads []UploadDetails `json:"uploads,omitempty"`
+}
+
+// UploadDetails is a checkpoint.LogUpload.
+type UploadDetails struct {
+	Object string `json:"object"`
+	ID     string `json:"id"`
+	Parts  uint32 `json:"parts"`
+	Size   int64  `json:"size"`
 }
 
 // WatermarkDetails is a checkpoint.Watermark.
@@ -126,7 +136,12 @@ func Show(ctx context.Context, store blob.Store, m *checkpoint.Manifest, quarant
 			od.Parts = append(od.Parts, PartDetails(p))
 		}
 		for _, l := range op.Changelog {
-			od.Changelog = append(od.Changelog, LogDetails(l))
+			ld := LogDetails{Subtask: l.Subtask, KeyGroupStart: l.KeyGroupStart, KeyGroupEnd: l.KeyGroupEnd, Writer: l.Writer,
+				After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size, CRCs: l.CRCs}
+			for _, u := range l.Uploads {
+				ld.Uploads = append(ld.Uploads, UploadDetails(u))
+			}
+			od.Changelog = append(od.Changelog, ld)
 		}
 		for _, w := range op.Watermarks {
 			od.Watermarks = append(od.Watermarks, WatermarkDetails(w))

@@ -179,8 +179,11 @@ func logSpans(op checkpoint.OperatorState, maxPar, kgFrom, kgTo int) []logSpan {
 				index[sp] = i
 				out = append(out, logSpan{from: sp[0], to: sp[1]})
 			}
-			out[i].handles = append(out[i].handles, dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto,
-				Objects: l.Objects, Size: l.Size, CRCs: l.CRCs})
+			h := dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size, CRCs: l.CRCs}
+			for _, u := range l.Uploads {
+				h.Uploads = append(h.Uploads, dstl.Upload{Object: u.Object, ID: u.ID, Parts: u.Parts, Size: u.Size})
+			}
+			out[i].handles = append(out[i].handles, h)
 		}
 	}
 	return out

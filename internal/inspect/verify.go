@@ -26,14 +26,18 @@ func (p Problem) String() string { return p.File + ": " + p.What }
 
 // Report is the result of Verify.
 type Report struct {
-	ID         uint64    `json:"id"`
-	Files      int       `json:"files"`       // objects read
-	Bytes      int64     `json:"bytes"`       // their payload bytes
-	Parts      int       `json:"parts"`       // state parts decoded
-	Entries    int64     `json:"entries"`     // state entries framed
-	LogObjects int       `json:"log_objects"` // log objects decoded
-	Changes    int64     `json:"changes"`     // logged changes decoded
-	Problems   []Problem `json:"problems"`
+	ID         uint64 `json:"id"`
+	Files      int    `json:"files"`       // objects read
+	Bytes      int64  `json:"bytes"`       // their payload bytes
+	Parts      int    `json:"parts"`       // state parts decoded
+	Entries    int64  `json:"entries"`     // state entries framed
+	LogObjects int    `json:"log_objects"` // log objects decoded
+	Changes    int64  `json:"changes"`     // logged changes decoded
+	// Uploads are the log objects not (yet) visible whose upload the
+	// manifest records: their parts are durable and a restore completes
+	// them, so they are no problem (their bytes are checked on restore).
+	Uploads  int       `json:"uploads,omitempty"`
+	Problems []Problem `json:"problems"`
 }
 
 // Verify reads every object checkpoint id lists and checks it: the
@@ -73,6 +77,7 @@ func Verify(ctx context.Context, store blob.Store, id uint64, progress func(done
 	parts := map[string][]partRef{}
 	logs := map[string][]logRef{}
 	pebbleFiles := map[string][]pebbleRef{}
+	uploads := map[string]bool{} // log objects with a recorded upload
 	for _, op := range m.Operators {
 		for i, p := range op.Parts {
 			if p.Blob != "" {
@@ -85,6 +90,9 @@ func Verify(ctx context.Context, store blob.Store, id uint64, progress func(done
 			}
 		}
 		for i, l := range op.Changelog {
+			for _, u := range l.Uploads {
+				uploads[u.Object] = true
+			}
 			for j, o := range l.Objects {
 				ref := logRef{op: op.Name, index: i, writer: l.Writer}
 				if len(l.CRCs) == len(l.Objects) {
@@ -118,6 +126,8 @@ func Verify(ctx context.Context, store blob.Store, id uint64, progress func(done
 			for _, ref := range pebbleFiles[f] {
 				r.checkPebbleFile(f, data, ref)
 			}
+		case errors.Is(err, blob.ErrNotFound) && uploads[f]:
+			r.Uploads++
 		case isDamage(err):
 			r.problem(f, err)
 		default:

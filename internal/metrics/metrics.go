@@ -20,17 +20,17 @@ type Collector struct {
 	m    *runtime.Metrics
 	job  string
 	desc struct {
-		recordsIn, recordsOut, late, dropped                                          *prometheus.Desc
-		busy, pressured, idle                                                         *prometheus.Desc
-		watermark, watermarkLag, stateEntries, stateBytes                             *prometheus.Desc
-		completed, failed, size, lastCompleted, lastID                                *prometheus.Desc
-		restarts, restore, restoredID, ready, subtasks                                *prometheus.Desc
-		started, materializations, materializationStall, bld                          *prometheus.Desc
-		dstlInFlight, dstlUploaded, dstlUploads, dstlAttempts, dstlObjects, dstlParts *prometheus.Desc
-		dstlChanges, dstlBlocked, dstlBlockedTime                                     *prometheus.Desc
-		blobRequests, dstlLatency, sourceLag                                          *prometheus.Desc
-		pebbleL0Sublevels, pebbleL0Files, pebbleDebt                                  *prometheus.Desc
-		pebbleDisk, pebbleMemtable, pebbleCache                                       *prometheus.Desc
+		recordsIn, recordsOut, late, dropped                                                           *prometheus.Desc
+		busy, pressured, idle                                                                          *prometheus.Desc
+		watermark, watermarkLag, stateEntries, stateBytes                                              *prometheus.Desc
+		completed, failed, size, lastCompleted, lastID                                                 *prometheus.Desc
+		restarts, restore, restoredID, ready, subtasks                                                 *prometheus.Desc
+		started, materializations, materializationStall, bld                                           *prometheus.Desc
+		dstlInFlight, dstlUploaded, dstlUploads, dstlAttempts, dstlObjects, dstlParts, dstlCompletions *prometheus.Desc
+		dstlChanges, dstlBlocked, dstlBlockedTime                                                      *prometheus.Desc
+		blobRequests, dstlLatency, sourceLag                                                           *prometheus.Desc
+		pebbleL0Sublevels, pebbleL0Files, pebbleDebt                                                   *prometheus.Desc
+		pebbleDisk, pebbleMemtable, pebbleCache                                                        *prometheus.Desc
 	}
 	build    prometheus.Labels
 	duration prometheus.Histogram
@@ -89,6 +89,7 @@ func New(job string, m *runtime.Metrics) *Collector {
 	c.desc.dstlUploads = d("eddy_dstl_uploads_total", "Changelog batches uploaded, by outcome (ok; failed after every attempt).", "outcome")
 	c.desc.dstlObjects = d("eddy_dstl_objects_total", "Changelog objects written: one per batch, or on a store that builds objects from parts (S3) one per checkpoint interval, its batches streamed in as parts.")
 	c.desc.dstlParts = d("eddy_dstl_parts_total", "Part uploads of streamed changelog objects (S3 multipart upload parts, hedges not counted).")
+	c.desc.dstlCompletions = d("eddy_dstl_completions_total", "Streamed changelog objects completed in the background once their checkpoints were durable, by outcome (ok; failed after every attempt, left to a restore).", "outcome")
 	c.desc.dstlAttempts = d("eddy_dstl_upload_attempts_total", "Changelog upload attempts started, by why: first, hedge (an earlier one was slow), retry (an earlier one failed).", "reason")
 	c.desc.dstlChanges = d("eddy_dstl_changes_total", "State changes sealed into changelog batches.")
 	c.desc.dstlBlocked = d("eddy_dstl_blocked_appends_total", "State changes that waited because too many bytes were in flight (backpressure from the log).")
@@ -168,7 +169,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.desc.idle, c.desc.watermark, c.desc.watermarkLag, c.desc.stateEntries, c.desc.stateBytes, c.desc.completed, c.desc.failed,
 		c.desc.size, c.desc.lastCompleted, c.desc.lastID, c.desc.restarts, c.desc.restore, c.desc.restoredID, c.desc.ready,
 		c.desc.subtasks, c.desc.started, c.desc.materializations, c.desc.materializationStall, c.desc.bld,
-		c.desc.dstlInFlight, c.desc.dstlUploaded, c.desc.dstlUploads, c.desc.dstlAttempts, c.desc.dstlObjects, c.desc.dstlParts, c.desc.dstlChanges,
+		c.desc.dstlInFlight, c.desc.dstlUploaded, c.desc.dstlUploads, c.desc.dstlAttempts, c.desc.dstlObjects, c.desc.dstlParts, c.desc.dstlCompletions, c.desc.dstlChanges,
 		c.desc.dstlBlocked, c.desc.dstlBlockedTime, c.desc.blobRequests, c.desc.dstlLatency, c.desc.sourceLag,
 		c.desc.pebbleL0Sublevels, c.desc.pebbleL0Files, c.desc.pebbleDebt, c.desc.pebbleDisk, c.desc.pebbleMemtable, c.desc.pebbleCache} {
 		ch <- d
@@ -245,6 +246,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.desc.dstlUploads, float64(d.FailedBatches), "failed")
 		counter(c.desc.dstlObjects, float64(d.Objects))
 		counter(c.desc.dstlParts, float64(d.Parts))
+		counter(c.desc.dstlCompletions, float64(d.Completions), "ok")
+		counter(c.desc.dstlCompletions, float64(d.FailedCompletions), "failed")
 		counter(c.desc.dstlAttempts, float64(d.Attempts-d.HedgedUploads-d.Retries), "first")
 		counter(c.desc.dstlAttempts, float64(d.HedgedUploads), "hedge")
 		counter(c.desc.dstlAttempts, float64(d.Retries), "retry")

@@ -195,7 +195,11 @@ func LoadParts(ctx context.Context, store blob.Store, hedger *blob.Hedger, b *st
 
 // handle is the dstl handle a log part lists.
 func handle(l checkpoint.LogPart) dstl.Handle {
-	return dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size, CRCs: l.CRCs}
+	h := dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size, CRCs: l.CRCs}
+	for _, u := range l.Uploads {
+		h.Uploads = append(h.Uploads, dstl.Upload{Object: u.Object, ID: u.ID, Parts: u.Parts, Size: u.Size})
+	}
+	return h
 }
 
 // prefetchLog starts fetching the objects of logs in the background and

@@ -295,6 +295,9 @@ func addLogMetrics(dst *dstl.Metrics, src dstl.Metrics) {
 	dst.Uploads += src.Uploads
 	dst.Objects += src.Objects
 	dst.Parts += src.Parts
+	dst.Completions += src.Completions
+	dst.CompletionTime += src.CompletionTime
+	dst.FailedCompletions += src.FailedCompletions
 	dst.FailedBatches += src.FailedBatches
 	dst.Attempts += src.Attempts
 	dst.HedgedUploads += src.HedgedUploads
