@@ -43,8 +43,8 @@ type Backend struct {
 	clock      func() int64 // the wall clock of processing-time TTL, if not time.Now
 	ttlStates  []cleaner    // states with a TTL, for CleanupExpired
 
-	store      Store // where the state lives, if not in the heap (store.go)
-	cacheBytes int64 // memory the decoded values may take across batches
+	store      Store      // where the state lives, if not in the heap (store.go)
+	cacheBytes int64      // memory the decoded values may take across batches
 	pf         prefetchStats
 	stale      bool       // the store has writes a Load would not see yet
 	applyMu    sync.Mutex // serializes ApplyChange into the store
