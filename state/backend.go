@@ -45,7 +45,6 @@ type Backend struct {
 
 	store      Store      // where the state lives, if not in the heap (store.go)
 	cacheBytes int64      // memory the decoded values may take across batches
-	pf         prefetchStats
 	stale      bool       // the store has writes a Load would not see yet
 	applyMu    sync.Mutex // serializes ApplyChange into the store
 	applied    int        // bytes ApplyChange wrote to the store since its last commit; under applyMu
@@ -174,7 +173,6 @@ type keyedState interface {
 	entries() int
 
 	// Of a store-backed backend (store.go):
-	prefetchKeys(dst []PrefetchKey, n int, key func(i int) ([]byte, int)) []PrefetchKey
 	flush() error
 	cacheBytes() int64
 	evictNext() int64

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 	"unsafe"
 
 	"github.com/eddyflow/eddy/serde"
@@ -61,120 +60,6 @@ type SortedStore interface {
 	// uvarint(len key) and key, each key once; set does not keep the
 	// slices.
 	SetSorted(state uint32, fill func(set func(kg int, key, val []byte) error) error) error
-}
-
-// Prefetcher is a Store that reads the whole values of many keys at once,
-// in parallel: before a batch of records, a Backend whose loads wait for
-// the disk hands it the batch's keys that its cache does not hold, so that
-// the batch waits for the disk about once (as deep as the disk's queue)
-// rather than once per record, and the records' loads find the values in
-// the store's cache.
-type Prefetcher interface {
-	// Prefetch reads the whole values of keys into the store's caches
-	// and returns the average time one read took (0 if it read none). It
-	// does not keep the keys; errors are left to the loads that follow.
-	Prefetch(keys []PrefetchKey) time.Duration
-}
-
-// PrefetchKey is a key of state id State in key group KG, serialized.
-type PrefetchKey struct {
-	KG    int
-	State uint32
-	Key   []byte
-}
-
-// prefetchStats decides whether a store-backed Backend prefetches: while
-// the store's reads of keys its cache does not hold take long enough to be
-// disk reads, measured on the loads while it does not prefetch and on the
-// prefetches while it does.
-type prefetchStats struct {
-	on       bool
-	reads    int           // reads measured since the last decision
-	readTime time.Duration // their time
-	keys     []PrefetchKey // reused
-}
-
-// Prefetching thresholds: a read slower than prefetchSlowRead on average
-// is a disk read (a Pebble read from its block cache or the page cache
-// takes a few microseconds); a decision is made every prefetchWindow reads.
-const (
-	prefetchSlowRead = 20 * time.Microsecond
-	prefetchWindow   = 256
-	minPrefetch      = 4 // fewer keys are loaded one by one
-)
-
-// noteRead counts one store read of a key the cache did not hold, while
-// not prefetching.
-func (p *prefetchStats) noteRead(d time.Duration) {
-	if p.on {
-		return
-	}
-	p.reads++
-	p.readTime += d
-	p.decide()
-}
-
-// decide turns prefetching on or off once a window of reads is measured.
-func (p *prefetchStats) decide() {
-	if p.reads < prefetchWindow {
-		return
-	}
-	p.on = p.readTime > time.Duration(p.reads)*prefetchSlowRead
-	p.reads, p.readTime = 0, 0
-}
-
-// Prefetch prepares a batch of n records, record i of key key(i) (its
-// serialized key and key group), for a store-backed backend whose store is
-// a Prefetcher: while the store's reads are disk reads, the keys the
-// cache does not hold are read in parallel now (see Prefetcher), for each
-// state without elements that loaded a key since the last Prefetch. A
-// heap backend, or another store, does nothing.
-func (b *Backend) Prefetch(n int, key func(i int) ([]byte, int)) {
-	pf, ok := b.store.(Prefetcher)
-	if !ok || b.err != nil || !b.pf.on {
-		return
-	}
-	if b.stale {
-		if err := b.store.Commit(); err != nil {
-			b.fail(&StoreError{Op: "commit", Err: err})
-			return
-		}
-		b.stale = false
-	}
-	keys := b.pf.keys[:0]
-	for _, s := range b.states {
-		keys = s.prefetchKeys(keys, n, key)
-	}
-	b.pf.keys = keys
-	if len(keys) < minPrefetch {
-		return
-	}
-	avg := pf.Prefetch(keys)
-	clear(keys) // the batch's key bytes are not kept
-	b.pf.reads += len(keys)
-	b.pf.readTime += time.Duration(len(keys)) * avg
-	b.pf.decide()
-}
-
-// prefetchKeys appends the keys of a batch (see Backend.Prefetch) that the
-// table's cache does not hold, if the table has no elements and loaded a
-// key since the last call.
-func (t *table[E]) prefetchKeys(dst []PrefetchKey, n int, key func(i int) ([]byte, int)) []PrefetchKey {
-	if t.elems || !t.loaded {
-		return dst
-	}
-	t.loaded = false
-	for i := range n {
-		kb, kg := key(i)
-		if kg < t.b.kgStart || kg >= t.b.kgEnd {
-			continue
-		}
-		if _, ok := t.groups[kg-t.b.kgStart][string(kb)]; ok {
-			continue
-		}
-		dst = append(dst, PrefetchKey{KG: kg, State: t.id, Key: kb})
-	}
-	return dst
 }
 
 // minSortedSet is the fewest dirty values Flush hands a SortedStore at once:
@@ -415,10 +300,7 @@ func (t *table[E]) storeLoad(kg int, key []byte) *E {
 	if t.loadFn == nil {
 		t.loadFn = t.applyLoaded
 	}
-	t.loaded = true
-	start := time.Now()
 	err := b.store.Load(kg, t.id, key, t.elems, t.loadFn)
-	b.pf.noteRead(time.Since(start))
 	t.loadKey = nil
 	if t.loadBytes > 0 {
 		// A key the store does not hold says nothing of the values'

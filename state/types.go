@@ -40,7 +40,6 @@ type table[E any] struct {
 	loadKey     []byte                               // the key storeLoad loads
 	loadBytes   int                                  // the value bytes storeLoad loaded
 	loadFn      func(sub, val []byte) error          // t.applyLoaded, made once
-	loaded      bool                                 // a key was loaded from the store since the last prefetchKeys
 	cached      int                                  // keys in the maps (storeLoad counts them)
 	size16      int                                  // 16 × the running average of a key's and its value's bytes
 	evictAt     int                                  // the key group index evictNext tries next

@@ -49,29 +49,6 @@ func (sc *Subtask) closeSinks() {
 	}
 }
 
-// keyedBatch is what prefetch reads of a batch of records.
-type keyedBatch interface {
-	Len() int
-	Key(i int) []byte
-	KeyGroup(i int) int
-}
-
-// prefetch lets the store-backed operators of the subtask read the
-// batch's keys from their stores in parallel before its records are
-// handled (state.Backend.Prefetch).
-func (sc *Subtask) prefetch(batch any) {
-	b, ok := batch.(keyedBatch)
-	if !ok {
-		return
-	}
-	key := func(i int) ([]byte, int) { return b.Key(i), b.KeyGroup(i) }
-	for _, k := range sc.keyed {
-		if k.db != nil {
-			k.backend.Prefetch(b.Len(), key)
-		}
-	}
-}
-
 // runReceiver is the loop of a stage fed by a shuffle: it takes what its
 // inputs send from its inbox, in the order it arrives, and lets an Aligner
 // decide about barriers and watermarks. What an input sends after its
@@ -158,9 +135,6 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 				// Batches are recycled: a key slice of this one may sit
 				// where one of the last held another key (EnsureKey).
 				k.backend.DropCached()
-			}
-			if stores {
-				sc.prefetch(m.Batch)
 			}
 			if err := process(from, m.Batch, onMark); err != nil {
 				return err

@@ -41,9 +41,6 @@ func (b *KeyedBatch[K, T]) add(k K, kg int32, kb []byte, ts int64, rec *T) {
 	b.Recs = append(b.Recs, *rec)
 }
 
-// KeyGroup is the key group of record i.
-func (b *KeyedBatch[K, T]) KeyGroup(i int) int { return int(b.KGs[i]) }
-
 // Len is the number of records in the batch.
 func (b *KeyedBatch[K, T]) Len() int { return len(b.Recs) }
 

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
@@ -551,43 +550,3 @@ func (d *DB) checkDir() error {
 }
 
 var _ state.SortedStore = (*DB)(nil)
-
-// prefetchReaders is how many reads Prefetch keeps in flight: enough to
-// fill a disk's queue, few enough not to crowd out the job's goroutines.
-const prefetchReaders = 8
-
-// Prefetch implements state.Prefetcher: it reads the keys' whole values
-// on prefetchReaders goroutines, which leaves their blocks in the block
-// cache for the loads that follow, and returns a read's average time.
-// Errors are left to those loads.
-func (d *DB) Prefetch(keys []state.PrefetchKey) time.Duration {
-	if len(keys) == 0 || d.Err() != nil { // failed, or closed
-		return 0
-	}
-	var next, spent atomic.Int64
-	var wg sync.WaitGroup
-	for range min(prefetchReaders, len(keys)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var kb []byte
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(keys) {
-					return
-				}
-				k := &keys[i]
-				kb = appendKeyPrefix(kb[:0], k.KG, k.State, k.Key)
-				start := time.Now()
-				if _, closer, err := d.db.Get(kb); err == nil {
-					closer.Close()
-				}
-				spent.Add(int64(time.Since(start)))
-			}
-		}()
-	}
-	wg.Wait()
-	return time.Duration(spent.Load() / int64(len(keys)))
-}
-
-var _ state.Prefetcher = (*DB)(nil)
