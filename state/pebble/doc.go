@@ -64,11 +64,7 @@
 // (SeekPrefixGE on an iterator kept until the next Commit, so the reads of
 // one record batch share its per-file iterators); every level has bloom
 // filters, so the L0 files a read passes over cost a filter probe each.
-// While such reads take disk time (over 20 µs on average), the backend
-// prefetches: before a record batch, the batch's keys its cache does not
-// hold are read 8 at a time (DB.Prefetch, state.Prefetcher), so the batch
-// waits about once for the disk rather than once per record. The read
-// iterators are closed on a goroutine of their own: closing the last one
+// The read iterators are closed on a goroutine of their own: closing the last one
 // of an old version of the DB evicts replaced files from the block cache,
 // which would otherwise hold up the records.
 //
