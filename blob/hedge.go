@@ -329,3 +329,16 @@ func hedged[T any](ctx context.Context, h *Hedger, attempts int, op, name string
 		}
 	}
 }
+
+// Sleep waits for d, or until ctx ends, then returning ctx's error: the
+// pause between two attempts of a retry loop.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

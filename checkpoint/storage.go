@@ -621,7 +621,7 @@ func (s *Storage) completeUpload(ctx context.Context, p blob.Parter, u LogUpload
 	var err error
 	for try := range readAttempts {
 		if try > 0 {
-			if serr := sleep(ctx, time.Duration(10<<try)*time.Millisecond); serr != nil {
+			if serr := blob.Sleep(ctx, time.Duration(10<<try)*time.Millisecond); serr != nil {
 				return false, serr
 			}
 		}
@@ -647,21 +647,9 @@ func (s *Storage) completeUpload(ctx context.Context, p blob.Parter, u LogUpload
 		if time.Now().After(deadline) {
 			return false, nil
 		}
-		if serr := sleep(ctx, wait); serr != nil {
+		if serr := blob.Sleep(ctx, wait); serr != nil {
 			return false, serr
 		}
-	}
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

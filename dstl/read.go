@@ -573,7 +573,7 @@ func completeAndFetch(ctx context.Context, store blob.Store, h *blob.Hedger, up 
 	var err error
 	for try := 0; try < 3; try++ {
 		if try > 0 {
-			if serr := sleepCtx(ctx, time.Duration(10<<try)*time.Millisecond); serr != nil {
+			if serr := blob.Sleep(ctx, time.Duration(10<<try)*time.Millisecond); serr != nil {
 				break
 			}
 		}
@@ -593,21 +593,9 @@ func completeAndFetch(ctx context.Context, store blob.Store, h *blob.Hedger, up 
 			}
 			return o, ferr
 		}
-		if serr := sleepCtx(ctx, wait); serr != nil {
+		if serr := blob.Sleep(ctx, wait); serr != nil {
 			return nil, fmt.Errorf("%w (waiting for a completion of its upload elsewhere: %w)", ferr, serr)
 		}
-	}
-}
-
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

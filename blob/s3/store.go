@@ -308,7 +308,7 @@ func (s *Store) PutIfAbsent(ctx context.Context, name string, data []byte) error
 		if errorCode(err) != "ConditionalRequestConflict" && httpStatus(err) != http.StatusConflict || attempt == conflictRetries {
 			break
 		}
-		if werr := sleep(ctx, time.Duration(10<<attempt)*time.Millisecond); werr != nil {
+		if werr := blob.Sleep(ctx, time.Duration(10<<attempt)*time.Millisecond); werr != nil {
 			break
 		}
 	}
@@ -335,17 +335,6 @@ func (s *Store) PutIfAbsent(ctx context.Context, name string, data []byte) error
 // conflictRetries bounds the retries of a conditional write that S3
 // reports in conflict with another one in flight.
 const conflictRetries = 5
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 func (s *Store) put(ctx context.Context, name string, data []byte, ifAbsent bool) error {
 	var t [blob.TrailerSize]byte
