@@ -131,6 +131,12 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 		case shuffle.Data:
 			cur = from
 			start := time.Now()
+			// Its length now: process hands the batch back to its pool,
+			// and the sender refills it.
+			n := 0
+			if b, ok := m.Batch.(interface{ Len() int }); ok {
+				n = b.Len()
+			}
 			for _, k := range sc.keyed {
 				// Batches are recycled: a key slice of this one may sit
 				// where one of the last held another key (EnsureKey).
@@ -144,8 +150,8 @@ func (sc *Subtask) runReceiver(process func(from int, batch any, mark func(wm in
 					return err
 				}
 			}
-			if b, ok := m.Batch.(interface{ Len() int }); ok {
-				pc.observe(b.Len(), time.Since(start))
+			if n > 0 {
+				pc.observe(n, time.Since(start))
 			}
 			dirty = true
 			for _, k := range sc.keyed {
