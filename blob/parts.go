@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"time"
 )
 
 // Parter is a Store that can build one object from parts uploaded over
@@ -92,4 +93,27 @@ func AppendTrailerOf(dst []byte, crc uint32, n int64) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, crc)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(n))
 	return append(dst, trailerMagic...)
+}
+
+// CompleteUpload completes upload id of the object name from its first
+// parts parts (size bytes, trailer included; see Parter.CompleteParts),
+// the completion a reader makes of an upload its writer may never have
+// completed. A failed completion is tried again, up to attempts times in
+// all, with short pauses. It returns nil once the object is complete, an
+// error matching ErrNotFound when the upload is gone (completed or aborted
+// elsewhere: the caller waits for the object or gives up), or the last
+// failure.
+func CompleteUpload(ctx context.Context, p Parter, name, id string, parts int, size int64, attempts int) error {
+	var err error
+	for try := range max(attempts, 1) {
+		if try > 0 {
+			if serr := Sleep(ctx, time.Duration(10<<try)*time.Millisecond); serr != nil {
+				return errors.Join(err, serr)
+			}
+		}
+		if err = p.CompleteParts(ctx, name, id, parts, size); err == nil || errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	return err
 }

@@ -618,19 +618,9 @@ var completeWait = 30 * time.Second
 // completeUpload completes u and reports whether its object exists: false
 // if the upload is gone and no object showed up within completeWait.
 func (s *Storage) completeUpload(ctx context.Context, p blob.Parter, u LogUpload) (bool, error) {
-	var err error
-	for try := range readAttempts {
-		if try > 0 {
-			if serr := blob.Sleep(ctx, time.Duration(10<<try)*time.Millisecond); serr != nil {
-				return false, serr
-			}
-		}
-		if err = p.CompleteParts(ctx, u.Object, u.ID, int(u.Parts), u.Size); err == nil {
-			return true, nil
-		}
-		if errors.Is(err, blob.ErrNotFound) {
-			break
-		}
+	err := blob.CompleteUpload(ctx, p, u.Object, u.ID, int(u.Parts), u.Size, readAttempts)
+	if err == nil {
+		return true, nil
 	}
 	if !errors.Is(err, blob.ErrNotFound) {
 		return false, fmt.Errorf("complete the upload %s of log object %q: %w", u.ID, u.Object, err)

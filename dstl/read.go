@@ -570,17 +570,7 @@ func completeAndFetch(ctx context.Context, store blob.Store, h *blob.Hedger, up 
 	if !ok {
 		return nil, fmt.Errorf("dstl: read object %q: not found, and its upload %s cannot be completed: %T: %w", up.Object, up.ID, store, blob.ErrNoParts)
 	}
-	var err error
-	for try := 0; try < 3; try++ {
-		if try > 0 {
-			if serr := blob.Sleep(ctx, time.Duration(10<<try)*time.Millisecond); serr != nil {
-				break
-			}
-		}
-		if err = p.CompleteParts(ctx, up.Object, up.ID, int(up.Parts), up.Size); err == nil || errors.Is(err, blob.ErrNotFound) {
-			break
-		}
-	}
+	err := blob.CompleteUpload(ctx, p, up.Object, up.ID, int(up.Parts), up.Size, 3)
 	if err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return nil, fmt.Errorf("dstl: read object %q: not found, and completing its upload failed: %w", up.Object, err)
 	}
