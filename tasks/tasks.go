@@ -450,8 +450,9 @@ func (r *runner) revoked(ctx context.Context, ids []int32) error {
 				// too, and a checkpoint would wait for the restore.
 				t.cancel()
 				<-t.done
-				r.m.handover.Observe(time.Since(start).Seconds())
-				r.logf("task %d: handed over during its restore (%d of %d subtasks restored): nothing newer than checkpoint %d", t.id, p.Restored, p.Subtasks, p.Checkpoint)
+				d := time.Since(start)
+				r.m.handover.Observe(d.Seconds())
+				r.logf("task %d: handed over during its restore in %v (%d of %d subtasks restored): nothing newer than checkpoint %d", t.id, d.Round(time.Millisecond), p.Restored, p.Subtasks, p.Checkpoint)
 				return
 			}
 			// A run that ends without the checkpoint (it was fenced,

@@ -297,7 +297,7 @@ func (b *groupBench) moves(ctx context.Context, n int, wantTotals int64, wantDig
 		q := func(q float64) time.Duration { return durQuantile(ds, q).Round(time.Millisecond) }
 		fmt.Fprintf(tw, "%s\t%d\t%v\t%v\t%v\t\n", what, len(ds), q(0.5), q(0.99), q(1))
 	}
-	row("handover on revoke: SIGTERM of a process (StopWithCheckpoint per task)", onStop)
+	row("handover on revoke: SIGTERM of a process (StopWithCheckpoint per task, or a cancel while it restores)", onStop)
 	row("handover on revoke: the others' to a process joining", onJoin)
 	row("SIGKILL -> the moved task started on a survivor", toStart)
 	row("SIGKILL -> its first checkpoint there (output committed)", toCommit)
@@ -464,7 +464,10 @@ func (g *procGroup) waitFor(ctx context.Context, what string, timeout time.Durat
 // The task lines of tasks.Run's log that the bench reads.
 var (
 	taskLine     = regexp.MustCompile(`task (\d+): (started|ended|handed over|.*stopped without a checkpoint|fenced)`)
-	handoverLine = regexp.MustCompile(`task \d+: handed over at checkpoint \d+ in (\S+)$`)
+	// A task handed over at a checkpoint, or cancelled during its restore
+	// (a process stopped right after it got the task: nothing newer than
+	// the checkpoint it restores to hand over).
+	handoverLine = regexp.MustCompile(`task \d+: handed over (?:at checkpoint \d+|during its restore) in (\S+)(?:$| \()`)
 )
 
 // taskOf returns the task and the event of a task line, or -1.
