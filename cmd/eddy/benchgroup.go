@@ -463,7 +463,7 @@ func (g *procGroup) waitFor(ctx context.Context, what string, timeout time.Durat
 
 // The task lines of tasks.Run's log that the bench reads.
 var (
-	taskLine     = regexp.MustCompile(`task (\d+): (started|ended|handed over|.*stopped without a checkpoint|fenced)`)
+	taskLine = regexp.MustCompile(`task (\d+): (started|ended|handed over|.*stopped without a checkpoint|fenced)`)
 	// A task handed over at a checkpoint, or cancelled during its restore
 	// (a process stopped right after it got the task: nothing newer than
 	// the checkpoint it restores to hand over).
