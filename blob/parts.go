@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"time"
 )
 
@@ -116,4 +117,23 @@ func CompleteUpload(ctx context.Context, p Parter, name, id string, parts int, s
 		}
 	}
 	return err
+}
+
+// CheckUpload checks what a handle or a manifest records of an upload
+// whose completion may be left to a reader: upload id of object (what
+// names the kind of object in errors, "log object" say), one of objects
+// (those the record lists), of 1 to 10,000 parts (S3's bounds) and at
+// least a trailer's bytes.
+func CheckUpload(what, object, id string, parts uint32, size int64, objects []string) error {
+	switch {
+	case !slices.Contains(objects, object):
+		return fmt.Errorf("upload %q of object %q, which is not among its %ss", id, object, what)
+	case id == "":
+		return fmt.Errorf("upload of %s %q without an id", what, object)
+	case parts < 1 || parts > 10000:
+		return fmt.Errorf("upload %q of %s %q: part count %d outside 1..10000", id, what, object, parts)
+	case size < TrailerSize:
+		return fmt.Errorf("upload %q of %s %q: size %d is less than a trailer", id, what, object, size)
+	}
+	return nil
 }

@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -361,15 +360,8 @@ func (m *Manifest) validate() error {
 				}
 			}
 			for _, u := range l.Uploads {
-				switch {
-				case !slices.Contains(l.Objects, u.Object):
-					return fmt.Errorf("%s: upload %q of object %q, which is not among its log objects", where, u.ID, u.Object)
-				case u.ID == "":
-					return fmt.Errorf("%s: upload of log object %q without an id", where, u.Object)
-				case u.Parts < 1 || u.Parts > 10000:
-					return fmt.Errorf("%s: upload %q of log object %q: part count %d outside 1..10000", where, u.ID, u.Object, u.Parts)
-				case u.Size < blob.TrailerSize:
-					return fmt.Errorf("%s: upload %q of log object %q: size %d is less than a trailer", where, u.ID, u.Object, u.Size)
+				if err := blob.CheckUpload("log object", u.Object, u.ID, u.Parts, u.Size, l.Objects); err != nil {
+					return fmt.Errorf("%s: %w", where, err)
 				}
 			}
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -50,27 +49,10 @@ type Upload struct {
 	Size   int64  `proto:"4"` // the object's bytes, its trailer included
 }
 
-// checkUpload checks an Upload of a log object as a handle or a manifest
-// records it: an upload of an object among objects, of 1 to 10,000
-// parts, and at least a trailer's bytes.
-func checkUpload(u Upload, objects []string) error {
-	switch {
-	case !slices.Contains(objects, u.Object):
-		return fmt.Errorf("upload %q of object %q, which is not among its objects", u.ID, u.Object)
-	case u.ID == "":
-		return fmt.Errorf("upload of object %q without an id", u.Object)
-	case u.Parts < 1 || u.Parts > 10000:
-		return fmt.Errorf("upload %q of object %q: part count %d outside 1..10000", u.ID, u.Object, u.Parts)
-	case u.Size < blob.TrailerSize:
-		return fmt.Errorf("upload %q of object %q: size %d is less than a trailer", u.ID, u.Object, u.Size)
-	}
-	return nil
-}
-
-// checkUploads checks h's Uploads (checkUpload).
+// checkUploads checks h's Uploads (blob.CheckUpload).
 func (h Handle) checkUploads() error {
 	for _, u := range h.Uploads {
-		if err := checkUpload(u, h.Objects); err != nil {
+		if err := blob.CheckUpload("object", u.Object, u.ID, u.Parts, u.Size, h.Objects); err != nil {
 			return err
 		}
 	}
