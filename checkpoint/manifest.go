@@ -10,9 +10,18 @@ import (
 	"github.com/eddyflow/eddy/serde"
 )
 
-// ManifestVersion is the manifest format this package writes and the only
-// one it reads.
-const ManifestVersion = 1
+// ManifestVersion is the newest manifest format this package writes, and
+// the newest it reads. Version 2 is version 1 plus LogPart.Uploads: log
+// objects whose completion the writer deferred, which a restore completes
+// before reading. A manifest is written as version 2 only when it lists
+// such uploads, and as version 1 otherwise, so that a build from before
+// version 2 reads every manifest it can restore correctly and refuses the
+// others by their version ("format version 2"), rather than taking their
+// not yet completed log objects for missing files.
+const ManifestVersion = 2
+
+// manifestVersion1 is the format of manifests without deferred uploads.
+const manifestVersion1 = 1
 
 // Manifest describes one complete checkpoint. It is stored as protobuf
 // (serde); field numbers are never reused.
@@ -36,8 +45,9 @@ type Manifest struct {
 	// A resume by a job with another fingerprint is refused unless asked
 	// for. "" in checkpoints of jobs from before fingerprints.
 	Fingerprint string `proto:"9"`
-	// Version is the manifest format. Complete writes ManifestVersion
-	// whatever it holds; DecodeManifest rejects versions it does not know.
+	// Version is the manifest format. Complete writes ManifestVersion if
+	// the manifest lists deferred log uploads and 1 otherwise, whatever
+	// the field holds; DecodeManifest rejects versions it does not know.
 	Version uint32 `proto:"15"`
 }
 
@@ -234,16 +244,27 @@ func decodeManifest(data []byte) (*Manifest, error) {
 		return nil, invalidError{err}
 	}
 	switch m.Version {
-	case ManifestVersion:
+	case manifestVersion1, ManifestVersion:
+		// A version 1 manifest with uploads was written by a build that
+		// deferred completions before version 2 existed: read as 2.
 	case 0:
 		return nil, invalidf("no format version; not a manifest")
 	default:
-		return nil, invalidf("format version %d; this build reads version %d", m.Version, ManifestVersion)
+		return nil, invalidf("format version %d; this build reads versions 1 to %d", m.Version, ManifestVersion)
 	}
 	if err := m.validate(); err != nil {
 		return nil, invalidError{err}
 	}
 	return m, nil
+}
+
+// versionOf is the format m is written in: ManifestVersion if it lists
+// deferred log uploads, version 1 otherwise.
+func versionOf(m *Manifest) uint32 {
+	if len(m.uploads()) > 0 {
+		return ManifestVersion
+	}
+	return manifestVersion1
 }
 
 // encodeManifest returns the payload of m's manifest blob.
@@ -253,7 +274,7 @@ func encodeManifest(m *Manifest) ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint: manifest codec: %w", err)
 	}
 	c := *m
-	c.Version = ManifestVersion
+	c.Version = versionOf(m)
 	return codec.Append(nil, &c)
 }
 

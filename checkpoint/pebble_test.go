@@ -58,7 +58,7 @@ func TestPebblePartRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Version = ManifestVersion
+	m.Version = versionOf(m)
 	if !reflect.DeepEqual(got, m) {
 		t.Fatalf("decoded %+v\nwant %+v", got, m)
 	}

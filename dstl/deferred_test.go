@@ -85,7 +85,7 @@ func testWriterNeverCompletes(t *testing.T, inner blob.Store, opts Options, n, b
 		t.Fatalf("%T cannot build objects from parts", inner)
 	}
 	store := diesBeforeCompleting{Store: inner, p: p}
-	opts.Parts = true
+
 	l := openLog(t, store, opts)
 	w := l.Writer("w")
 	want := logInterval(t, w, n, bytes, 1)
@@ -139,7 +139,7 @@ func TestWriterNeverCompletesOnS3(t *testing.T) {
 // completes nothing; a second completion from the handle is harmless.
 func TestCompletedByWriterAndReader(t *testing.T) {
 	store := newPartStore(16 << 10)
-	l := openLog(t, store, Options{Parts: true, FlushBytes: 20 << 10})
+	l := openLog(t, store, Options{FlushBytes: 20 << 10})
 	w := l.Writer("w")
 	want := logInterval(t, w, 200, 1000, 2)
 	h := mustPersist(t, w)
@@ -177,7 +177,7 @@ func TestCorruptPartOnS3(t *testing.T) {
 	srv.CreateBucket(t, "dstl")
 	inner := srv.Open(t, "dstl", "log")
 	store := diesBeforeCompleting{Store: inner, p: inner, corrupt: 2}
-	l := openLog(t, store, Options{Parts: true, FlushBytes: 6 << 20})
+	l := openLog(t, store, Options{FlushBytes: 6 << 20})
 	w := l.Writer("w")
 	logInterval(t, w, 4000, 4000, 3)
 	h := mustPersist(t, w)

@@ -83,13 +83,12 @@
 //
 // An object store bills requests and draws each one's latency from its
 // tail, and a checkpoint waits for all of its log's objects, so the log
-// aims at one object per process per checkpoint interval. By default the
-// size threshold FlushBytes (15 MiB, the most blob/s3 uploads with one PUT
-// under its default multipart threshold of 16 MiB) splits an interval's
-// log into ceil(bytes / FlushBytes) objects: an interval that logs less is
-// one PUT. With Options.Parts, on a store that builds objects from parts
-// (blob.Parter: S3's multipart upload), the batches an interval seals
-// early are frames of the interval's one object instead: they go up as
+// aims at one object per process per checkpoint interval. An interval
+// that logs less than the size threshold FlushBytes (15 MiB, the most
+// blob/s3 uploads with one PUT under its default multipart threshold of
+// 16 MiB) is one PUT. On a store that builds objects from parts
+// (blob.Parter: S3's multipart upload), the batches a larger interval
+// seals early are frames of the interval's one object: they go up as
 // its parts as soon as they add up to the store's least part size (5 MiB
 // on S3), and the batch the barrier seals uploads the rest as the last
 // part. The checkpoint is durable once that part is up: S3 keeps uploaded
@@ -111,9 +110,11 @@
 // a completion in progress but does not retry one that fails then: that
 // upload is left to a reader. A Persist that needs an early batch while no
 // barrier batch comes (a writer cutting with nothing new) ends the object
-// itself; after 64 batches without a barrier the 64th ends it. Parts is
-// off by default (see BENCHMARKS.md, "One log object per checkpoint
-// interval on S3").
+// itself; after 64 batches without a barrier the 64th ends it. With
+// Options.NoParts (or on a store without parts, such as a directory),
+// FlushBytes splits an interval's log into ceil(bytes / FlushBytes)
+// objects of one PUT each instead (see BENCHMARKS.md, "One log object per
+// checkpoint interval on S3", for the measured trade).
 //
 // Retention sees an object only once it is complete: a pruned checkpoint's
 // object whose completion comes later is deleted by the next prune (it is

@@ -67,7 +67,7 @@ type Log struct {
 
 	arena arena
 
-	parter  blob.Parter // the store, if Options.Parts is set and it builds objects from parts
+	parter  blob.Parter // the store, if it builds objects from parts and Options.NoParts is not set
 	minPart int         // its least part size
 	open    *stream     // the stream early batches join, under sealMu
 
@@ -121,7 +121,7 @@ func Open(store blob.Store, opts Options) (*Log, error) {
 		hedger:  blob.NewHedger(o.HedgeAfterP90, o.UploadTimeout),
 		small:   blob.NewHedger(o.HedgeAfterP90, o.UploadTimeout),
 	}
-	if p, min, ok := blob.PartsOf(store); ok && o.Parts && o.MaxInFlight >= 4*min {
+	if p, min, ok := blob.PartsOf(store); ok && !o.NoParts && o.MaxInFlight >= 4*min {
 		// (Pending frames wait for a part's worth: with less in flight
 		// allowed, blocked Appends could never add the rest.)
 		l.parter, l.minPart = p, min
@@ -137,7 +137,7 @@ func Open(store blob.Store, opts Options) (*Log, error) {
 // ErrClosed), blocked Appends return ErrClosed, and Close waits for the
 // log's goroutines, including best-effort deletions of losing attempts'
 // objects and the completions of streamed objects already durable (see
-// Options.Parts; one whose attempt fails then is left to a reader, which
+// Options.NoParts; one whose attempt fails then is left to a reader, which
 // completes it from the handle). Local copies are kept, for local recovery. Close returns the
 // error the log failed with, if any.
 func (l *Log) Close() error {

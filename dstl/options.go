@@ -97,19 +97,20 @@ type Options struct {
 	// default is "dstl/<run>/<%020d n>", with run a random token drawn by
 	// Open.
 	ObjectName func(seq uint64) string
-	// Parts streams a checkpoint interval's batches into ONE object on a
-	// store that builds objects from parts (blob.Parter, S3): the batches
-	// sealed early (FlushBytes) go up as parts of a multipart upload as
-	// the log grows, and the barrier's batch uploads the rest as the last
-	// part. The checkpoint is durable once that part is up; the log
-	// completes the object (the request that makes it visible, which a
-	// server may make as slow as copying it) in the background, and the
+	// NoParts turns off streaming an interval's log into one object. By
+	// default, on a store that builds objects from parts (blob.Parter:
+	// S3), a checkpoint interval's batches go into ONE object: the
+	// batches sealed early (FlushBytes) go up as parts of a multipart
+	// upload as the log grows, and the barrier's batch uploads the rest as
+	// the last part. The checkpoint is durable once that part is up; the
+	// log completes the object (the request that makes it visible, which
+	// a server may make as slow as copying it) in the background, and the
 	// handles name the upload (Handle.Uploads) so that a reader completes
 	// it if the writer never did. One object per interval, whatever it
-	// logs. Off by default: every batch is an object of its own. A
-	// MaxInFlight below four of the store's least part sizes (20 MiB on
-	// S3) turns it off.
-	Parts bool
+	// logs. With NoParts, or on a store without parts, every batch is an
+	// object of its own (one PUT). A MaxInFlight below four of the
+	// store's least part sizes (20 MiB on S3) turns streaming off too.
+	NoParts bool
 }
 
 // Defaults.

@@ -19,7 +19,7 @@ func TestStreamOnS3(t *testing.T) {
 	srv.CreateBucket(t, "dstl")
 	var reqs blob.Counter
 	store := blob.Count(srv.Open(t, "dstl", "log"), &reqs)
-	l := openLog(t, store, Options{Parts: true, FlushBytes: 6 << 20})
+	l := openLog(t, store, Options{FlushBytes: 6 << 20})
 	ws := []*Writer{l.Writer("a"), l.Writer("b")}
 	rng := rand.New(rand.NewPCG(1, 2))
 	want := model{}

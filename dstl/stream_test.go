@@ -192,7 +192,7 @@ func TestStreamedIntervalIsOneObject(t *testing.T) {
 		t.Run(fmt.Sprintf("compression=%v", compress), func(t *testing.T) {
 			store := newPartStore(64 << 10)
 			local := t.TempDir()
-			l := openLog(t, store, Options{Parts: true, FlushBytes: 50 << 10, Compression: compress, LocalDir: local})
+			l := openLog(t, store, Options{FlushBytes: 50 << 10, Compression: compress, LocalDir: local})
 			a, b := l.Writer("a"), l.Writer("b")
 			want := model{}
 			for i := range 600 {
@@ -255,7 +255,7 @@ func TestStreamedIntervalIsOneObject(t *testing.T) {
 // interval's barrier.
 func TestStreamEndsWithoutABarrierBatch(t *testing.T) {
 	store := newPartStore(16 << 10)
-	l := openLog(t, store, Options{Parts: true, FlushBytes: 20 << 10})
+	l := openLog(t, store, Options{FlushBytes: 20 << 10})
 	w := l.Writer("w")
 	for i := range 60 {
 		mustAppend(t, w, change{state: 1, op: OpPut, key: fmt.Sprint(i), value: string(streamValue(i))})
@@ -291,7 +291,7 @@ func TestStreamPartFails(t *testing.T) {
 		}
 		return nil
 	}
-	l := openLog(t, store, Options{Parts: true, FlushBytes: 20 << 10, MaxAttempts: 2})
+	l := openLog(t, store, Options{FlushBytes: 20 << 10, MaxAttempts: 2})
 	w := l.Writer("w")
 	for i := range 100 {
 		if err := change(change{state: 1, op: OpPut, key: fmt.Sprint(i), value: string(streamValue(i))}).append(w); err != nil {
@@ -324,7 +324,7 @@ func TestStreamPartFails(t *testing.T) {
 func TestStreamClosed(t *testing.T) {
 	store := newPartStore(16 << 10)
 	local := t.TempDir()
-	l, err := Open(store, Options{Parts: true, FlushBytes: 20 << 10, LocalDir: local})
+	l, err := Open(store, Options{FlushBytes: 20 << 10, LocalDir: local})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +392,7 @@ func TestDecodeFrames(t *testing.T) {
 // MaxInFlight is not stuck.
 func TestStreamNeedsRoomInFlight(t *testing.T) {
 	store := newPartStore(1 << 20)
-	l := openLog(t, store, Options{Parts: true, FlushBytes: 64 << 10, MaxInFlight: 3 << 20})
+	l := openLog(t, store, Options{FlushBytes: 64 << 10, MaxInFlight: 3 << 20})
 	w := l.Writer("w")
 	for i := range 5000 {
 		mustAppend(t, w, change{state: 1, op: OpPut, key: fmt.Sprint(i), value: string(streamValue(i))})
@@ -403,11 +403,11 @@ func TestStreamNeedsRoomInFlight(t *testing.T) {
 	}
 }
 
-// TestPartsOffByDefault: without Options.Parts, a store that builds
-// objects from parts gets an object per batch, as any store does.
-func TestPartsOffByDefault(t *testing.T) {
+// TestNoParts: with Options.NoParts, a store that builds objects from
+// parts gets an object per batch, as any store does.
+func TestNoParts(t *testing.T) {
 	store := newPartStore(16 << 10)
-	l := openLog(t, store, Options{FlushBytes: 20 << 10})
+	l := openLog(t, store, Options{FlushBytes: 20 << 10, NoParts: true})
 	w := l.Writer("w")
 	for i := range 60 {
 		mustAppend(t, w, change{state: 1, op: OpPut, key: fmt.Sprint(i), value: string(streamValue(i))})

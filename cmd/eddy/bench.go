@@ -248,7 +248,7 @@ type benchConfig struct {
 	logFlushBytes              int           // the log's dstl.Options.FlushBytes
 	logWriterFlushBytes        int           // the log's dstl.Options.WriterFlushBytes
 	logMaxInFlight             int           // the log's dstl.Options.MaxInFlight
-	logParts                   bool          // the log's dstl.Options.Parts
+	logParts                   bool          // not the log's dstl.Options.NoParts
 	dir                        string
 	storeURL                   string // the configuration's checkpoint store; "" for dir/data
 	restores                   int    // how many of the measured run's last checkpoints recoveries restore
@@ -620,7 +620,7 @@ func (cfg benchConfig) options(store blob.Store) []eddy.Option {
 	if cfg.changelog {
 		o = append(o, eddy.Changelog(cfg.materialize, eddy.MaterializeAtLogRatio(cfg.logRatio),
 			eddy.LogOptions(dstl.Options{HedgeAfterP90: cfg.hedgeP90, FlushInterval: cfg.logFlush, PersistDelay: cfg.persistDelay,
-				FlushBytes: cfg.logFlushBytes, WriterFlushBytes: cfg.logWriterFlushBytes, MaxInFlight: cfg.logMaxInFlight, Parts: cfg.logParts})))
+				FlushBytes: cfg.logFlushBytes, WriterFlushBytes: cfg.logWriterFlushBytes, MaxInFlight: cfg.logMaxInFlight, NoParts: !cfg.logParts})))
 	}
 	return o
 }
@@ -761,7 +761,7 @@ func (cfg *benchConfig) settingFlags(fs *flag.FlagSet) {
 	fs.IntVar(&cfg.logFlushBytes, "log-flush-bytes", dstl.DefaultFlushBytes, "changelog: upload the log's current batch early, before the next barrier, once it holds this many bytes (dstl.Options.FlushBytes)")
 	fs.IntVar(&cfg.logWriterFlushBytes, "log-writer-flush-bytes", dstl.DefaultWriterFlushBytes, "changelog: upload the log's current batch early once one subtask's changes in it reach this many bytes (dstl.Options.WriterFlushBytes)")
 	fs.IntVar(&cfg.logMaxInFlight, "log-max-in-flight", dstl.DefaultMaxInFlight, "changelog: bytes of the log queued or uploading beyond which state changes wait (dstl.Options.MaxInFlight)")
-	fs.BoolVar(&cfg.logParts, "log-parts", false, "changelog: stream a checkpoint interval's log batches into one multipart upload on S3 instead of one object per batch (dstl.Options.Parts)")
+	fs.BoolVar(&cfg.logParts, "log-parts", true, "changelog: stream a checkpoint interval's log batches into one multipart upload on S3; false: one object per batch (dstl.Options.NoParts)")
 	fs.Float64Var(&cfg.hedgeP90, "hedge-p90", dstl.DefaultHedgeAfterP90, "changelog: hedge a log upload after this many times the recent p90 (dstl.Options.HedgeAfterP90; negative: after the 1 s UploadTimeout only)")
 }
 

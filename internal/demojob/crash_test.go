@@ -282,7 +282,7 @@ func crashResumeOn(t *testing.T, backend stateBackend, data func(t *testing.T, d
 		Rate: 40_000, LateEvery: 29, Changelog: backend == changelogState || backend == pebbleChangelogState || backend == changelogBatchesState,
 		Materialize: 150 * time.Millisecond}
 	if backend == changelogBatchesState {
-		c.LogFlushBytes, c.LogParts = 16<<10, true
+		c.LogFlushBytes = 16 << 10
 	}
 	if backend == pebbleState || backend == pebbleChangelogState {
 		c.PebbleDir = filepath.Join(dir, "pebble")

@@ -34,9 +34,10 @@ type Config struct {
 	// default. A small one makes every checkpoint interval's log several
 	// batches.
 	LogFlushBytes int
-	// LogParts streams each checkpoint interval's log batches into one
-	// object on S3 (dstl.Options.Parts; with LogFlushBytes set).
-	LogParts bool
+	// LogOnePerBatch makes each of the log's batches an object of its
+	// own on S3 (dstl.Options.NoParts) instead of streaming a checkpoint
+	// interval's batches into one object.
+	LogOnePerBatch bool
 	// PebbleDir, when set, keeps the keyed state in Pebble databases under
 	// this local directory (the Pebble state backend) instead of the heap.
 	PebbleDir string
@@ -202,7 +203,7 @@ func Env(c Config, opts ...eddy.Option) *eddy.Env {
 		}
 		var co []eddy.ChangelogOption
 		if c.LogFlushBytes > 0 {
-			co = append(co, eddy.LogOptions(dstl.Options{FlushBytes: c.LogFlushBytes, Parts: c.LogParts}))
+			co = append(co, eddy.LogOptions(dstl.Options{FlushBytes: c.LogFlushBytes, NoParts: c.LogOnePerBatch}))
 		}
 		base = append(base, eddy.Changelog(every, co...))
 	}
