@@ -14,3 +14,16 @@ import (
 func dropCache(f *os.File) {
 	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
+
+// startWriteback starts the writeback of n bytes of f at off without
+// waiting for it (sync_file_range SYNC_FILE_RANGE_WRITE), and waits for
+// the writeback of the bytes before off that an earlier call started.
+// Advice only, as dropCache: the fsync at the end is what makes the
+// object durable; an error changes nothing.
+func startWriteback(f *os.File, off, n int64) {
+	fd := int(f.Fd())
+	if off > 0 {
+		_ = unix.SyncFileRange(fd, 0, off, unix.SYNC_FILE_RANGE_WAIT_BEFORE)
+	}
+	_ = unix.SyncFileRange(fd, off, n, unix.SYNC_FILE_RANGE_WRITE)
+}

@@ -76,3 +76,28 @@ func TestPutLeavesNoPagesCached(t *testing.T) {
 		t.Errorf("%.0f%% of a stored object's pages are cached, want none", 100*r)
 	}
 }
+
+// TestPutWritesBackInChunks: an object of several writeback chunks and a
+// partial one (written a chunk at a time, each chunk's writeback started
+// as the next is written) reads back whole.
+func TestPutWritesBackInChunks(t *testing.T) {
+	s, err := file.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 5<<19+3) // 2.5 MiB and 3 bytes
+	for i := range data {
+		data[i] = byte(i*31 + i>>20)
+	}
+	ctx := context.Background()
+	if err := s.Put(ctx, "big", data); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(data) {
+		t.Fatalf("read back %d bytes, differing from the %d put", len(got), len(data))
+	}
+}

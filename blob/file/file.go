@@ -188,7 +188,7 @@ func (s *Store) createTemp(dir, base string) (*os.File, error) {
 
 // writeSynced writes data and its trailer to f, fsyncs and closes it.
 func writeSynced(f *os.File, data []byte) error {
-	_, err := f.Write(data)
+	err := writeChunked(f, data)
 	if err == nil {
 		var t [blob.TrailerSize]byte
 		_, err = f.Write(blob.AppendTrailer(t[:0], data))
@@ -203,6 +203,34 @@ func writeSynced(f *os.File, data []byte) error {
 		err = cerr
 	}
 	return err
+}
+
+// writebackChunk is how much of an object Put writes before it starts
+// writing those bytes back to the disk. Without it a large object (a
+// Pebble file a materialization uploads: megabytes) is dirty in the page
+// cache until its fsync, which then writes all of it at once; on ext4 any
+// other fsync in the meantime (the log's, a manifest's, each a few KiB)
+// commits the journal behind those bytes and waits as long. Written back
+// a chunk at a time, at most two chunks of an object are dirty: the
+// bytes-per-sync of RocksDB and Pebble.
+const writebackChunk = 1 << 20
+
+// writeChunked writes data to f in chunks of writebackChunk, starting the
+// writeback of each as the next is written.
+func writeChunked(f *os.File, data []byte) error {
+	var off int64
+	for len(data) > 0 {
+		n := min(len(data), writebackChunk)
+		if _, err := f.Write(data[:n]); err != nil {
+			return err
+		}
+		if n == writebackChunk {
+			startWriteback(f, off, int64(n))
+		}
+		off += int64(n)
+		data = data[n:]
+	}
+	return nil
 }
 
 // mkdirAll creates dir and its missing parents up to the store's directory,
