@@ -39,6 +39,7 @@ func benchPebbleCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&c.stateGB, "state-gb", 1, "GiB of values to fill (keys = state-gb / value-bytes)")
 	fs.IntVar(&c.valueBytes, "value-bytes", 1024, "bytes of each key's value (random, incompressible)")
 	mem := fs.Int64("memory", pebble.DefaultMemory>>20, "pebble.Memory of the job, in MiB")
+	uploadRate := fs.Int64("upload-rate", pebble.DefaultBackgroundUploadRate>>20, "pebble.BackgroundUploadRate of the job, in MiB/s: the pace of materializations' uploads (0: unpaced)")
 	fs.IntVar(&c.par, "parallelism", 2, "parallelism of the job")
 	fs.IntVar(&c.rescale, "rescale", 3, "parallelism of the rescaled restore (0: none)")
 	fs.DurationVar(&c.interval, "interval", 10*time.Second, "checkpoint interval")
@@ -52,11 +53,12 @@ func benchPebbleCmd(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if c.stateGB <= 0 || c.valueBytes < 8 || c.par < 1 || *mem <= 0 {
-		fmt.Fprintln(stderr, "eddy bench pebble: --state-gb, --memory and --parallelism must be positive, --value-bytes at least 8")
+	if c.stateGB <= 0 || c.valueBytes < 8 || c.par < 1 || *mem <= 0 || *uploadRate < 0 {
+		fmt.Fprintln(stderr, "eddy bench pebble: --state-gb, --memory and --parallelism must be positive, --value-bytes at least 8, --upload-rate not negative")
 		return 2
 	}
 	c.memory = *mem << 20
+	c.uploadRate = *uploadRate << 20
 	c.dir = *dir
 	if c.dir == "" {
 		d, err := os.MkdirTemp("", "eddy-bench-pebble-")
@@ -81,6 +83,7 @@ type capConfig struct {
 	stateGB          float64
 	valueBytes       int
 	memory           int64
+	uploadRate       int64 // bytes per second; 0: unpaced
 	par, rescale     int
 	interval, report time.Duration
 	update           time.Duration
@@ -105,7 +108,7 @@ func (c capConfig) options(par int, onCkpt func(eddy.CheckpointStats)) []eddy.Op
 	opts := []eddy.Option{eddy.Parallelism(par), eddy.JobName("bench-pebble"), eddy.LogOutput(io.Discard),
 		eddy.Checkpoints(filepath.Join(c.dir, "data"), c.interval), eddy.CheckpointTimeout(30 * time.Minute),
 		eddy.AllowChangedJob(), eddy.OnCheckpoint(onCkpt),
-		eddy.StateBackend(eddy.Pebble(filepath.Join(c.dir, "pebble"), pebble.Memory(c.memory)))}
+		eddy.StateBackend(eddy.Pebble(filepath.Join(c.dir, "pebble"), pebble.Memory(c.memory), pebble.BackgroundUploadRate(c.uploadRate)))}
 	if c.changelog > 0 {
 		opts = append(opts, eddy.Changelog(c.changelog))
 	}
@@ -201,8 +204,8 @@ func (r *randomKeyReader) Close() error { return nil }
 // capRun runs the phases of `eddy bench pebble`.
 func capRun(c capConfig, w io.Writer) error {
 	keys := c.keys()
-	fmt.Fprintf(w, "eddy bench pebble: %.2f GiB in %d keys of %d-byte values, pebble.Memory %d MiB, parallelism %d, checkpoints every %v, in %s\n",
-		c.stateGB, keys, c.valueBytes, c.memory>>20, c.par, c.interval, c.dir)
+	fmt.Fprintf(w, "eddy bench pebble: %.2f GiB in %d keys of %d-byte values, pebble.Memory %d MiB, materializations paced to %d MiB/s (0: unpaced), parallelism %d, checkpoints every %v, in %s\n",
+		c.stateGB, keys, c.valueBytes, c.memory>>20, c.uploadRate>>20, c.par, c.interval, c.dir)
 
 	// Fill.
 	var mu sync.Mutex

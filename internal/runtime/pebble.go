@@ -485,7 +485,7 @@ func (k *Keyed) takeStore(sc *Subtask) func(count int) (*changelog.StoreSnapshot
 				building := j.building.Load()
 				tag := fmt.Sprintf("m%d-%s", count, j.runID)
 				name = j.storage.PartBlobName(building, k.uid, sc.subtask, tag)
-				opts = pebble.CheckpointOptions{Prefix: j.storage.PebblePrefix(building, k.uid, sc.subtask, tag), Run: j.runID, ID: uint64(count)}
+				opts = pebble.CheckpointOptions{Prefix: j.storage.PebblePrefix(building, k.uid, sc.subtask, tag), Run: j.runID, ID: uint64(count), Background: true}
 				mu.Lock()
 				opts.Prev = prev
 				mu.Unlock()

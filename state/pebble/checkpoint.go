@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/internal/parallel"
@@ -96,6 +98,11 @@ type CheckpointOptions struct {
 	// restored from (DB.Restored): SSTs it lists are not uploaded again.
 	// Nil uploads every file.
 	Prev *Checkpoint
+	// Background paces the upload by the pool's BackgroundUploadRate: a
+	// checkpoint nothing waits for (a materialization of the changelog
+	// state backend), which may take longer so as to leave the disk to
+	// the job.
+	Background bool
 }
 
 // CheckpointStats says what a checkpoint uploaded and what it reused.
@@ -203,7 +210,8 @@ func (lc *LocalCheckpoint) Upload(ctx context.Context, store blob.Store, opts Ch
 			}
 		}
 	}
-	var upload []int // indexes of the SSTs to upload
+	var upload []int  // indexes of the SSTs to upload
+	var sizes []int64 // and their sizes
 	var bundle []byte
 	bundleName := objectName(opts, bundleFile)
 	for i, name := range lc.names {
@@ -229,11 +237,17 @@ func (lc *LocalCheckpoint) Upload(ctx context.Context, store blob.Store, opts Ch
 			continue
 		}
 		upload = append(upload, i)
+		sizes = append(sizes, fi.Size())
 	}
 	err := parallel.ForEach(ctx, len(upload), transfers, func(ctx context.Context, k int) error {
 		i := upload[k]
 		name := lc.names[i]
 		path := filepath.Join(lc.dir, name)
+		if opts.Background {
+			if err := d.pool.uploads.wait(ctx, sizes[k]); err != nil {
+				return err
+			}
+		}
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return &DirError{Dir: lc.dir, Op: "read " + name, Err: err}
@@ -352,4 +366,31 @@ func Unreferenced(dropped, retained []Checkpoint) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// pacer spreads transfers over time at a rate (BackgroundUploadRate): each waits
+// until the transfers before it have had their time at the rate.
+type pacer struct {
+	rate float64 // bytes per second
+	mu   sync.Mutex
+	next time.Time // when the next transfer may start
+}
+
+// wait reserves n bytes of the rate and returns when the transfer may
+// start; a nil pacer does not wait.
+func (p *pacer) wait(ctx context.Context, n int64) error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	start := p.next
+	if now := time.Now(); start.Before(now) {
+		start = now
+	}
+	p.next = start.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
+	p.mu.Unlock()
+	if d := time.Until(start); d > 0 {
+		return blob.Sleep(ctx, d)
+	}
+	return ctx.Err()
 }

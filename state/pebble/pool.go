@@ -26,6 +26,10 @@ type Pool struct {
 	// to wait for a flush or compaction (tests).
 	onStall func()
 
+	// uploads paces the uploads of background checkpoints' files
+	// (BackgroundUploadRate); nil: unpaced.
+	uploads *pacer
+
 	mu    sync.Mutex
 	nopen int
 
@@ -42,6 +46,7 @@ type poolConfig struct {
 	noCompactions bool
 	wrapFS        func(vfs.FS) vfs.FS
 	onStall       func()
+	uploadRate    int64
 }
 
 // DefaultMemory is the memory of a Pool without a Memory option.
@@ -79,6 +84,28 @@ const memtablesPerDB = 2
 // will run continuously trying to shrink memory it cannot free.
 func Memory(bytes int64) PoolOption { return func(c *poolConfig) { c.memory = bytes } }
 
+// BackgroundUploadRate paces the uploads of the pool's background
+// checkpoints (CheckpointOptions.Background: the materializations of the
+// changelog state backend) to at most bytesPerSecond in all; 0 leaves
+// them unpaced. The default is DefaultBackgroundUploadRate. A
+// materialization uploads the files compactions wrote since the last one,
+// hundreds of megabytes at a few gigabytes of state; unpaced, it takes the
+// disk's whole bandwidth while it reads them (and, to a store on the same
+// disk, writes them), and the job's reads of its state and every small
+// fsync of its checkpoints (the log, the manifest) queue behind it.
+// Paced, it takes longer and leaves the disk to the job. The files a
+// materialization must upload grow with the rate compactions write and
+// the materialization interval: at 40 MiB/s, 2.3 GiB a minute. Checkpoints
+// without the changelog, which the job waits for, are never paced.
+func BackgroundUploadRate(bytesPerSecond int64) PoolOption {
+	return func(c *poolConfig) { c.uploadRate = bytesPerSecond }
+}
+
+// DefaultBackgroundUploadRate is the pace of background uploads of a Pool
+// without a BackgroundUploadRate option (BENCHMARKS.md: "Materializations
+// paced").
+const DefaultBackgroundUploadRate = 40 << 20
+
 // MaxDBs sets how many DBs (keyed subtasks) the pool holds open at once,
 // which sizes each DB's share of the memtable budget; Open fails past it.
 func MaxDBs(n int) PoolOption { return func(c *poolConfig) { c.maxDBs = n } }
@@ -100,7 +127,7 @@ func MinMemory(maxDBs int) int64 {
 // NewPool returns a pool. It fails if the memory is too small to give each
 // of MaxDBs DBs its memtables of at least 1 MiB.
 func NewPool(opts ...PoolOption) (*Pool, error) {
-	c := poolConfig{memory: DefaultMemory, maxDBs: DefaultMaxDBs}
+	c := poolConfig{memory: DefaultMemory, maxDBs: DefaultMaxDBs, uploadRate: DefaultBackgroundUploadRate}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -112,7 +139,14 @@ func NewPool(opts ...PoolOption) (*Pool, error) {
 		return nil, fmt.Errorf("pebble: Memory(%d) is too small for MaxDBs(%d): each DB needs %d bytes of memtables; give Memory at least %d bytes or lower MaxDBs",
 			c.memory, c.maxDBs, memtablesPerDB*minMemTable, 4*memtablesPerDB*minMemTable*c.maxDBs)
 	}
-	return &Pool{cache: pebble.NewCache(c.memory / 2), memory: c.memory, maxDBs: c.maxDBs, memtable: mem, noCompactions: c.noCompactions, wrapFS: c.wrapFS, onStall: c.onStall}, nil
+	if c.uploadRate < 0 {
+		return nil, fmt.Errorf("pebble: BackgroundUploadRate(%d): need 0 (unpaced) or more bytes per second", c.uploadRate)
+	}
+	p := &Pool{cache: pebble.NewCache(c.memory / 2), memory: c.memory, maxDBs: c.maxDBs, memtable: mem, noCompactions: c.noCompactions, wrapFS: c.wrapFS, onStall: c.onStall}
+	if c.uploadRate > 0 {
+		p.uploads = &pacer{rate: float64(c.uploadRate)}
+	}
+	return p, nil
 }
 
 // ValueCacheBytes is the memory each DB's backend keeps decoded values in:
