@@ -287,7 +287,7 @@ func download(ctx context.Context, store blob.Store, dir string, files []File, l
 			if err != nil {
 				return &CorruptFileError{File: f.Name, Object: f.Object, Reason: err.Error()}
 			}
-			if err := os.WriteFile(filepath.Join(dir, f.Name), contents, 0o644); err != nil {
+			if err := writeRestored(filepath.Join(dir, f.Name), contents); err != nil {
 				return &DirError{Dir: dir, Op: "write " + f.Name, Err: err}
 			}
 			mu.Lock()
@@ -298,4 +298,22 @@ func download(ctx context.Context, store blob.Store, dir string, files []File, l
 		return nil
 	})
 	return st, err
+}
+
+// writeRestored writes a restored file, as os.WriteFile does, and starts
+// its writeback at once (startWriteback), so that the restore's writes
+// reach the disk while it runs rather than after it.
+func writeRestored(path string, contents []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(contents)
+	if err == nil {
+		startWriteback(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
