@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,5 +215,61 @@ func TestReadUploadRefusesBadHandles(t *testing.T) {
 		if n := store.getsOf("a"); n != 0 {
 			t.Errorf("upload %+v: %d reads of the object", c.up, n)
 		}
+	}
+}
+
+// completesLater wraps a store of parts whose completion by a reader
+// reports success while the object is not there yet, as versitygw
+// answers a completion that joins one in progress: the object appears
+// only after the first read that misses it.
+type completesLater struct {
+	diesBeforeCompleting
+	mu      sync.Mutex
+	pending map[string]func() error // by object: what makes it appear
+}
+
+func (s *completesLater) CompleteParts(ctx context.Context, name, id string, n int, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		s.pending = map[string]func() error{}
+	}
+	s.pending[name] = func() error { return s.p.CompleteParts(ctx, name, id, n, size) }
+	return nil
+}
+
+func (s *completesLater) Get(ctx context.Context, name string) ([]byte, error) {
+	s.mu.Lock()
+	appear := s.pending[name]
+	delete(s.pending, name)
+	s.mu.Unlock()
+	if appear != nil {
+		if err := appear(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("get %q: %w", name, blob.ErrNotFound)
+	}
+	return s.Store.Get(ctx, name)
+}
+
+// TestCompletionInProgress: a reader whose completion of a log object's
+// upload succeeds, but only joins a completion still in progress, waits
+// for the object instead of failing on its first miss.
+func TestCompletionInProgress(t *testing.T) {
+	inner := newPartStore(16 << 10)
+	store := &completesLater{diesBeforeCompleting: diesBeforeCompleting{Store: inner, p: inner}}
+	l := openLog(t, store, Options{FlushBytes: 20 << 10})
+	w := l.Writer("w")
+	want := logInterval(t, w, 200, 1000, 3)
+	h := mustPersist(t, w)
+	if len(h.Uploads) != 1 {
+		t.Fatalf("handle %+v, want one pending upload", h)
+	}
+	got := newSyncModel()
+	if err := Read(context.Background(), store, ReadOptions{}, []Handle{h}, 0, 8, got.apply); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got.m, want); d != "" {
+		t.Fatalf("read:\n%s", d)
 	}
 }

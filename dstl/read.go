@@ -563,8 +563,11 @@ const completeWait = 30 * time.Second
 // store (see Handle.Uploads) and fetches it. An upload already gone while
 // the object is still missing is being completed elsewhere (a store
 // removes the upload when a completion starts, and shows the object when
-// it ends, seconds later on some servers): the read waits for the object,
-// up to completeWait.
+// it ends, seconds later on some servers), and a completion that succeeds
+// may only have joined one in progress (versitygw answers a second
+// completion of an upload with success while the first still assembles
+// the object): either way the read waits for the object, up to
+// completeWait.
 func completeAndFetch(ctx context.Context, store blob.Store, h *blob.Hedger, up Upload, wanted func(string) bool) (*Batch, error) {
 	p, ok := store.(blob.Parter)
 	if !ok {
@@ -577,7 +580,7 @@ func completeAndFetch(ctx context.Context, store blob.Store, h *blob.Hedger, up 
 	deadline := time.Now().Add(completeWait)
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		o, ferr := fetchRemote(ctx, store, h, up.Object, wanted)
-		if ferr == nil || !errors.Is(ferr, blob.ErrNotFound) || err == nil || time.Now().After(deadline) {
+		if ferr == nil || !errors.Is(ferr, blob.ErrNotFound) || time.Now().After(deadline) {
 			if ferr != nil && err != nil {
 				ferr = fmt.Errorf("%w; completing its upload: %w", ferr, err)
 			}
