@@ -119,6 +119,34 @@ func CompleteUpload(ctx context.Context, p Parter, name, id string, parts int, s
 	return err
 }
 
+// CompleteAndAwait completes upload id of the object name (CompleteUpload)
+// and then waits, up to wait, until found reports the object there. Either
+// outcome of the completion can come before the object: a completion may
+// report success while it only joined one still in progress (versitygw
+// answers so), and an upload already gone is being completed elsewhere (a
+// store drops the upload when a completion starts and shows the object
+// when it ends, seconds later on some servers). It returns true once found
+// does, false if the object did not show within wait, or the completion's
+// failure (other than ErrNotFound) or found's error.
+func CompleteAndAwait(ctx context.Context, p Parter, name, id string, parts int, size int64, attempts int,
+	wait time.Duration, found func(context.Context) (bool, error)) (bool, error) {
+	if err := CompleteUpload(ctx, p, name, id, parts, size, attempts); err != nil && !errors.Is(err, ErrNotFound) {
+		return false, fmt.Errorf("complete the upload %s of %q: %w", id, name, err)
+	}
+	deadline := time.Now().Add(wait)
+	for pause := 20 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		if ok, err := found(ctx); ok || err != nil {
+			return ok, err
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		if err := Sleep(ctx, pause); err != nil {
+			return false, fmt.Errorf("waiting for %q, whose upload %s is being completed: %w", name, id, err)
+		}
+	}
+}
+
 // CheckUpload checks what a handle or a manifest records of an upload
 // whose completion may be left to a reader: upload id of object (what
 // names the kind of object in errors, "log object" say), one of objects

@@ -615,32 +615,15 @@ func (s *Storage) completeUploads(ctx context.Context, m *Manifest, missing []st
 // elsewhere to show its object.
 var completeWait = 30 * time.Second
 
-// completeUpload completes u and reports whether its object exists: false
-// if the upload is gone and no object showed up within completeWait.
+// completeUpload completes u and reports whether its object exists
+// (blob.CompleteAndAwait, the object looked for by listing): false if it
+// did not show up within completeWait.
 func (s *Storage) completeUpload(ctx context.Context, p blob.Parter, u LogUpload) (bool, error) {
-	err := blob.CompleteUpload(ctx, p, u.Object, u.ID, int(u.Parts), u.Size, readAttempts)
-	if err == nil {
-		return true, nil
-	}
-	if !errors.Is(err, blob.ErrNotFound) {
-		return false, fmt.Errorf("complete the upload %s of log object %q: %w", u.ID, u.Object, err)
-	}
-	deadline := time.Now().Add(completeWait)
-	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		names, lerr := s.list(ctx, u.Object)
-		if lerr != nil {
-			return false, lerr
-		}
-		if slices.Contains(names, u.Object) {
-			return true, nil
-		}
-		if time.Now().After(deadline) {
-			return false, nil
-		}
-		if serr := blob.Sleep(ctx, wait); serr != nil {
-			return false, serr
-		}
-	}
+	return blob.CompleteAndAwait(ctx, p, u.Object, u.ID, int(u.Parts), u.Size, readAttempts, completeWait,
+		func(ctx context.Context) (bool, error) {
+			names, err := s.list(ctx, u.Object)
+			return slices.Contains(names, u.Object), err
+		})
 }
 
 // list lists the names under prefix, retried and hedged (reader).

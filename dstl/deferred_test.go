@@ -135,18 +135,26 @@ func TestWriterNeverCompletesOnS3(t *testing.T) {
 	testWriterNeverCompletes(t, srv.Open(t, "dstl", "log"), Options{FlushBytes: 6 << 20}, 4000, 4000)
 }
 
+// pendingUpload logs an interval of several parts (values from seed) to a
+// log on store and persists it: the handle names the object's upload.
+func pendingUpload(t *testing.T, store blob.Store, seed uint64) (*Log, Handle, model) {
+	t.Helper()
+	l := openLog(t, store, Options{FlushBytes: 20 << 10})
+	w := l.Writer("w")
+	want := logInterval(t, w, 200, 1000, seed)
+	h := mustPersist(t, w)
+	if len(h.Uploads) != 1 {
+		t.Fatalf("handle %+v, want its object's upload", h)
+	}
+	return l, h, want
+}
+
 // TestCompletedByWriterAndReader reads a handle whose upload the writer
 // completed meanwhile (Close waits for it): the read finds the object and
 // completes nothing; a second completion from the handle is harmless.
 func TestCompletedByWriterAndReader(t *testing.T) {
 	store := newPartStore(16 << 10)
-	l := openLog(t, store, Options{FlushBytes: 20 << 10})
-	w := l.Writer("w")
-	want := logInterval(t, w, 200, 1000, 2)
-	h := mustPersist(t, w)
-	if len(h.Uploads) != 1 {
-		t.Fatalf("handle %+v, want its object's upload", h)
-	}
+	l, h, want := pendingUpload(t, store, 2)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -258,13 +266,7 @@ func (s *completesLater) Get(ctx context.Context, name string) ([]byte, error) {
 func TestCompletionInProgress(t *testing.T) {
 	inner := newPartStore(16 << 10)
 	store := &completesLater{diesBeforeCompleting: diesBeforeCompleting{Store: inner, p: inner}}
-	l := openLog(t, store, Options{FlushBytes: 20 << 10})
-	w := l.Writer("w")
-	want := logInterval(t, w, 200, 1000, 3)
-	h := mustPersist(t, w)
-	if len(h.Uploads) != 1 {
-		t.Fatalf("handle %+v, want one pending upload", h)
-	}
+	_, h, want := pendingUpload(t, store, 3)
 	got := newSyncModel()
 	if err := Read(context.Background(), store, ReadOptions{}, []Handle{h}, 0, 8, got.apply); err != nil {
 		t.Fatal(err)

@@ -560,36 +560,30 @@ type fetchStats struct{ local, missing, corrupt, remote, completed atomic.Int64 
 const completeWait = 30 * time.Second
 
 // completeAndFetch completes the upload of a log object missing from the
-// store (see Handle.Uploads) and fetches it. An upload already gone while
-// the object is still missing is being completed elsewhere (a store
-// removes the upload when a completion starts, and shows the object when
-// it ends, seconds later on some servers), and a completion that succeeds
-// may only have joined one in progress (versitygw answers a second
-// completion of an upload with success while the first still assembles
-// the object): either way the read waits for the object, up to
-// completeWait.
+// store (see Handle.Uploads) and fetches it once it shows, up to
+// completeWait (blob.CompleteAndAwait).
 func completeAndFetch(ctx context.Context, store blob.Store, h *blob.Hedger, up Upload, wanted func(string) bool) (*Batch, error) {
 	p, ok := store.(blob.Parter)
 	if !ok {
 		return nil, fmt.Errorf("dstl: read object %q: not found, and its upload %s cannot be completed: %T: %w", up.Object, up.ID, store, blob.ErrNoParts)
 	}
-	err := blob.CompleteUpload(ctx, p, up.Object, up.ID, int(up.Parts), up.Size, 3)
-	if err != nil && !errors.Is(err, blob.ErrNotFound) {
-		return nil, fmt.Errorf("dstl: read object %q: not found, and completing its upload failed: %w", up.Object, err)
-	}
-	deadline := time.Now().Add(completeWait)
-	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		o, ferr := fetchRemote(ctx, store, h, up.Object, wanted)
-		if ferr == nil || !errors.Is(ferr, blob.ErrNotFound) || time.Now().After(deadline) {
-			if ferr != nil && err != nil {
-				ferr = fmt.Errorf("%w; completing its upload: %w", ferr, err)
+	var o *Batch
+	found, err := blob.CompleteAndAwait(ctx, p, up.Object, up.ID, int(up.Parts), up.Size, 3, completeWait,
+		func(ctx context.Context) (bool, error) {
+			var err error
+			o, err = fetchRemote(ctx, store, h, up.Object, wanted)
+			if errors.Is(err, blob.ErrNotFound) {
+				return false, nil
 			}
-			return o, ferr
-		}
-		if serr := blob.Sleep(ctx, wait); serr != nil {
-			return nil, fmt.Errorf("%w (waiting for a completion of its upload elsewhere: %w)", ferr, serr)
-		}
+			return err == nil, err
+		})
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("dstl: read object %q: not found at first: %w", up.Object, err)
+	case !found:
+		return nil, fmt.Errorf("dstl: read object %q: not found %v after its upload %s was completed: %w", up.Object, completeWait, up.ID, blob.ErrNotFound)
 	}
+	return o, nil
 }
 
 // fetchAll fetches and decodes the named objects, par at a time, from

@@ -606,7 +606,7 @@ func (cl *Operator) Checkpoint(a *manifest.Ack, wm int64) func(ctx context.Conte
 			KeyGroupStart: uint32(start), KeyGroupEnd: uint32(end), Writer: h.Writer, After: after, Upto: upto,
 			Objects: h.Objects, Size: h.Size, CRCs: h.CRCs}
 		for _, u := range h.Uploads {
-			part.Uploads = append(part.Uploads, checkpoint.LogUpload{Object: u.Object, ID: u.ID, Parts: u.Parts, Size: u.Size})
+			part.Uploads = append(part.Uploads, checkpoint.LogUpload(u))
 		}
 		a.Logs = append(a.Logs, manifest.OpLog{UID: uid, Part: part})
 		// Uploaded for this checkpoint: the log since the previous one, or

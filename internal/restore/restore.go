@@ -197,7 +197,7 @@ func LoadParts(ctx context.Context, store blob.Store, hedger *blob.Hedger, b *st
 func handle(l checkpoint.LogPart) dstl.Handle {
 	h := dstl.Handle{Writer: l.Writer, After: l.After, Upto: l.Upto, Objects: l.Objects, Size: l.Size, CRCs: l.CRCs}
 	for _, u := range l.Uploads {
-		h.Uploads = append(h.Uploads, dstl.Upload{Object: u.Object, ID: u.ID, Parts: u.Parts, Size: u.Size})
+		h.Uploads = append(h.Uploads, dstl.Upload(u))
 	}
 	return h
 }
