@@ -577,33 +577,57 @@ func benchRun(cfg benchConfig, stderr io.Writer) (benchResult, error) {
 // reg has uploaded (eddy_dstl_uploaded_bytes_total), 0 without a
 // changelog.
 func logBytes(reg *prometheus.Registry) float64 {
-	return counterSum(reg, "eddy_dstl_uploaded_bytes_total")
+	return metricSum(reg, "eddy_dstl_uploaded_bytes_total")
 }
 
 // logObjects is the number of changelog objects the job registered in
 // reg has written (eddy_dstl_objects_total: a streamed object of several
 // batches counts once), 0 without a changelog.
 func logObjects(reg *prometheus.Registry) float64 {
-	return counterSum(reg, "eddy_dstl_objects_total")
+	return metricSum(reg, "eddy_dstl_objects_total")
 }
 
-// counterSum is the sum of the counter name's series in reg, 0 if it has
-// none.
-func counterSum(reg *prometheus.Registry, name string) float64 {
+// metricSum is the sum of the counter or gauge name's series in reg, 0 if
+// it has none.
+func metricSum(reg *prometheus.Registry, name string) float64 {
+	var n float64
+	for _, v := range seriesValues(reg, name) {
+		n += v
+	}
+	return n
+}
+
+// gaugeMax is the largest value of the gauge name's series in reg, 0 if it
+// has none.
+func gaugeMax(reg *prometheus.Registry, name string) float64 {
+	var n float64
+	for _, v := range seriesValues(reg, name) {
+		n = max(n, v)
+	}
+	return n
+}
+
+// seriesValues returns the values of the counter or gauge name's series in
+// reg.
+func seriesValues(reg *prometheus.Registry, name string) []float64 {
 	mfs, err := reg.Gather()
 	if err != nil {
-		return 0
+		return nil
 	}
+	var vs []float64
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			var n float64
-			for _, m := range mf.GetMetric() {
-				n += m.GetCounter().GetValue()
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if c := m.GetCounter(); c != nil {
+				vs = append(vs, c.GetValue())
+			} else {
+				vs = append(vs, m.GetGauge().GetValue())
 			}
-			return n
 		}
 	}
-	return 0
+	return vs
 }
 
 // options are the settings the runs of cfg share.

@@ -21,6 +21,7 @@ import (
 	"github.com/eddyflow/eddy/internal/splitmix"
 	"github.com/eddyflow/eddy/state"
 	"github.com/eddyflow/eddy/state/pebble"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // benchPebbleCmd runs `eddy bench pebble`: the capacity benchmark of the
@@ -49,6 +50,7 @@ func benchPebbleCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.changelog, "changelog", 0, "turn on the changelog backend on Pebble, materializing (a Pebble checkpoint) at most this often (0: off)")
 	dir := fs.String("dir", "", "working directory: Pebble databases and the checkpoint store (default: a temporary one; removed after)")
 	fs.DurationVar(&c.traceSlow, "trace-slow", 0, "in the update phase, keep a flight recording of the execution trace and write the last seconds of it when a checkpoint takes longer than this (at most 3, named slow-checkpoint-pebble-*.trace)")
+	fs.BoolVar(&c.settle, "settle", true, "after the fill, run the job without records until Pebble's compactions have caught up with it (and, with the changelog, two materializations have completed since), so that the later phases restore a settled database, as a job running at its steady rate checkpoints one")
 	fs.BoolVar(&c.keep, "keep", false, "keep --dir after the run, and skip the fill when --dir holds a finished fill of the same keys and value size (to measure the later phases again)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -91,6 +93,7 @@ type capConfig struct {
 	changelog        time.Duration // materialization interval with the changelog; 0: off
 	dir              string
 	keep             bool // keep dir; reuse a finished fill in it
+	settle           bool // settle the fill's database before the later phases
 	traceSlow        time.Duration
 }
 
@@ -118,6 +121,119 @@ func (c capConfig) options(par int, onCkpt func(eddy.CheckpointStats)) []eddy.Op
 	}
 	return opts
 }
+
+// Settling: a fill as fast as Pebble takes it outruns its compactions, and
+// its last checkpoint holds a database in debt (on 2026-12-05 at 8 GiB:
+// L0 at 35 to 44 sublevels of 400 files and 4.8 GB of compaction debt per
+// database). Every restore of it pays that debt first: for 100 s
+// compactions rewrite 200 MB/s, the subtasks' reads pass over 40
+// sublevels, and checkpoints wait for barriers behind slow records. A job
+// at its steady rate checkpoints a settled database, so the update phase
+// restores one: the settle phase restores the fill and runs the job
+// without records until the debt is paid.
+const (
+	// settledFor is how long every database's compaction debt must stay
+	// unchanged, with no records written, for the settle phase to
+	// consider its compactions done (Pebble's estimate stays above zero
+	// when no level needs a compaction: L0's files count).
+	settledFor = 10 * time.Second
+	// settledL0 is the L0 sublevels every database must be below: the
+	// threshold at which Pebble compacts L0.
+	settledL0 = 12
+	// settleLimit is how long the settle phase waits for compactions
+	// before it fails.
+	settleLimit = 20 * time.Minute
+)
+
+// settle restores the last checkpoint of c's job and runs it without
+// records until the compactions of every database have caught up (the
+// debt unchanged for settledFor) and, with the changelog, every subtask
+// has completed two materializations since (the first may have begun
+// before): then the job ends with a checkpoint of a
+// settled database. Its uploads are unpaced: nothing measured runs.
+func settle(c capConfig, w io.Writer, onCkpt func(eddy.CheckpointStats)) error {
+	reg := prometheus.NewRegistry()
+	c.uploadRate = 0
+	var (
+		mu          sync.Mutex
+		env         *eddy.Env
+		checked     time.Time
+		reported    time.Time
+		lastDebt    = -1.0
+		steadySince time.Time
+		settledAt   time.Time
+		debt, l0    float64
+		mats        int64
+	)
+	began := time.Now()
+	var failure error
+	hold := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if env == nil || time.Since(checked) < time.Second {
+			return true
+		}
+		checked = time.Now()
+		if settledAt.IsZero() {
+			debt, l0 = metricSum(reg, "eddy_pebble_compaction_debt_bytes"), gaugeMax(reg, "eddy_pebble_l0_sublevels")
+			open := len(seriesValues(reg, "eddy_pebble_l0_sublevels")) // databases restored and open
+			if time.Since(reported) >= c.report {
+				reported = time.Now()
+				fmt.Fprintf(w, "settle: %v  databases open %d  debt %.0f MiB  L0 at most %v sublevels  materializations %d\n",
+					time.Since(began).Round(time.Second), open, debt/(1<<20), l0, env.Stats().Materializations)
+			}
+			if open < c.par || debt != lastDebt || l0 >= settledL0 {
+				lastDebt, steadySince = debt, time.Now()
+			}
+			if open < c.par || time.Since(steadySince) < settledFor || l0 >= settledL0 {
+				if time.Since(began) > settleLimit {
+					failure = fmt.Errorf("compactions have not caught up after %v: debt %.0f MiB, L0 %v sublevels", settleLimit, debt/(1<<20), l0)
+					return false
+				}
+				return true
+			}
+			settledAt, mats = time.Now(), env.Stats().Materializations
+			fmt.Fprintf(w, "settle: compactions caught up %v after the start (debt %.0f MiB, L0 at most %v sublevels)\n", settledAt.Sub(began).Round(time.Second), debt/(1<<20), l0)
+		}
+		return c.changelog > 0 && env.Stats().Materializations < mats+2*int64(c.par)
+	}
+	opts := append(c.options(c.par, onCkpt), eddy.Metrics(reg))
+	e := eddy.New(opts...)
+	buildCap(e, eddy.FromSource(e, idleSource{hold: hold}), c.valueBytes)
+	mu.Lock()
+	env = e
+	mu.Unlock()
+	fmt.Fprintf(w, "\nsettle: restoring the last checkpoint and running without records\n")
+	if err := e.Run(context.Background()); err != nil {
+		return err
+	}
+	if failure != nil {
+		return failure
+	}
+	fmt.Fprintf(w, "settle done in %v: restored checkpoint %d in %v; %d materializations; debt %.0f MiB, L0 at most %v sublevels when settled\n",
+		time.Since(began).Round(time.Second), e.Stats().RestoredFrom, e.Stats().Recovery.Round(time.Millisecond), e.Stats().Materializations, debt/(1<<20), l0)
+	return nil
+}
+
+// idleSource is a source of no records that ends once hold returns false.
+type idleSource struct{ hold func() bool }
+
+func (idleSource) Name() string { return "settle" }
+func (idleSource) Splits() int  { return 1 }
+func (s idleSource) OpenSplit(context.Context, int, []byte) (eddy.SplitReader[int64], error) {
+	return idleReader(s), nil
+}
+
+type idleReader idleSource
+
+func (r idleReader) Next(*int64) (eddy.ReadStatus, error) {
+	if r.hold() {
+		return eddy.Idle, nil
+	}
+	return eddy.End, nil
+}
+func (idleReader) Position() []byte { return nil }
+func (idleReader) Close() error     { return nil }
 
 // capValue is the state of a key: its value bytes, random so that Pebble's
 // block compression does not shrink them.
@@ -171,7 +287,7 @@ type randomKeySource struct {
 func (s randomKeySource) Name() string { return "updates" }
 func (s randomKeySource) Splits() int  { return s.splits }
 func (s randomKeySource) OpenSplit(_ context.Context, split int, pos []byte) (eddy.SplitReader[int64], error) {
-	r := &randomKeyReader{s: s, x: uint64(split) * 0x2545f4914f6cdd1d, start: time.Now()}
+	r := &randomKeyReader{s: s, x: uint64(split) * 0x2545f4914f6cdd1d}
 	if len(pos) == 8 {
 		r.done = int64(binary.LittleEndian.Uint64(pos))
 	}
@@ -182,15 +298,23 @@ type randomKeyReader struct {
 	s     randomKeySource
 	x     uint64
 	done  int64
-	start time.Time
+	start time.Time // of the first read
+	began int64     // done at the first read
 }
 
 func (r *randomKeyReader) Next(k *int64) (eddy.ReadStatus, error) {
 	if r.done >= r.s.n/int64(r.s.splits) {
 		return eddy.End, nil
 	}
+	if r.start.IsZero() {
+		// The rate's clock starts at the first read, once the job has
+		// restored: started at OpenSplit, the restore's seconds came out
+		// as a burst at full speed after it, a burst as long as the
+		// restore, which grows with the state.
+		r.start, r.began = time.Now(), r.done
+	}
 	if r.s.rate > 0 && r.done%64 == 0 {
-		if allowed := int64(time.Since(r.start).Seconds() * r.s.rate / float64(r.s.splits)); r.done > allowed {
+		if allowed := r.began + int64(time.Since(r.start).Seconds()*r.s.rate/float64(r.s.splits)); r.done > allowed {
 			return eddy.Idle, nil
 		}
 	}
@@ -244,6 +368,12 @@ func capRun(c capConfig, w io.Writer) error {
 			if err := os.WriteFile(marker, []byte(c.fillID()), 0o644); err != nil {
 				return err
 			}
+		}
+	}
+
+	if c.settle {
+		if err := settle(c, w, onCkpt); err != nil {
+			return fmt.Errorf("settle: %w", err)
 		}
 	}
 

@@ -9,7 +9,7 @@ import (
 )
 
 // TestBenchPebbleRuns runs a small bench pebble and checks that it filled
-// every key, measured the updates' checkpoints, and restored the last
+// every key, settled, measured the updates' checkpoints, and restored the last
 // checkpoint at the same parallelism and rescaled, each reading bytes.
 func TestBenchPebbleRuns(t *testing.T) {
 	if testing.Short() {
@@ -25,6 +25,9 @@ func TestBenchPebbleRuns(t *testing.T) {
 	t.Log(s)
 	if !strings.Contains(s, "fill done: 5242 records") {
 		t.Errorf("the fill did not report its 5242 keys:\n%s", s)
+	}
+	if !regexp.MustCompile(`settle: compactions caught up \S+ after the start`).MatchString(s) || !regexp.MustCompile(`settle done in \S+: restored checkpoint \d+`).MatchString(s) {
+		t.Errorf("no settle phase between the fill and the updates:\n%s", s)
 	}
 	m := regexp.MustCompile(`update done: 2000 updates changed [0-9.]+ MiB of values; checkpoints uploaded [0-9.]+ MiB in all: uploaded/changed ([0-9.]+)`).FindStringSubmatch(s)
 	if m == nil {
