@@ -269,7 +269,7 @@ func (t *table[E]) groupWalk(kg int, w *entryWriter) iter.Seq[struct{}] {
 			w.n += n
 			return
 		}
-		for k, e := range m {
+		for k, e := range m.all {
 			var err error
 			if w.dst, err = t.appendEntry(w.dst, k, e); err != nil {
 				w.err = err
