@@ -31,7 +31,6 @@ type Backend struct {
 	changes        ChangeLog // where writes also go, if set (the changelog backend)
 	gen            uint64    // bumped whenever cached entries may be stale; never 0
 	groupBytes     []int     // bytes of each key group in its last snapshot or restore
-	groupCount     []int     // entries of each key group in its last snapshot or restore
 	snapScratch    []byte    // one group's entries while snapshotting
 	deterministic  bool      // snapshots sort entries by key
 	scratch        []byte    // encoded values for the change log
@@ -188,7 +187,7 @@ type keyedState interface {
 func NewBackend(maxParallelism, kgStart, kgEnd int, keySchema serde.Schema) *Backend {
 	return &Backend{eventTime: math.MinInt64, recordTime: math.MinInt64, maxPar: maxParallelism, kgStart: kgStart, kgEnd: kgEnd, keySchema: keySchema,
 		kg: kgStart, byName: map[string]keyedState{}, byID: map[uint32]keyedState{}, gen: 1,
-		groupBytes: make([]int, kgEnd-kgStart), groupCount: make([]int, kgEnd-kgStart)}
+		groupBytes: make([]int, kgEnd-kgStart)}
 }
 
 // GroupBytes returns the bytes key group kg's entries took in the last
@@ -348,7 +347,10 @@ func (b *Backend) appendSnapshotGroups(dst []byte, from, to int) ([]byte, error)
 	// group's entries go to a reused scratch buffer and are copied once
 	// into out, which is presized from the last snapshot of these groups.
 	// (Field order does not matter to protobuf readers.)
-	est := len(snapshotMagic) + 256 + b.snapshotEstimate(from, to)
+	est := len(snapshotMagic) + 256
+	for kg := from; kg < to; kg++ {
+		est += b.groupBytes[kg-b.kgStart] + b.groupBytes[kg-b.kgStart]/16
+	}
 	out := slices.Grow(dst, est)
 	out = append(out, snapshotMagic...)
 	if out, err = serde.MustFor[snapshotHeader]().Append(out, &h); err != nil {
@@ -356,7 +358,7 @@ func (b *Backend) appendSnapshotGroups(dst []byte, from, to int) ([]byte, error)
 	}
 	var gh []byte
 	for kg := from; kg < to; kg++ {
-		size, count := 0, 0
+		size := 0
 		for si, s := range b.states {
 			var n int
 			if b.snapScratch, n, err = s.appendGroup(b.snapScratch[:0], kg); err != nil {
@@ -366,43 +368,18 @@ func (b *Backend) appendSnapshotGroups(dst []byte, from, to int) ([]byte, error)
 				continue
 			}
 			data := b.snapScratch
-			size, count = size+len(data), count+n
+			size += len(data)
 			if out, err = appendGroupHead(out, &gh, kg, si, n, len(data)); err != nil {
 				return nil, err
 			}
 			out = append(out, data...)
 		}
 		b.groupBytes[kg-b.kgStart] = size
-		b.groupCount[kg-b.kgStart] = count
 	}
 	if cap(b.snapScratch) > 64<<20 {
 		b.snapScratch = nil // do not hold a huge group's buffer for good
 	}
 	return out, nil
-}
-
-// snapshotEstimate returns the bytes the entries of key groups [from, to)
-// are expected to take in a snapshot: each group's bytes in its last
-// snapshot or restore, scaled by how its number of entries changed since
-// (heap state only: counting a store's entries scans it), and a sixteenth
-// more. State that grows between checkpoints (a join's keys, kept for good)
-// would otherwise outgrow the snapshot's buffer in every snapshot, which
-// then copies what it has written so far, once or more.
-func (b *Backend) snapshotEstimate(from, to int) int {
-	est := 0
-	for kg := from; kg < to; kg++ {
-		g := kg - b.kgStart
-		n := b.groupBytes[g]
-		if then := b.groupCount[g]; then > 0 && b.store == nil {
-			now := 0
-			for _, s := range b.states {
-				now += s.groupEntries(kg)
-			}
-			n = int(int64(n) * int64(now) / int64(then))
-		}
-		est += n + n/16
-	}
-	return est
 }
 
 // appendGroupHead appends one element of snapshotHeader.Groups up to the
@@ -589,7 +566,6 @@ func (b *Backend) loadPart(h *snapshotHeader, from, to int) *RestoreError {
 			return &RestoreError{State: name, Reason: fmt.Sprintf("key group %d: %v", kg, err)}
 		}
 		b.groupBytes[kg-b.kgStart] += len(g.Data)
-		b.groupCount[kg-b.kgStart] += int(g.Count)
 	}
 	return nil
 }

@@ -38,7 +38,6 @@ type GroupSnapshot struct {
 
 	gh        []byte   // scratch for the groupData headers
 	groupSize int      // the data bytes of group next so far
-	groupN    int      // the entries of group next so far
 	partFrom  int      // the first group of the pending part
 	segs      [][]byte // the pending part's segments after its header
 	size      int      // their bytes
@@ -116,8 +115,7 @@ func (s *GroupSnapshot) Step(budget int) (*SnapshotPart, error) {
 		}
 		if s.state == len(s.b.states) {
 			s.b.groupBytes[s.next-s.b.kgStart] = s.groupSize
-			s.b.groupCount[s.next-s.b.kgStart] = s.groupN
-			s.state, s.groupSize, s.groupN = 0, 0, 0
+			s.state, s.groupSize = 0, 0
 			s.next++
 			if s.size >= s.partBytes || s.next == s.end {
 				return s.cut(), nil
@@ -200,7 +198,6 @@ func (s *GroupSnapshot) addGroup(kg, state, count int, chunks [][]byte) error {
 	s.segs = append(s.segs, chunks...)
 	s.size += len(head) + dataLen
 	s.groupSize += dataLen
-	s.groupN += count
 	return nil
 }
 

@@ -2,11 +2,7 @@ package state
 
 import (
 	"bytes"
-	"fmt"
-	"strings"
 	"testing"
-
-	"github.com/eddyflow/eddy/serde"
 )
 
 // TestPackKeyIsOneToOne: every key of up to 7 bytes packs to its own value
@@ -70,37 +66,5 @@ func TestKeyMapShortAndLong(t *testing.T) {
 	}
 	if m.len() != 0 {
 		t.Fatalf("len %d after removing every key", m.len())
-	}
-}
-
-// TestSnapshotEstimateFollowsGrowth: after the state doubles, a snapshot's
-// size estimate is about the new size (it was the old one's), so that
-// AppendSnapshot does not regrow its buffer.
-func TestSnapshotEstimateFollowsGrowth(t *testing.T) {
-	ks, _ := serde.SchemaOf[string]()
-	b := NewBackend(128, 0, 4, ks)
-	v, err := NewValue[string](b, "v")
-	if err != nil {
-		t.Fatal(err)
-	}
-	put := func(from, to int) {
-		for i := from; i < to; i++ {
-			k := []byte(fmt.Sprintf("key-%d", i))
-			b.SetCurrentKey(k, i%4)
-			v.Update(strings.Repeat("x", 50))
-		}
-	}
-	put(0, 1000)
-	if _, err := b.Snapshot(); err != nil {
-		t.Fatal(err)
-	}
-	put(1000, 2000)
-	est := b.snapshotEstimate(0, 4)
-	snap, err := b.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if est < len(snap)*9/10 || est > len(snap)*5/4 {
-		t.Fatalf("estimate %d bytes for a snapshot of %d", est, len(snap))
 	}
 }
