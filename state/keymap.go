@@ -27,11 +27,19 @@ const maxShortKey = 7
 // in the low byte, its bytes above in order. Keys of different bytes or
 // lengths pack differently.
 func packKey(key []byte) uint64 {
-	v := uint64(len(key))
-	for i, c := range key {
-		v |= uint64(c) << (8 * (i + 1))
+	// Two loads that overlap for keys of 4 to 7 bytes, three of single
+	// bytes (some the same) for shorter ones: no loop per byte.
+	n := len(key)
+	var v uint64
+	switch {
+	case n >= 4:
+		lo := uint64(binary.LittleEndian.Uint32(key))
+		hi := uint64(binary.LittleEndian.Uint32(key[n-4:]))
+		v = lo | hi<<(8*(n-4))
+	case n > 0:
+		v = uint64(key[0]) | uint64(key[n/2])<<(8*(n/2)) | uint64(key[n-1])<<(8*(n-1))
 	}
-	return v
+	return v<<8 | uint64(n)
 }
 
 // unpackKey returns the key packed into v, in buf.

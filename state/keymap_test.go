@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -20,6 +21,25 @@ func TestPackKeyIsOneToOne(t *testing.T) {
 		var buf [8]byte
 		if got := unpackKey(&buf, v); !bytes.Equal(got, k) {
 			t.Fatalf("key %x unpacks to %x", k, got)
+		}
+	}
+}
+
+// TestPackKeyMatchesBytes: the packed value is the length in the low byte
+// and the bytes above it in order, for random keys of every length.
+func TestPackKeyMatchesBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 10_000 {
+		k := make([]byte, rng.IntN(maxShortKey+1))
+		for i := range k {
+			k[i] = byte(rng.Uint32())
+		}
+		want := uint64(len(k))
+		for i, c := range k {
+			want |= uint64(c) << (8 * (i + 1))
+		}
+		if got := packKey(k); got != want {
+			t.Fatalf("packKey(%x) = %#x, want %#x", k, got, want)
 		}
 	}
 }
