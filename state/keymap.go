@@ -119,17 +119,39 @@ func (m *keyMap[E]) clear() {
 // Go's map order. The key slice is valid until the next iteration: a
 // caller that keeps it copies it.
 func (m keyMap[E]) all(yield func(key []byte, p *E) bool) {
+	if m.allShort(yield) {
+		m.allLong(yield)
+	}
+}
+
+// allLongFirst is all with the long keys first: a scan that stops after a
+// budget of keys (TTL cleanup) alternates between the two, or it might
+// never reach the long keys.
+func (m keyMap[E]) allLongFirst(yield func(key []byte, p *E) bool) {
+	if m.allLong(yield) {
+		m.allShort(yield)
+	}
+}
+
+// allShort yields the short keys and reports whether it yielded them all.
+func (m keyMap[E]) allShort(yield func(key []byte, p *E) bool) bool {
 	var buf [8]byte
 	for k, p := range m.short {
 		if !yield(unpackKey(&buf, k), p) {
-			return
+			return false
 		}
 	}
+	return true
+}
+
+// allLong yields the long keys and reports whether it yielded them all.
+func (m keyMap[E]) allLong(yield func(key []byte, p *E) bool) bool {
 	for k, p := range m.long {
 		if !yield(unsafeBytes(k), p) {
-			return
+			return false
 		}
 	}
+	return true
 }
 
 // unsafeBytes returns the bytes of s, which the caller must not modify.

@@ -168,11 +168,15 @@ func (t *table[E]) cleanup(budget int) int {
 		return 0
 	}
 	g := t.ttl.next % n
+	scan := t.groups[g].all
+	if (t.ttl.next/n)%2 == 1 {
+		scan = t.groups[g].allLongFirst // every other pass over the groups
+	}
 	t.ttl.next++
 	var expired []string
 	seen := 0
 	st := t.ttl.stamps
-	for k := range t.groups[g].all {
+	for k := range scan {
 		if seen >= budget {
 			break
 		}
