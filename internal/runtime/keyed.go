@@ -29,6 +29,7 @@ type Keyed struct {
 	fireProc    func(kb []byte, kg int, at int64) error
 	end         func() error
 	cl          *changelog.Operator // with the changelog state backend
+	shortKeys   bool                // the timer services hold short keys in their queues (TimerKeysNotKept)
 
 	// With the Pebble state backend (pebble.go):
 	db       *pebble.DB         // where the state lives
@@ -77,6 +78,12 @@ func (k *Keyed) OnTimer(event, proc func(kb []byte, kg int, at int64) error) {
 	k.fireEvent, k.fireProc = event, proc
 }
 
+// TimerKeysNotKept tells the operator that its timer callbacks keep
+// nothing of the key bytes they are given (they decode an integer key), so
+// its timer services may hold short keys in their queues instead of
+// interning them (timers.Service.HoldShortKeys). Call it before Start.
+func (k *Keyed) TimerKeysNotKept() { k.shortKeys = true }
+
 // OnEnd sets what runs once the operator's input has ended, after every
 // event-time timer has fired.
 func (k *Keyed) OnEnd(end func() error) { k.end = end }
@@ -118,6 +125,10 @@ func (k *Keyed) Start(sc *Subtask) error {
 	}
 	if k.eventTimers, err = timers.New(k.backend, "eddy.event-timers"); err != nil {
 		return err
+	}
+	if k.shortKeys {
+		k.procTimers.HoldShortKeys()
+		k.eventTimers.HoldShortKeys()
 	}
 	began := time.Now()
 	restoredParts, restoredLogs, err := restore.Keyed(sc.ctx, sc.restoreFrom(), k.uid, k.backend)
