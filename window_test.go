@@ -255,6 +255,32 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
+// sumWindows is the tests' window operator over src: the sum and count of
+// each key's windows, keyed by the string key, or by its number as an int64
+// (an integer key, which the runtime handles apart) if intKey.
+func sumWindows(src *eddy.Stream[ev], w eddy.Windows, intKey bool, opts ...eddy.WindowOption) eddy.Windowed[ev, winOut] {
+	add := func(a sumAcc, e *ev) sumAcc { return sumAcc{a.Sum + e.V, a.Count + 1} }
+	merge := func(a, b sumAcc) sumAcc { return sumAcc{a.Sum + b.Sum, a.Count + b.Count} }
+	if intKey {
+		keyed := eddy.KeyBy(src, func(e *ev) int64 {
+			var n int64
+			fmt.Sscanf(e.Key, "k%d", &n)
+			return n
+		})
+		return eddy.AggregateWindows(keyed, w, eddy.Aggregator[int64, ev, sumAcc, winOut]{Add: add, Merge: merge,
+			Result: func(k int64, w eddy.Window, a sumAcc) winOut {
+				return winOut{Key: fmt.Sprintf("k%d", k), Start: w.Start.UnixNano(), End: w.End.UnixNano(), Sum: a.Sum, Count: a.Count}
+			},
+		}, opts...)
+	}
+	keyed := eddy.KeyBy(src, func(e *ev) string { return e.Key })
+	return eddy.AggregateWindows(keyed, w, eddy.Aggregator[string, ev, sumAcc, winOut]{Add: add, Merge: merge,
+		Result: func(k string, w eddy.Window, a sumAcc) winOut {
+			return winOut{Key: k, Start: w.Start.UnixNano(), End: w.End.UnixNano(), Sum: a.Sum, Count: a.Count}
+		},
+	}, opts...)
+}
+
 func TestWindowsMatchBruteForce(t *testing.T) {
 	evs := outOfOrder(11, 3000)
 	cases := []struct {
@@ -263,17 +289,20 @@ func TestWindowsMatchBruteForce(t *testing.T) {
 		kind            string
 		size, slide     int64
 		lateness, delay time.Duration
+		intKey          bool
 	}{
-		{"tumbling", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 0, time.Second},
-		{"tumbling-lateness", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 5 * time.Second, time.Second},
-		{"sliding", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 0, 2 * time.Second},
-		{"sliding-lateness", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 4 * time.Second, 2 * time.Second},
-		{"session", eddy.Session(400 * time.Millisecond), "session", 400, 0, 0, time.Second},
-		{"session-lateness", eddy.Session(400 * time.Millisecond), "session", 400, 0, 3 * time.Second, time.Second},
+		{"tumbling", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 0, time.Second, false},
+		{"tumbling-lateness", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 5 * time.Second, time.Second, false},
+		{"sliding", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 0, 2 * time.Second, false},
+		{"sliding-int-key", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 0, 2 * time.Second, true},
+		{"tumbling-int-key", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 0, time.Second, true},
+		{"sliding-lateness", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 4 * time.Second, 2 * time.Second, false},
+		{"session", eddy.Session(400 * time.Millisecond), "session", 400, 0, 0, time.Second, false},
+		{"session-lateness", eddy.Session(400 * time.Millisecond), "session", 400, 0, 3 * time.Second, time.Second, false},
 		// A lateness shorter than the gap: an extended session's firing
 		// timer can be the one it absorbed's cleanup timer.
-		{"session-short-lateness", eddy.Session(400 * time.Millisecond), "session", 400, 0, 100 * time.Millisecond, time.Second},
-		{"session-lateness-gap", eddy.Session(400 * time.Millisecond), "session", 400, 0, 400 * time.Millisecond, time.Second},
+		{"session-short-lateness", eddy.Session(400 * time.Millisecond), "session", 400, 0, 100 * time.Millisecond, time.Second, false},
+		{"session-lateness-gap", eddy.Session(400 * time.Millisecond), "session", 400, 0, 400 * time.Millisecond, time.Second, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -283,14 +312,7 @@ func TestWindowsMatchBruteForce(t *testing.T) {
 			env := eddy.New(eddy.Parallelism(2), eddy.LogOutput(&logBuf{}))
 			src := eddy.FromSource[ev](env, sliceSource{evs},
 				eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, c.delay))
-			keyed := eddy.KeyBy(src, func(e *ev) string { return e.Key })
-			out := eddy.AggregateWindows(keyed, c.w, eddy.Aggregator[string, ev, sumAcc, winOut]{
-				Add:   func(a sumAcc, e *ev) sumAcc { return sumAcc{a.Sum + e.V, a.Count + 1} },
-				Merge: func(a, b sumAcc) sumAcc { return sumAcc{a.Sum + b.Sum, a.Count + b.Count} },
-				Result: func(k string, w eddy.Window, a sumAcc) winOut {
-					return winOut{Key: k, Start: w.Start.UnixNano(), End: w.End.UnixNano(), Sum: a.Sum, Count: a.Count}
-				},
-			}, eddy.AllowedLateness(c.lateness))
+			out := sumWindows(src, c.w, c.intKey, eddy.AllowedLateness(c.lateness))
 			eddy.ToSink(out.Results, file.JSONLines[winOut](filepath.Join(dir, "results")))
 			eddy.ToSink(out.Late, file.JSONLines[ev](filepath.Join(dir, "late")))
 			if err := env.Run(context.Background()); err != nil {
@@ -328,14 +350,36 @@ func head(xs []string) []string {
 	return xs
 }
 
-// TestSessionWindowsAcrossRestore stops a session-window job after a few
-// checkpoints and resumes it, several times, with another parallelism each
-// time: sessions merge across the restores and the committed output equals
-// the brute-force model's.
-func TestSessionWindowsAcrossRestore(t *testing.T) {
-	evs := outOfOrder(5, 6000)
-	m := &model{kind: "session", size: 400, lateness: 2000, delay: 1000}
-	m.run(evs)
+// TestWindowsAcrossRestore stops a window job after a few checkpoints and
+// resumes it, several times, with another parallelism each time: the
+// committed output equals the brute-force model's. Sessions merge across
+// the restores; tumbling and sliding windows without lateness, which
+// register no timers, find their open windows again from the restored
+// state.
+func TestWindowsAcrossRestore(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		w        eddy.Windows
+		m        model
+		lateness time.Duration
+		intKey   bool
+	}{
+		{"session", eddy.Session(400 * time.Millisecond), model{kind: "session", size: 400, lateness: 2000, delay: 1000}, 2 * time.Second, false},
+		{"sliding", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, false},
+		{"sliding-int-key", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			evs := outOfOrder(5, 6000)
+			m := c.m
+			m.run(evs)
+			windowsAcrossRestore(t, evs, &m, func(src *eddy.Stream[ev]) eddy.Windowed[ev, winOut] {
+				return sumWindows(src, c.w, c.intKey, eddy.AllowedLateness(c.lateness), eddy.WindowOp(eddy.Named("windows")))
+			})
+		})
+	}
+}
+
+func windowsAcrossRestore(t *testing.T, evs []ev, m *model, windows func(*eddy.Stream[ev]) eddy.Windowed[ev, winOut]) {
 	dir := t.TempDir()
 	data, results, late := filepath.Join(dir, "data"), filepath.Join(dir, "results"), filepath.Join(dir, "late")
 	build := func(par int, stopAfter int64) (*eddy.Env, context.Context, context.CancelFunc) {
@@ -350,14 +394,7 @@ func TestSessionWindowsAcrossRestore(t *testing.T) {
 			}))
 		src := eddy.FromSource[ev](env, slowSlice{sliceSource{evs}},
 			eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, time.Second))
-		keyed := eddy.KeyBy(src, func(e *ev) string { return e.Key })
-		out := eddy.AggregateWindows(keyed, eddy.Session(400*time.Millisecond), eddy.Aggregator[string, ev, sumAcc, winOut]{
-			Add:   func(a sumAcc, e *ev) sumAcc { return sumAcc{a.Sum + e.V, a.Count + 1} },
-			Merge: func(a, b sumAcc) sumAcc { return sumAcc{a.Sum + b.Sum, a.Count + b.Count} },
-			Result: func(k string, w eddy.Window, a sumAcc) winOut {
-				return winOut{Key: k, Start: w.Start.UnixNano(), End: w.End.UnixNano(), Sum: a.Sum, Count: a.Count}
-			},
-		}, eddy.AllowedLateness(2*time.Second), eddy.WindowOp(eddy.Named("sessions")))
+		out := windows(src)
 		eddy.ToSink(out.Results, file.JSONLines[winOut](results))
 		eddy.ToSink(out.Late, file.JSONLines[ev](late))
 		return env, ctx, cancel

@@ -527,41 +527,43 @@ func (l *List[T]) Clear() { l.clear() }
 // Range calls fn for every key of the owned key groups, in no order, until
 // fn returns false. The runtime uses it to rebuild timer queues.
 func (l *List[T]) Range(fn func(key []byte, kg int, xs []T) bool) {
-	if l.b.store != nil {
-		l.storeRange(fn)
-		return
-	}
-	for i, m := range l.groups {
-		for k, p := range m.all {
-			if !fn(bytes.Clone(k), l.b.kgStart+i, *p) {
-				return
-			}
-		}
-	}
+	l.rangeAll(func(key []byte, kg int, p *[]T) bool { return fn(key, kg, *p) })
 }
 
 func (l *List[T]) kind() string                       { return "list" }
 func (l *List[T]) valueSchema() serde.Schema          { return l.schema }
 func (l *List[T]) load(kg int, key, val []byte) error { return l.loadValue(kg, key, val) }
 
-// storeRange is Range of a store-backed list: a key group at a time loaded
-// from the store. A failure fails the backend (Err) and ends the walk.
-func (l *List[T]) storeRange(fn func(key []byte, kg int, xs []T) bool) {
-	if l.b.flushAndEvict() != nil {
+// rangeAll calls fn for every key of the owned key groups and its entry,
+// in no order, until fn returns false; key is fn's to keep. A store-backed
+// table is loaded a key group at a time; a failure fails the backend (Err)
+// and ends the walk.
+func (t *table[E]) rangeAll(fn func(key []byte, kg int, p *E) bool) {
+	if t.b.store == nil {
+		for i, m := range t.groups {
+			for k, p := range m.all {
+				if !fn(bytes.Clone(k), t.b.kgStart+i, p) {
+					return
+				}
+			}
+		}
 		return
 	}
-	for kg := l.b.kgStart; kg < l.b.kgEnd; kg++ {
-		if err := l.loadGroup(kg); err != nil {
-			l.b.fail(err)
+	if t.b.flushAndEvict() != nil {
+		return
+	}
+	for kg := t.b.kgStart; kg < t.b.kgEnd; kg++ {
+		if err := t.loadGroup(kg); err != nil {
+			t.b.fail(err)
 			return
 		}
 		more := true
-		for k, p := range l.groups[kg-l.b.kgStart].all {
-			if more = fn(bytes.Clone(k), kg, *p); !more {
+		for k, p := range t.groups[kg-t.b.kgStart].all {
+			if more = fn(bytes.Clone(k), kg, p); !more {
 				break
 			}
 		}
-		l.evictGroup(kg - l.b.kgStart)
+		t.evictGroup(kg - t.b.kgStart)
 		if !more {
 			return
 		}
@@ -738,6 +740,14 @@ func (m *Map[K, V]) Len() int {
 		return len(*p)
 	}
 	return 0
+}
+
+// Range calls fn for every key of the owned key groups and its map, in no
+// order, until fn returns false; key is fn's to keep, the map is not. The
+// window operators use it to rebuild their index of open windows after a
+// restore.
+func (m *Map[K, V]) Range(fn func(key []byte, kg int, m map[K]V) bool) {
+	m.rangeAll(func(key []byte, kg int, p *map[K]V) bool { return fn(key, kg, *p) })
 }
 
 // All iterates over the current key's map.
