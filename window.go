@@ -59,6 +59,13 @@ func Sliding(size, slide time.Duration) Windows {
 // (as Flink's), growing as records arrive.
 func Session(gap time.Duration) Windows { return Windows{kind: session, size: int64(gap)} }
 
+// indexable reports whether the window operator keeps its open windows
+// in an index by end instead of a timer per key and window (windowFn's
+// indexed): event-time tumbling and sliding windows without lateness.
+func (w Windows) indexable(lateness int64) bool {
+	return w.kind != session && !w.proc && lateness == 0
+}
+
 func (w Windows) validate() error {
 	switch {
 	case w.size <= 0:
@@ -562,7 +569,7 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 		}
 		fn := mk()
 		fn.w, fn.lateness = w, cfg.lateness
-		fn.indexed = w.kind != session && !w.proc && cfg.lateness == 0
+		fn.indexed = w.indexable(cfg.lateness)
 		fn.lateCnt, fn.dropCnt = sc.LateRecords(), sc.DroppedRecords()
 		if len(late.next) > 0 {
 			if fn.late, err = late.build(sc); err != nil {
