@@ -154,8 +154,10 @@ type winState[ACC any] struct {
 type span struct{ start, end int64 }
 
 // windowFn is the keyed function behind every window operator. A window is
-// keyed by its start in a Map state; an event-time timer at end-1 fires it
-// and one at end-1+lateness removes it.
+// keyed by its start in a Map state; a timer at end-1 fires it and one at
+// end-1+lateness removes it, except for event-time tumbling and sliding
+// windows without lateness (indexed), which the watermark fires from an
+// index of open windows by end.
 type windowFn[K comparable, IN, ACC, OUT any] struct {
 	w        Windows
 	lateness int64
