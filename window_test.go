@@ -14,6 +14,7 @@ import (
 
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/connector/file"
+	"github.com/eddyflow/eddy/state/pebble"
 )
 
 // ev is a test event: a key, an event time in ms and a value.
@@ -363,35 +364,41 @@ func TestWindowsAcrossRestore(t *testing.T) {
 		m        model
 		lateness time.Duration
 		intKey   bool
+		pebble   bool // state in Pebble
 	}{
-		{"session", eddy.Session(400 * time.Millisecond), model{kind: "session", size: 400, lateness: 2000, delay: 1000}, 2 * time.Second, false},
-		{"sliding", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, false},
-		{"sliding-int-key", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, true},
+		{"session", eddy.Session(400 * time.Millisecond), model{kind: "session", size: 400, lateness: 2000, delay: 1000}, 2 * time.Second, false, false},
+		{"sliding", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, false, false},
+		{"sliding-int-key", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, true, false},
+		{"sliding-pebble", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			evs := outOfOrder(5, 6000)
 			m := c.m
 			m.run(evs)
+			var opts []eddy.Option
+			if c.pebble {
+				opts = append(opts, eddy.StateBackend(eddy.Pebble(filepath.Join(t.TempDir(), "pebble"), pebble.Memory(64<<20))))
+			}
 			windowsAcrossRestore(t, evs, &m, func(src *eddy.Stream[ev]) eddy.Windowed[ev, winOut] {
 				return sumWindows(src, c.w, c.intKey, eddy.AllowedLateness(c.lateness), eddy.WindowOp(eddy.Named("windows")))
-			})
+			}, opts...)
 		})
 	}
 }
 
-func windowsAcrossRestore(t *testing.T, evs []ev, m *model, windows func(*eddy.Stream[ev]) eddy.Windowed[ev, winOut]) {
+func windowsAcrossRestore(t *testing.T, evs []ev, m *model, windows func(*eddy.Stream[ev]) eddy.Windowed[ev, winOut], opts ...eddy.Option) {
 	dir := t.TempDir()
 	data, results, late := filepath.Join(dir, "data"), filepath.Join(dir, "results"), filepath.Join(dir, "late")
 	build := func(par int, stopAfter int64) (*eddy.Env, context.Context, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var seen int64
-		env := eddy.New(eddy.Parallelism(par), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}),
+		env := eddy.New(append([]eddy.Option{eddy.Parallelism(par), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}),
 			eddy.OnCheckpoint(func(eddy.CheckpointStats) {
 				seen++
 				if stopAfter > 0 && seen >= stopAfter {
 					cancel()
 				}
-			}))
+			})}, opts...)...)
 		src := eddy.FromSource[ev](env, slowSlice{sliceSource{evs}},
 			eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, time.Second))
 		out := windows(src)
