@@ -376,17 +376,23 @@ func TestWindowsAcrossRestore(t *testing.T) {
 			m := c.m
 			m.run(evs)
 			var opts []eddy.Option
+			stopAfter := int64(3)
 			if c.pebble {
 				opts = append(opts, eddy.StateBackend(eddy.Pebble(filepath.Join(t.TempDir(), "pebble"), pebble.Memory(64<<20))))
+				stopAfter = 1 // its checkpoints take longer
 			}
-			windowsAcrossRestore(t, evs, &m, func(src *eddy.Stream[ev]) eddy.Windowed[ev, winOut] {
+			windowsAcrossRestore(t, evs, &m, stopAfter, func(src *eddy.Stream[ev]) eddy.Windowed[ev, winOut] {
 				return sumWindows(src, c.w, c.intKey, eddy.AllowedLateness(c.lateness), eddy.WindowOp(eddy.Named("windows")))
 			}, opts...)
 		})
 	}
 }
 
-func windowsAcrossRestore(t *testing.T, evs []ev, m *model, windows func(*eddy.Stream[ev]) eddy.Windowed[ev, winOut], opts ...eddy.Option) {
+// windowsAcrossRestore runs the window job windows builds over evs until
+// stopAfter checkpoints, then again from the last, with parallelism 2, 1,
+// 3 and 2 in turn until a run finishes, and compares the committed output
+// with m's.
+func windowsAcrossRestore(t *testing.T, evs []ev, m *model, stopAfter int64, windows func(*eddy.Stream[ev]) eddy.Windowed[ev, winOut], opts ...eddy.Option) {
 	dir := t.TempDir()
 	data, results, late := filepath.Join(dir, "data"), filepath.Join(dir, "results"), filepath.Join(dir, "late")
 	build := func(par int, stopAfter int64) (*eddy.Env, context.Context, context.CancelFunc) {
@@ -408,7 +414,7 @@ func windowsAcrossRestore(t *testing.T, evs []ev, m *model, windows func(*eddy.S
 	}
 	restores := 0
 	for _, par := range []int{2, 1, 3, 2} {
-		env, ctx, cancel := build(par, 3)
+		env, ctx, cancel := build(par, stopAfter)
 		err := env.Run(ctx)
 		cancel()
 		if env.Stats().RestoredFrom != 0 {
