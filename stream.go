@@ -575,9 +575,6 @@ func openKeyedTo[K comparable, OUT any](sc *runtime.Subtask, uid string, fn inte
 			}
 		}
 		rt.OnTimer(fire(EventTime), fire(ProcessingTime))
-		if runtime.IntegerKey[K]() {
-			rt.TimerKeysNotKept() // ctx.Key is decoded from kb: nothing refers to it after the call
-		}
 	}
 	ef, endFn := fn.(EndFunc)
 	ff, finalFn := fn.(FinalFunc[OUT])

@@ -30,7 +30,6 @@ type Keyed struct {
 	onWatermark func(wm int64) error // OnWatermark
 	end         func() error
 	cl          *changelog.Operator // with the changelog state backend
-	shortKeys   bool                // the timer services hold short keys in their queues (TimerKeysNotKept)
 
 	// With the Pebble state backend (pebble.go):
 	db       *pebble.DB         // where the state lives
@@ -79,12 +78,6 @@ func (k *Keyed) OnTimer(event, proc func(kb []byte, kg int, at int64) error) {
 	k.fireEvent, k.fireProc = event, proc
 }
 
-// TimerKeysNotKept tells the operator that its timer callbacks keep
-// nothing of the key bytes they are given (they decode an integer key), so
-// its timer services may hold short keys in their queues instead of
-// interning them (timers.Service.HoldShortKeys). Call it before Start.
-func (k *Keyed) TimerKeysNotKept() { k.shortKeys = true }
-
 // OnWatermark sets what runs each time the operator's watermark advances
 // to wm, before its event-time timers due by wm fire: for an operator that
 // keeps its own index of what is due instead of a timer per key (event-time
@@ -132,10 +125,6 @@ func (k *Keyed) Start(sc *Subtask) error {
 	}
 	if k.eventTimers, err = timers.New(k.backend, "eddy.event-timers"); err != nil {
 		return err
-	}
-	if k.shortKeys {
-		k.procTimers.HoldShortKeys()
-		k.eventTimers.HoldShortKeys()
 	}
 	began := time.Now()
 	restoredParts, restoredLogs, err := restore.Keyed(sc.ctx, sc.restoreFrom(), k.uid, k.backend)

@@ -1,7 +1,6 @@
 package timers
 
 import (
-	"encoding/binary"
 	"slices"
 	"unsafe"
 
@@ -16,12 +15,6 @@ type Service struct {
 	st      *state.List[int64]
 	queue   []timerEntry
 	keys    map[string]string // interned keys of the keys with timers, so queue entries share them
-	// short says keys of up to maxShortKey bytes are held in their queue
-	// entries, not interned (HoldShortKeys); buf holds the last one
-	// FireDue unpacked (bufKey, packed).
-	short  bool
-	buf    [8]byte
-	bufKey uint64
 	// live is the number of timers in state; queue entries beyond it are
 	// deleted timers, skipped when popped, or removed by compact once they
 	// outnumber the live ones.
@@ -39,62 +32,9 @@ func New(b *state.Backend, name string) (*Service, error) {
 }
 
 type timerEntry struct {
-	at    int64
-	short uint64 // the key packed (packKey) if held in the entry, else 0
-	key   string // else the interned key
-	kg    int
-}
-
-// HoldShortKeys makes the service hold keys of up to 7 bytes (integer keys
-// below 2^42 as the runtime serializes them) in their queue entries instead
-// of interning them: a registration costs no lookup in the map of interned
-// keys, and a firing reads no key bytes elsewhere in memory. The key bytes
-// FireDue passes are then valid during the fire call only: for a caller
-// whose fire callback keeps nothing of them (one that decodes an integer).
-// Call it before any timer is registered or rebuilt.
-func (t *Service) HoldShortKeys() { t.short = true }
-
-// maxShortKey is the longest key HoldShortKeys keeps in an entry: 7 bytes
-// and a length byte in a uint64.
-const maxShortKey = 7
-
-// packKey returns kb, at most maxShortKey bytes, as a uint64: its bytes
-// from bit 8 up and, in the low byte, its length with bit 7 set, so that
-// no key packs to 0 (an entry without a short key).
-func packKey(kb []byte) uint64 {
-	var b [8]byte
-	copy(b[:], kb)
-	return binary.LittleEndian.Uint64(b[:])<<8 | 0x80 | uint64(len(kb))
-}
-
-// entry returns the queue entry of a timer of kb at at.
-func (t *Service) entry(kb []byte, kg int, at int64) timerEntry {
-	if t.short && len(kb) <= maxShortKey {
-		return timerEntry{at: at, short: packKey(kb), kg: kg}
-	}
-	return timerEntry{at: at, key: t.intern(kb), kg: kg}
-}
-
-// setKey makes e's key the backend's current key and returns its bytes,
-// valid until the next setKey of another short key. A short key is
-// unpacked into buf; the backend's cached entries are dropped when buf
-// changes, since EnsureKey would take the same slice holding another key
-// for the same key.
-func (t *Service) setKey(e *timerEntry) []byte {
-	if e.short == 0 {
-		kb := keyBytes(e.key)
-		t.backend.EnsureKey(kb, e.kg)
-		return kb
-	}
-	kb := t.buf[:e.short&0x7f]
-	if e.short != t.bufKey {
-		binary.LittleEndian.PutUint64(t.buf[:], e.short>>8)
-		t.bufKey = e.short
-		t.backend.SetCurrentKey(kb, e.kg)
-		return kb
-	}
-	t.backend.EnsureKey(kb, e.kg)
-	return kb
+	at  int64
+	key string
+	kg  int
 }
 
 // intern returns a string equal to kb that the service keeps.
@@ -122,9 +62,7 @@ const minInterned = 1024
 func (t *Service) sweep() {
 	live := make(map[string]string, 2*len(t.queue))
 	for _, e := range t.queue {
-		if e.short == 0 {
-			live[e.key] = e.key
-		}
+		live[e.key] = e.key
 	}
 	t.keys = live
 }
@@ -141,7 +79,7 @@ func (t *Service) Register(kb []byte, kg int, at int64) {
 	}
 	t.st.Add(at)
 	t.live++
-	t.push(t.entry(kb, kg, at))
+	t.push(timerEntry{at: at, key: t.intern(kb), kg: kg})
 }
 
 // Delete removes key's timer at (nanoseconds); the queue entry is skipped
@@ -160,10 +98,9 @@ func (t *Service) Rebuild() {
 	t.queue = t.queue[:0]
 	t.live = 0
 	t.st.Range(func(key []byte, kg int, xs []int64) bool {
-		e := t.entry(key, kg, 0)
+		k := t.intern(key)
 		for _, at := range xs {
-			e.at = at
-			t.push(e)
+			t.push(timerEntry{at: at, key: k, kg: kg})
 		}
 		t.live += len(xs)
 		return true
@@ -179,8 +116,7 @@ func (t *Service) Next() int64 {
 }
 
 // FireDue calls fire for every timer at or before now, removing it from
-// state first. With HoldShortKeys, the key bytes fire gets are valid
-// during the call only.
+// state first.
 //
 // FireDue moves the backend's current key.
 func (t *Service) FireDue(now int64, fire func(kb []byte, kg int, at int64) error) error {
@@ -189,7 +125,8 @@ func (t *Service) FireDue(now int64, fire func(kb []byte, kg int, at int64) erro
 	}
 	for len(t.queue) > 0 && t.queue[0].at <= now {
 		e := t.pop()
-		kb := t.setKey(&e)
+		kb := keyBytes(e.key)
+		t.backend.EnsureKey(kb, e.kg)
 		xs := t.st.Get()
 		i := slices.Index(xs, e.at)
 		if i < 0 {
@@ -276,7 +213,7 @@ const minCompact = 1024
 func (t *Service) compact() {
 	q := t.queue[:0]
 	for _, e := range t.queue {
-		t.setKey(&e)
+		t.backend.EnsureKey(keyBytes(e.key), e.kg)
 		if slices.Contains(t.st.Get(), e.at) {
 			q = append(q, e)
 		}

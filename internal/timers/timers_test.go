@@ -11,9 +11,7 @@ import (
 	"github.com/eddyflow/eddy/state"
 )
 
-// newService returns a timer service on a backend of 8 key groups, with
-// short keys held in its queue if short.
-func newService(t *testing.T, short bool) (*state.Backend, *Service) {
+func newService(t *testing.T) (*state.Backend, *Service) {
 	t.Helper()
 	ks, err := serde.SchemaOf[string]()
 	if err != nil {
@@ -24,26 +22,13 @@ func newService(t *testing.T, short bool) (*state.Backend, *Service) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if short {
-		s.HoldShortKeys()
-	}
 	return b, s
-}
-
-// bothKeyModes runs test with keys interned and with short keys held in
-// the queue.
-func bothKeyModes(t *testing.T, test func(t *testing.T, short bool)) {
-	for _, short := range []bool{false, true} {
-		t.Run(fmt.Sprintf("short=%v", short), func(t *testing.T) { test(t, short) })
-	}
 }
 
 // TestFireInTimeOrder: timers fire once each, in time order across keys,
 // deleted ones not at all, and each is gone from state before it fires.
-func TestFireInTimeOrder(t *testing.T) { bothKeyModes(t, testFireInTimeOrder) }
-
-func testFireInTimeOrder(t *testing.T, short bool) {
-	b, s := newService(t, short)
+func TestFireInTimeOrder(t *testing.T) {
+	b, s := newService(t)
 	key := func(k string) ([]byte, int) { kb := []byte(k); return kb, state.KeyGroupFor(kb, 8) }
 	for _, r := range []struct {
 		k  string
@@ -77,7 +62,7 @@ func testFireInTimeOrder(t *testing.T, short bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b2, s2 := newService(t, short)
+	b2, s2 := newService(t)
 	if err := b2.Restore([][]byte{snap}); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +80,7 @@ func testFireInTimeOrder(t *testing.T, short bool) {
 // ever had a timer: once the timers of many keys have fired, the interned
 // keys shrink back to about those with timers pending.
 func TestKeysForgottenOnceFired(t *testing.T) {
-	_, s := newService(t, false)
+	_, s := newService(t)
 	fire := func([]byte, int, int64) error { return nil }
 	for round := range 20 {
 		for i := range 1000 {
@@ -119,10 +104,8 @@ func TestKeysForgottenOnceFired(t *testing.T) {
 // the live timers instead of holding every deleted one, and exactly the
 // last timer of each key fires, in time order, including one re-registered
 // at a time it was deleted from.
-func TestMovedTimersCompact(t *testing.T) { bothKeyModes(t, testMovedTimersCompact) }
-
-func testMovedTimersCompact(t *testing.T, short bool) {
-	_, s := newService(t, short)
+func TestMovedTimersCompact(t *testing.T) {
+	_, s := newService(t)
 	const keys, moves = 50, 400
 	key := func(i int) ([]byte, int) { kb := fmt.Appendf(nil, "k%d", i); return kb, state.KeyGroupFor(kb, 8) }
 	for m := range moves {
@@ -172,10 +155,8 @@ func testMovedTimersCompact(t *testing.T, short bool) {
 // TestFireDueMatchesModel: random registrations, deletions and firings up
 // to rising times (enough deletions to compact the queue) fire exactly the
 // timers a brute-force model holds due, in time order.
-func TestFireDueMatchesModel(t *testing.T) { bothKeyModes(t, testFireDueMatchesModel) }
-
-func testFireDueMatchesModel(t *testing.T, short bool) {
-	b, s := newService(t, short)
+func TestFireDueMatchesModel(t *testing.T) {
+	b, s := newService(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	type timer struct {
 		key string
@@ -186,11 +167,7 @@ func testFireDueMatchesModel(t *testing.T, short bool) {
 	now := int64(0)
 	for round := range 200 {
 		for range 100 {
-			k := fmt.Sprintf("k%d", r.IntN(300))
-			if r.IntN(4) == 0 {
-				k = fmt.Sprintf("a longer key %d", r.IntN(100)) // interned either way
-			}
-			tm := timer{k, now + 1 + r.Int64N(5000)}
+			tm := timer{fmt.Sprintf("k%d", r.IntN(300)), now + 1 + r.Int64N(5000)}
 			kb, kg := key(tm.key)
 			if r.IntN(3) == 0 {
 				// Delete one of the key's timers, if it has one.
@@ -237,62 +214,4 @@ func testFireDueMatchesModel(t *testing.T, short bool) {
 	if len(model) != 0 || s.Next() != 0 {
 		t.Fatalf("timers left: model %d, queue next %d", len(model), s.Next())
 	}
-}
-
-// TestFiringKeySeesItsState: a fire callback that makes the firing key
-// current (as the runtime's does) reads that key's state, over timers of
-// short keys of one length in one key group firing one after another (a
-// held key is unpacked into one buffer, so a cache kept for the same
-// slice would show the previous key's state), interleaved with records of
-// other keys.
-func TestFiringKeySeesItsState(t *testing.T) {
-	bothKeyModes(t, func(t *testing.T, short bool) {
-		ks, err := serde.SchemaOf[string]()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := state.NewBackend(1, 0, 1, ks) // one key group
-		s, err := New(b, "timers")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if short {
-			s.HoldShortKeys()
-		}
-		v, err := state.NewValue[string](b, "v")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range 200 {
-			kb := fmt.Appendf(nil, "k%03d", i)
-			b.SetCurrentKey(kb, 0)
-			v.Update(string(kb))
-			s.Register(kb, 0, int64(1+i%7)) // several keys per time, a key per time in turn
-			s.Register(kb, 0, int64(101+i%5))
-		}
-		fired, set := 0, 400
-		fire := func(kb []byte, kg int, at int64) error {
-			b.EnsureKey(kb, kg)
-			if got, _ := v.Get(); got != string(kb) {
-				t.Fatalf("timer of %s at %d: its state holds %q", kb, at, got)
-			}
-			if at%2 == 0 && at < 1000 {
-				s.Register(kb, kg, 1000+at) // a timer set while firing, of the same key
-				set++
-			}
-			fired++
-			return nil
-		}
-		for now := int64(0); s.Next() != 0; now += 50 {
-			if err := s.FireDue(now, fire); err != nil {
-				t.Fatal(err)
-			}
-			other := []byte("other")
-			b.SetCurrentKey(other, 0) // a record of another key between firings
-			v.Update("other")
-		}
-		if fired != set {
-			t.Fatalf("fired %d timers of %d", fired, set)
-		}
-	})
 }
