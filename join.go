@@ -356,6 +356,7 @@ func CoGroupWindows[K comparable, A, B, OUT any](cs *ConnectedStreams[K, A, B], 
 	}
 	cw := &coWindow[K, A, B, OUT]{}
 	cw.w, cw.lateness = w, cfg.lateness
+	cw.indexed = w.indexable(cfg.lateness)
 	cw.add = func(acc coAcc[A, B], in *either[A, B]) coAcc[A, B] {
 		if in.A != nil {
 			acc.As = append(acc.As, *in.A)

@@ -602,7 +602,27 @@ func openKeyedTo[K comparable, OUT any](sc *runtime.Subtask, uid string, fn inte
 	if err := rt.Start(sc); err != nil {
 		return nil, err
 	}
+	if wf, ok := fn.(watermarkFunc[K, OUT]); ok {
+		// Its index is rebuilt from the restored state.
+		on, err := wf.startWatermarks(ctx, backend, func(err error) error {
+			return runtime.UserError(uid, sc.Index(), "OnTimer", err, false)
+		})
+		if err != nil {
+			return nil, err
+		}
+		rt.OnWatermark(on)
+	}
 	return &keyedOp[K, OUT]{uid: uid, subtask: sc.Index(), backend: backend, ctx: ctx}, nil
+}
+
+// watermarkFunc is a keyed function that acts on watermarks itself, with
+// an index of what is due, instead of through a timer per key: windowFn for
+// event-time tumbling and sliding windows.
+type watermarkFunc[K comparable, OUT any] interface {
+	// startWatermarks is called once the operator's state is restored;
+	// it returns what to run on each advance of the watermark, or nil.
+	// userErr wraps an error of user code (a window's result function).
+	startWatermarks(ctx *Context[K, OUT], b *state.Backend, userErr func(error) error) (func(wm int64) error, error)
 }
 
 // keyedPush is the push of one input of keyed operator op: process (its

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/eddyflow/eddy/internal/runtime"
 	"github.com/eddyflow/eddy/state"
@@ -57,6 +58,13 @@ func Sliding(size, slide time.Duration) Windows {
 // record's session is [t, t+gap), and sessions that overlap or touch merge
 // (as Flink's), growing as records arrive.
 func Session(gap time.Duration) Windows { return Windows{kind: session, size: int64(gap)} }
+
+// indexable reports whether the window operator keeps its open windows
+// in an index by end instead of a timer per key and window (windowFn's
+// indexed): event-time tumbling and sliding windows without lateness.
+func (w Windows) indexable(lateness int64) bool {
+	return w.kind != session && !w.proc && lateness == 0
+}
 
 func (w Windows) validate() error {
 	switch {
@@ -146,8 +154,10 @@ type winState[ACC any] struct {
 type span struct{ start, end int64 }
 
 // windowFn is the keyed function behind every window operator. A window is
-// keyed by its start in a Map state; an event-time timer at end-1 fires it
-// and one at end-1+lateness removes it.
+// keyed by its start in a Map state; a timer at end-1 fires it and one at
+// end-1+lateness removes it, except for event-time tumbling and sliding
+// windows without lateness (indexed), which the watermark fires from an
+// index of open windows by end.
 type windowFn[K comparable, IN, ACC, OUT any] struct {
 	w        Windows
 	lateness int64
@@ -163,6 +173,29 @@ type windowFn[K comparable, IN, ACC, OUT any] struct {
 	mergeBuf []span    // scratch of addSession
 	dropBuf  []int64   // scratch of OnTimer
 	dueBuf   []int64   // scratch of OnTimer
+
+	// Event-time tumbling and sliding windows without allowed lateness
+	// (indexed) register no timers: the function keeps the keys of its
+	// open windows by window end, and fires those the watermark has
+	// passed when it advances (onWatermark). The index is rebuilt from the
+	// windows' state after a restore, so checkpoints hold nothing more.
+	indexed bool
+	byEnd   map[int64][]openWindow[K] // the keys with a window ending at each end
+	ends    []int64                   // byEnd's ends, ascending
+	spare   [][]openWindow[K]         // emptied lists of byEnd, for reuse
+	intKey  bool                      // K is an integer: openWindow holds it, not its bytes
+	enc     func(dst []byte, k *K) []byte
+	dec     func(b []byte, k *K) error
+	kbuf    []byte
+}
+
+// openWindow is a key with an open window, in windowFn's index: the key
+// itself for an integer key (its bytes are written again when it fires),
+// else a copy of its bytes.
+type openWindow[K comparable] struct {
+	key K
+	kb  string
+	kg  int
 }
 
 func (f *windowFn[K, IN, ACC, OUT]) Open(ctx *OpenContext) error {
@@ -216,7 +249,11 @@ func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error 
 			ws, ok := f.st.Get(start)
 			if !ok {
 				ws.End = end
-				f.registerTimers(ctx, end, wm)
+				if f.indexed {
+					f.addOpen(ctx.Key, ctx.kb, ctx.kg, end)
+				} else {
+					f.registerTimers(ctx, end, wm)
+				}
 			}
 			ws.Acc = f.add(ws.Acc, in)
 			f.st.Put(start, ws)
@@ -234,6 +271,108 @@ func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error 
 			return f.late(ts, in)
 		}
 		*f.dropCnt++
+	}
+	return nil
+}
+
+// addOpen adds the key of a new window ending at end to the index. kb is
+// not kept.
+func (f *windowFn[K, IN, ACC, OUT]) addOpen(key K, kb []byte, kg int, end int64) {
+	ws, ok := f.byEnd[end]
+	if !ok {
+		i, _ := slices.BinarySearch(f.ends, end)
+		f.ends = slices.Insert(f.ends, i, end)
+		if n := len(f.spare); n > 0 {
+			ws, f.spare = f.spare[n-1], f.spare[:n-1]
+		}
+	}
+	w := openWindow[K]{kg: kg}
+	if f.intKey {
+		w.key = key
+	} else {
+		w.kb = string(kb)
+	}
+	f.byEnd[end] = append(ws, w)
+}
+
+// startWatermarks sets up the index of open windows, rebuilt from the
+// restored state, for event-time tumbling and sliding windows without
+// allowed lateness; others fire by timers.
+func (f *windowFn[K, IN, ACC, OUT]) startWatermarks(ctx *Context[K, OUT], b *state.Backend, userErr func(error) error) (func(wm int64) error, error) {
+	if !f.indexed {
+		return nil, nil
+	}
+	f.intKey = runtime.IntegerKey[K]()
+	var err error
+	if f.enc, err = runtime.KeyEncoder[K](); err != nil {
+		return nil, err
+	}
+	if f.dec, err = runtime.KeyDecoder[K](); err != nil {
+		return nil, err
+	}
+	f.byEnd = map[int64][]openWindow[K]{}
+	var key K
+	f.st.Range(func(kb []byte, kg int, m map[int64]winState[ACC]) bool {
+		if f.intKey {
+			if err = f.dec(kb, &key); err != nil {
+				return false
+			}
+		}
+		for _, ws := range m {
+			f.addOpen(key, kb, kg, ws.End)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("eddy: a restored window's key: %w", err)
+	}
+	if err := b.Err(); err != nil {
+		return nil, err
+	}
+	return func(wm int64) error { return f.onWatermark(ctx, b, wm, userErr) }, nil
+}
+
+// onWatermark fires, in order of their ends, the indexed windows the
+// watermark wm has passed, each with its key current and its last instant
+// as the event time, as a timer at end-1 would, and removes them.
+func (f *windowFn[K, IN, ACC, OUT]) onWatermark(ctx *Context[K, OUT], b *state.Backend, wm int64, userErr func(error) error) error {
+	for len(f.ends) > 0 && f.ends[0]-1 <= wm {
+		end := f.ends[0]
+		f.ends = slices.Delete(f.ends, 0, 1)
+		open := f.byEnd[end]
+		delete(f.byEnd, end)
+		start := end - f.w.size
+		for i := range open {
+			w := &open[i]
+			var kb []byte
+			if f.intKey {
+				f.kbuf = f.enc(f.kbuf[:0], &w.key)
+				kb = f.kbuf
+				ctx.Key = w.key
+			} else {
+				kb = unsafe.Slice(unsafe.StringData(w.kb), len(w.kb)) // never written
+				if err := f.dec(kb, &ctx.Key); err != nil {
+					return err
+				}
+			}
+			b.SetCurrentKey(kb, w.kg)
+			ctx.kb, ctx.kg, ctx.domain, ctx.ts = kb, w.kg, EventTime, end-1
+			b.SetRecordTime(end - 1)
+			ws, ok := f.st.Get(start)
+			if !ok || ws.End != end {
+				continue
+			}
+			if err := f.fire(ctx, start, ws); err != nil {
+				return userErr(err)
+			}
+			f.st.Delete(start)
+			if err := ctx.err; err != nil {
+				ctx.err = nil
+				return err
+			}
+		}
+		clear(open)
+		f.spare = append(f.spare, open[:0])
 	}
 	return nil
 }
@@ -432,6 +571,7 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 		}
 		fn := mk()
 		fn.w, fn.lateness = w, cfg.lateness
+		fn.indexed = w.indexable(cfg.lateness)
 		fn.lateCnt, fn.dropCnt = sc.LateRecords(), sc.DroppedRecords()
 		if len(late.next) > 0 {
 			if fn.late, err = late.build(sc); err != nil {

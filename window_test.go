@@ -14,6 +14,7 @@ import (
 
 	"github.com/eddyflow/eddy"
 	"github.com/eddyflow/eddy/connector/file"
+	"github.com/eddyflow/eddy/state/pebble"
 )
 
 // ev is a test event: a key, an event time in ms and a value.
@@ -255,6 +256,32 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
+// sumWindows is the tests' window operator over src: the sum and count of
+// each key's windows, keyed by the string key, or by its number as an int64
+// (an integer key, which the runtime handles apart) if intKey.
+func sumWindows(src *eddy.Stream[ev], w eddy.Windows, intKey bool, opts ...eddy.WindowOption) eddy.Windowed[ev, winOut] {
+	add := func(a sumAcc, e *ev) sumAcc { return sumAcc{a.Sum + e.V, a.Count + 1} }
+	merge := func(a, b sumAcc) sumAcc { return sumAcc{a.Sum + b.Sum, a.Count + b.Count} }
+	if intKey {
+		keyed := eddy.KeyBy(src, func(e *ev) int64 {
+			var n int64
+			fmt.Sscanf(e.Key, "k%d", &n)
+			return n
+		})
+		return eddy.AggregateWindows(keyed, w, eddy.Aggregator[int64, ev, sumAcc, winOut]{Add: add, Merge: merge,
+			Result: func(k int64, w eddy.Window, a sumAcc) winOut {
+				return winOut{Key: fmt.Sprintf("k%d", k), Start: w.Start.UnixNano(), End: w.End.UnixNano(), Sum: a.Sum, Count: a.Count}
+			},
+		}, opts...)
+	}
+	keyed := eddy.KeyBy(src, func(e *ev) string { return e.Key })
+	return eddy.AggregateWindows(keyed, w, eddy.Aggregator[string, ev, sumAcc, winOut]{Add: add, Merge: merge,
+		Result: func(k string, w eddy.Window, a sumAcc) winOut {
+			return winOut{Key: k, Start: w.Start.UnixNano(), End: w.End.UnixNano(), Sum: a.Sum, Count: a.Count}
+		},
+	}, opts...)
+}
+
 func TestWindowsMatchBruteForce(t *testing.T) {
 	evs := outOfOrder(11, 3000)
 	cases := []struct {
@@ -263,17 +290,20 @@ func TestWindowsMatchBruteForce(t *testing.T) {
 		kind            string
 		size, slide     int64
 		lateness, delay time.Duration
+		intKey          bool
 	}{
-		{"tumbling", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 0, time.Second},
-		{"tumbling-lateness", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 5 * time.Second, time.Second},
-		{"sliding", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 0, 2 * time.Second},
-		{"sliding-lateness", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 4 * time.Second, 2 * time.Second},
-		{"session", eddy.Session(400 * time.Millisecond), "session", 400, 0, 0, time.Second},
-		{"session-lateness", eddy.Session(400 * time.Millisecond), "session", 400, 0, 3 * time.Second, time.Second},
+		{"tumbling", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 0, time.Second, false},
+		{"tumbling-lateness", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 5 * time.Second, time.Second, false},
+		{"sliding", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 0, 2 * time.Second, false},
+		{"sliding-int-key", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 0, 2 * time.Second, true},
+		{"tumbling-int-key", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 0, time.Second, true},
+		{"sliding-lateness", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 4 * time.Second, 2 * time.Second, false},
+		{"session", eddy.Session(400 * time.Millisecond), "session", 400, 0, 0, time.Second, false},
+		{"session-lateness", eddy.Session(400 * time.Millisecond), "session", 400, 0, 3 * time.Second, time.Second, false},
 		// A lateness shorter than the gap: an extended session's firing
 		// timer can be the one it absorbed's cleanup timer.
-		{"session-short-lateness", eddy.Session(400 * time.Millisecond), "session", 400, 0, 100 * time.Millisecond, time.Second},
-		{"session-lateness-gap", eddy.Session(400 * time.Millisecond), "session", 400, 0, 400 * time.Millisecond, time.Second},
+		{"session-short-lateness", eddy.Session(400 * time.Millisecond), "session", 400, 0, 100 * time.Millisecond, time.Second, false},
+		{"session-lateness-gap", eddy.Session(400 * time.Millisecond), "session", 400, 0, 400 * time.Millisecond, time.Second, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -283,14 +313,7 @@ func TestWindowsMatchBruteForce(t *testing.T) {
 			env := eddy.New(eddy.Parallelism(2), eddy.LogOutput(&logBuf{}))
 			src := eddy.FromSource[ev](env, sliceSource{evs},
 				eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, c.delay))
-			keyed := eddy.KeyBy(src, func(e *ev) string { return e.Key })
-			out := eddy.AggregateWindows(keyed, c.w, eddy.Aggregator[string, ev, sumAcc, winOut]{
-				Add:   func(a sumAcc, e *ev) sumAcc { return sumAcc{a.Sum + e.V, a.Count + 1} },
-				Merge: func(a, b sumAcc) sumAcc { return sumAcc{a.Sum + b.Sum, a.Count + b.Count} },
-				Result: func(k string, w eddy.Window, a sumAcc) winOut {
-					return winOut{Key: k, Start: w.Start.UnixNano(), End: w.End.UnixNano(), Sum: a.Sum, Count: a.Count}
-				},
-			}, eddy.AllowedLateness(c.lateness))
+			out := sumWindows(src, c.w, c.intKey, eddy.AllowedLateness(c.lateness))
 			eddy.ToSink(out.Results, file.JSONLines[winOut](filepath.Join(dir, "results")))
 			eddy.ToSink(out.Late, file.JSONLines[ev](filepath.Join(dir, "late")))
 			if err := env.Run(context.Background()); err != nil {
@@ -328,43 +351,70 @@ func head(xs []string) []string {
 	return xs
 }
 
-// TestSessionWindowsAcrossRestore stops a session-window job after a few
-// checkpoints and resumes it, several times, with another parallelism each
-// time: sessions merge across the restores and the committed output equals
-// the brute-force model's.
-func TestSessionWindowsAcrossRestore(t *testing.T) {
-	evs := outOfOrder(5, 6000)
-	m := &model{kind: "session", size: 400, lateness: 2000, delay: 1000}
-	m.run(evs)
+// TestWindowsAcrossRestore stops a window job after a few checkpoints and
+// resumes it, several times, with another parallelism each time: the
+// committed output equals the brute-force model's. Sessions merge across
+// the restores; tumbling and sliding windows without lateness, which
+// register no timers, find their open windows again from the restored
+// state.
+func TestWindowsAcrossRestore(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		w        eddy.Windows
+		m        model
+		lateness time.Duration
+		intKey   bool
+		pebble   bool // state in Pebble
+	}{
+		{"session", eddy.Session(400 * time.Millisecond), model{kind: "session", size: 400, lateness: 2000, delay: 1000}, 2 * time.Second, false, false},
+		{"sliding", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, false, false},
+		{"sliding-int-key", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, true, false},
+		{"sliding-pebble", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			evs := outOfOrder(5, 6000)
+			m := c.m
+			m.run(evs)
+			var opts []eddy.Option
+			stopAfter := int64(3)
+			if c.pebble {
+				opts = append(opts, eddy.StateBackend(eddy.Pebble(filepath.Join(t.TempDir(), "pebble"), pebble.Memory(64<<20))))
+				stopAfter = 1 // its checkpoints take longer
+			}
+			windowsAcrossRestore(t, evs, &m, stopAfter, func(src *eddy.Stream[ev]) eddy.Windowed[ev, winOut] {
+				return sumWindows(src, c.w, c.intKey, eddy.AllowedLateness(c.lateness), eddy.WindowOp(eddy.Named("windows")))
+			}, opts...)
+		})
+	}
+}
+
+// windowsAcrossRestore runs the window job windows builds over evs until
+// stopAfter checkpoints, then again from the last, with parallelism 2, 1,
+// 3 and 2 in turn until a run finishes, and compares the committed output
+// with m's.
+func windowsAcrossRestore(t *testing.T, evs []ev, m *model, stopAfter int64, windows func(*eddy.Stream[ev]) eddy.Windowed[ev, winOut], opts ...eddy.Option) {
 	dir := t.TempDir()
 	data, results, late := filepath.Join(dir, "data"), filepath.Join(dir, "results"), filepath.Join(dir, "late")
 	build := func(par int, stopAfter int64) (*eddy.Env, context.Context, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var seen int64
-		env := eddy.New(eddy.Parallelism(par), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}),
+		env := eddy.New(append([]eddy.Option{eddy.Parallelism(par), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}),
 			eddy.OnCheckpoint(func(eddy.CheckpointStats) {
 				seen++
 				if stopAfter > 0 && seen >= stopAfter {
 					cancel()
 				}
-			}))
+			})}, opts...)...)
 		src := eddy.FromSource[ev](env, slowSlice{sliceSource{evs}},
 			eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, time.Second))
-		keyed := eddy.KeyBy(src, func(e *ev) string { return e.Key })
-		out := eddy.AggregateWindows(keyed, eddy.Session(400*time.Millisecond), eddy.Aggregator[string, ev, sumAcc, winOut]{
-			Add:   func(a sumAcc, e *ev) sumAcc { return sumAcc{a.Sum + e.V, a.Count + 1} },
-			Merge: func(a, b sumAcc) sumAcc { return sumAcc{a.Sum + b.Sum, a.Count + b.Count} },
-			Result: func(k string, w eddy.Window, a sumAcc) winOut {
-				return winOut{Key: k, Start: w.Start.UnixNano(), End: w.End.UnixNano(), Sum: a.Sum, Count: a.Count}
-			},
-		}, eddy.AllowedLateness(2*time.Second), eddy.WindowOp(eddy.Named("sessions")))
+		out := windows(src)
 		eddy.ToSink(out.Results, file.JSONLines[winOut](results))
 		eddy.ToSink(out.Late, file.JSONLines[ev](late))
 		return env, ctx, cancel
 	}
 	restores := 0
 	for _, par := range []int{2, 1, 3, 2} {
-		env, ctx, cancel := build(par, 3)
+		env, ctx, cancel := build(par, stopAfter)
 		err := env.Run(ctx)
 		cancel()
 		if env.Stats().RestoredFrom != 0 {

@@ -31,6 +31,9 @@ type Backend struct {
 	changes        ChangeLog // where writes also go, if set (the changelog backend)
 	gen            uint64    // bumped whenever cached entries may be stale; never 0
 	groupBytes     []int     // bytes of each key group in its last snapshot or restore
+	entryBytes     []float64 // by state: bytes per entry in the last snapshot that wrote any (0: none yet)
+	snapBytes      []int     // by state: bytes of the snapshot being written
+	snapCount      []int     // by state: entries of the snapshot being written
 	snapScratch    []byte    // one group's entries while snapshotting
 	deterministic  bool      // snapshots sort entries by key
 	scratch        []byte    // encoded values for the change log
@@ -347,16 +350,19 @@ func (b *Backend) appendSnapshotGroups(dst []byte, from, to int) ([]byte, error)
 	// group's entries go to a reused scratch buffer and are copied once
 	// into out, which is presized from the last snapshot of these groups.
 	// (Field order does not matter to protobuf readers.)
-	est := len(snapshotMagic) + 256
-	for kg := from; kg < to; kg++ {
-		est += b.groupBytes[kg-b.kgStart] + b.groupBytes[kg-b.kgStart]/16
-	}
+	est := len(snapshotMagic) + 256 + b.snapshotEstimate(from, to)
 	out := slices.Grow(dst, est)
 	out = append(out, snapshotMagic...)
 	if out, err = serde.MustFor[snapshotHeader]().Append(out, &h); err != nil {
 		return nil, err
 	}
 	var gh []byte
+	if len(b.entryBytes) != len(b.states) {
+		b.entryBytes = make([]float64, len(b.states))
+		b.snapBytes, b.snapCount = make([]int, len(b.states)), make([]int, len(b.states))
+	}
+	clear(b.snapBytes)
+	clear(b.snapCount)
 	for kg := from; kg < to; kg++ {
 		size := 0
 		for si, s := range b.states {
@@ -369,6 +375,13 @@ func (b *Backend) appendSnapshotGroups(dst []byte, from, to int) ([]byte, error)
 			}
 			data := b.snapScratch
 			size += len(data)
+			b.snapBytes[si] += len(data)
+			b.snapCount[si] += n
+			if need := len(data) + maxGroupHead; cap(out)-len(out) < need {
+				// Doubling: append grows a large slice by a quarter,
+				// each step a fresh allocation that copies all of it.
+				out = slices.Grow(out, max(need, cap(out)))
+			}
 			if out, err = appendGroupHead(out, &gh, kg, si, n, len(data)); err != nil {
 				return nil, err
 			}
@@ -376,11 +389,53 @@ func (b *Backend) appendSnapshotGroups(dst []byte, from, to int) ([]byte, error)
 		}
 		b.groupBytes[kg-b.kgStart] = size
 	}
+	for si, n := range b.snapCount {
+		if n > 0 {
+			b.entryBytes[si] = float64(b.snapBytes[si]) / float64(n)
+		}
+	}
 	if cap(b.snapScratch) > 64<<20 {
 		b.snapScratch = nil // do not hold a huge group's buffer for good
 	}
 	return out, nil
 }
+
+// snapshotEstimate returns the bytes the entries of key groups [from, to)
+// are expected to take in a snapshot. A heap backend estimates each
+// state's entries now at its bytes per entry in the last snapshot: state
+// that grows between checkpoints (a join's keys, kept for good) would
+// otherwise outgrow the buffer of every snapshot, and each growth is a
+// fresh allocation, whose page faults cost more than the copy. Otherwise,
+// or for a state with entries now and none in any snapshot yet, each
+// group's bytes in its last snapshot or restore. Both with a sixteenth
+// more.
+func (b *Backend) snapshotEstimate(from, to int) int {
+	est := 0
+	if b.store == nil && len(b.entryBytes) == len(b.states) {
+		for si, s := range b.states {
+			n := 0
+			for kg := from; kg < to; kg++ {
+				n += s.groupEntries(kg)
+			}
+			if n > 0 && b.entryBytes[si] == 0 {
+				est = -1
+				break
+			}
+			est += int(float64(n)*b.entryBytes[si]) + (to-from)*maxGroupHead
+		}
+	}
+	if est < 0 || b.store != nil || len(b.entryBytes) != len(b.states) {
+		est = 0
+		for kg := from; kg < to; kg++ {
+			est += b.groupBytes[kg-b.kgStart]
+		}
+	}
+	return est + est/16
+}
+
+// maxGroupHead bounds what appendGroupHead writes: two tags and two
+// lengths, and a groupData of three varints of 32 bits with their tags.
+const maxGroupHead = 2*(1+binary.MaxVarintLen32) + 3*(1+binary.MaxVarintLen32)
 
 // appendGroupHead appends one element of snapshotHeader.Groups up to the
 // bytes of its Data: the element's tag and length, groupData{KeyGroup,

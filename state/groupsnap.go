@@ -256,9 +256,11 @@ func (p *SnapshotPart) AppendTo(dst []byte) []byte {
 
 // groupWalk is table's walk of key group kg for GroupSnapshot: it appends
 // the group's entries to w.dst and pauses (yields) whenever w.dst holds
-// w.limit bytes. The map is the one the group had at the start: a map
-// rebuilt meanwhile (compactKeys) keeps its old keys, whose blocks stay
-// alive, and shares its entries with the new one. With SetDeterministic
+// w.limit bytes. The maps are the ones the group had at the start: a map
+// of long keys rebuilt meanwhile (compactKeys) keeps its old keys, whose
+// blocks stay alive, and shares its entries with the new one; a map made
+// meanwhile (keyMap makes them on first insert) is not walked, its
+// entries being in the log. With SetDeterministic
 // the group is written whole, in key order.
 func (t *table[E]) groupWalk(kg int, w *entryWriter) iter.Seq[struct{}] {
 	m := t.groups[kg-t.b.kgStart]
@@ -269,7 +271,7 @@ func (t *table[E]) groupWalk(kg int, w *entryWriter) iter.Seq[struct{}] {
 			w.n += n
 			return
 		}
-		for k, e := range m {
+		for k, e := range m.all {
 			var err error
 			if w.dst, err = t.appendEntry(w.dst, k, e); err != nil {
 				w.err = err

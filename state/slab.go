@@ -99,7 +99,7 @@ const (
 	minCompact  = 16 << 10 // dead key bytes a key group may hold regardless
 )
 
-// keyArena holds the keys of one key group's map.
+// keyArena holds the long keys (keyMap) of one key group.
 type keyArena struct {
 	block []byte // the unused rest of the current block
 	next  int    // the size of the next block

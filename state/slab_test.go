@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -38,6 +39,15 @@ func TestChurnKeepsValues(t *testing.T) {
 			return "" // the empty key has no bytes to put in an arena
 		case 1:
 			return strings.Repeat("long", 300) + fmt.Sprint(i) // too long for an arena
+		}
+		switch i % 3 {
+		case 0:
+			// Packed inline (at most 7 bytes), with zero bytes inside
+			// and at the end: uvarint(i) is prefix-free, so the
+			// padded keys are distinct.
+			return string(binary.AppendUvarint(nil, uint64(i))) + strings.Repeat("\x00", i%5)
+		case 1:
+			return fmt.Sprintf("%08d", i) // 8 bytes: one past the inline keys
 		}
 		return fmt.Sprintf("churn-key-%08d", i)
 	}

@@ -271,7 +271,7 @@ type dirtyEntry[E any] struct {
 // key's records loaded from the store into the cache. A key known to be
 // absent is cached as t.absent.
 func (t *table[E]) storeGet() *E {
-	p, ok := t.groups[t.b.group()][string(t.b.key)]
+	p, ok := t.groups[t.b.group()].lookup(t.b.key)
 	if !ok {
 		p = t.storeLoad(t.b.kg, t.b.key)
 	}
@@ -311,11 +311,11 @@ func (t *table[E]) storeLoad(kg int, key []byte) *E {
 		b.fail(&StoreError{Op: "load", State: t.name, Err: err})
 	}
 	g := kg - b.kgStart
-	m := t.groups[g]
-	p := m[string(key)]
+	m := &t.groups[g]
+	p := m.get(key)
 	if p == nil {
 		p = t.absent
-		m[arenaString(&t.mem[g].keys, key)] = p
+		m.insert(&t.mem[g].keys, key, p)
 	}
 	t.cached++
 	return p
@@ -331,7 +331,7 @@ func (t *table[E]) storeCreate() *E {
 	p := mem.entries.alloc()
 	// The key is in the map (as absent): the arena copy only saves the
 	// allocation of a string for the assignment.
-	t.groups[g][arenaString(&mem.keys, t.b.key)] = p
+	t.groups[g].insert(&mem.keys, t.b.key, p)
 	t.cgen, t.cp = t.b.gen, p
 	return p
 }
@@ -340,15 +340,15 @@ func (t *table[E]) storeCreate() *E {
 func (t *table[E]) storeClear() {
 	b := t.b
 	g := b.group()
-	m := t.groups[g]
-	if p, ok := m[string(b.key)]; ok {
+	m := &t.groups[g]
+	if p, ok := m.lookup(b.key); ok {
 		if p != t.absent {
 			t.undirty(p)
 			t.mem[g].entries.release(p)
-			m[string(b.key)] = t.absent
+			m.replace(b.key, t.absent)
 		}
 	} else {
-		m[arenaString(&t.mem[g].keys, b.key)] = t.absent
+		m.insert(&t.mem[g].keys, b.key, t.absent)
 		t.cached++
 	}
 	t.cgen, t.cp = b.gen, nil
@@ -559,7 +559,7 @@ func (t *table[E]) evictNext() int64 {
 	for range len(t.groups) {
 		g := t.evictAt % len(t.groups)
 		t.evictAt++
-		if n := len(t.groups[g]); n > 0 {
+		if n := t.groups[g].len(); n > 0 {
 			t.evictGroup(g)
 			t.b.gen++
 			return int64(n) * t.keyCost()
@@ -580,15 +580,15 @@ func (t *table[E]) evict() {
 // the store loads key groups uncounted into an emptied cache, and evicts
 // them after: the count stays at least 0.)
 func (t *table[E]) evictGroup(g int) {
-	m := t.groups[g]
-	t.cached = max(t.cached-len(m), 0)
+	m := &t.groups[g]
+	t.cached = max(t.cached-m.len(), 0)
 	mem := &t.mem[g]
-	for _, p := range m {
+	for _, p := range m.all {
 		if p != t.absent {
 			mem.entries.release(p)
 		}
 	}
-	clear(m)
+	m.clear()
 	mem.keys = keyArena{}
 }
 

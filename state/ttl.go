@@ -168,17 +168,21 @@ func (t *table[E]) cleanup(budget int) int {
 		return 0
 	}
 	g := t.ttl.next % n
+	scan := t.groups[g].all
+	if (t.ttl.next/n)%2 == 1 {
+		scan = t.groups[g].allLongFirst // every other pass over the groups
+	}
 	t.ttl.next++
 	var expired []string
 	seen := 0
 	st := t.ttl.stamps
-	for k := range t.groups[g] {
+	for k := range scan {
 		if seen >= budget {
 			break
 		}
 		seen++
-		if p := st.groups[g][k]; p != nil && t.b.expired(&t.ttl.cfg, *p) {
-			expired = append(expired, k)
+		if p := st.groups[g].get(k); p != nil && t.b.expired(&t.ttl.cfg, *p) {
+			expired = append(expired, string(k))
 		}
 	}
 	if len(expired) == 0 {
@@ -196,12 +200,12 @@ func (t *table[E]) cleanup(budget int) int {
 
 // liveInSnapshot reports whether key k of key group index g goes into a
 // whole snapshot: not if its TTL has expired.
-func (t *table[E]) liveInSnapshot(g int, k string, e *E) bool {
+func (t *table[E]) liveInSnapshot(g int, k []byte, e *E) bool {
 	switch {
 	case t.ttl == nil:
 		return true
 	case t.ttl.stamps != nil:
-		p := t.ttl.stamps.groups[g][k]
+		p := t.ttl.stamps.groups[g].get(k)
 		return p == nil || !t.b.expired(&t.ttl.cfg, *p)
 	default: // the stamps table: its own value is the stamp
 		return !t.b.expired(&t.ttl.cfg, any(*e).(int64))

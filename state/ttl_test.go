@@ -172,3 +172,33 @@ func TestTTLMustBePositive(t *testing.T) {
 		t.Fatal("a negative TTL was accepted")
 	}
 }
+
+// TestTTLCleanupReachesLongKeys: cleanup scans a key group's keys up to
+// its budget, keys of up to 7 bytes and longer ones being in two maps: it
+// reaches expired long keys behind more live short keys than its budget.
+func TestTTLCleanupReachesLongKeys(t *testing.T) {
+	now := int64(0)
+	b := state.NewBackend(1, 0, 1, keySchema(t))
+	b.SetClock(func() int64 { return now })
+	v, err := state.NewValue[int](b, "v", state.TTL(state.TTLConfig{TTL: 100}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(b *state.Backend, k string) { b.SetCurrentKey([]byte(k), 0) } // the one key group
+	for i := range 10 {
+		at(b, fmt.Sprint("a rather long key ", i)) // expire at 100
+		v.Update(i)
+	}
+	now = 90
+	for i := range 100 {
+		at(b, fmt.Sprint("k", i)) // live until 190
+		v.Update(i)
+	}
+	now = 150
+	for range 20 {
+		b.CleanupExpired(16)
+	}
+	if n := b.Entries(); n != 200 {
+		t.Fatalf("%d entries after cleanups, want 200 (the short keys and their stamps)", n)
+	}
+}

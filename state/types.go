@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,7 +20,7 @@ type table[E any] struct {
 	b      *Backend
 	name   string
 	id     uint32
-	groups []map[string]*E
+	groups []keyMap[E]
 	mem    []groupMem[E] // where the keys and entries of groups[i] live
 	codec  serde.Codec[E]
 	cgen   uint64 // b.gen when cp was looked up
@@ -49,11 +50,8 @@ type table[E any] struct {
 }
 
 func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
-	t := table[E]{b: b, name: name, id: StateID(name), codec: codec, groups: make([]map[string]*E, b.kgEnd-b.kgStart),
+	t := table[E]{b: b, name: name, id: StateID(name), codec: codec, groups: make([]keyMap[E], b.kgEnd-b.kgStart),
 		mem: make([]groupMem[E], b.kgEnd-b.kgStart)}
-	for i := range t.groups {
-		t.groups[i] = map[string]*E{}
-	}
 	if b.store != nil {
 		t.absent = &new(markedEntry[E]).e // with a mark, as every entry of the table
 		t.size16 = 16 * 16
@@ -86,7 +84,7 @@ func (t *table[E]) rawGet() *E {
 	if t.b.store != nil {
 		return t.storeGet()
 	}
-	p := t.groups[t.b.group()][string(t.b.key)]
+	p := t.groups[t.b.group()].get(t.b.key)
 	t.cgen, t.cp = t.b.gen, p
 	return p
 }
@@ -115,15 +113,15 @@ func (t *table[E]) lookupOrCreate() *E {
 	if t.b.store != nil {
 		return t.storeCreate()
 	}
-	m := t.groups[t.b.group()]
+	m := &t.groups[t.b.group()]
 	var p *E
 	if t.cgen != t.b.gen {
-		p = m[string(t.b.key)]
+		p = m.get(t.b.key)
 	}
 	if p == nil {
 		g := &t.mem[t.b.group()]
 		p = g.entries.alloc()
-		m[arenaString(&g.keys, t.b.key)] = p
+		m.insert(&g.keys, t.b.key, p)
 	}
 	t.cgen, t.cp = t.b.gen, p
 	return p
@@ -131,17 +129,14 @@ func (t *table[E]) lookupOrCreate() *E {
 
 // remove deletes key from the map of key group index g and releases its entry.
 func (t *table[E]) remove(g int, key []byte) {
-	m := t.groups[g]
-	p := m[string(key)]
+	m := &t.groups[g]
+	p := m.get(key)
 	if p == nil {
 		return
 	}
-	delete(m, string(key))
 	mem := &t.mem[g]
+	m.remove(&mem.keys, key)
 	mem.entries.release(p)
-	if mem.keys.drop(len(key)) {
-		t.groups[g] = compactKeys(&mem.keys, m)
-	}
 }
 
 func (t *table[E]) clear() {
@@ -204,12 +199,12 @@ func (t *table[E]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
 // replaying element changes.
 func (t *table[E]) entryAt(kg int, key []byte) *E {
 	g := kg - t.b.kgStart
-	m := t.groups[g]
-	p := m[string(key)]
+	m := &t.groups[g]
+	p := m.get(key)
 	if p == nil {
 		mem := &t.mem[g]
 		p = mem.entries.alloc()
-		m[arenaString(&mem.keys, key)] = p
+		m.insert(&mem.keys, key, p)
 	}
 	return p
 }
@@ -220,7 +215,7 @@ func (t *table[E]) groupEntries(kg int) int {
 	if t.b.store != nil {
 		return t.storeEntries(kg)
 	}
-	return len(t.groups[kg-t.b.kgStart])
+	return t.groups[kg-t.b.kgStart].len()
 }
 
 func (t *table[E]) entries() int {
@@ -232,8 +227,8 @@ func (t *table[E]) entries() int {
 		return n
 	}
 	n := 0
-	for _, m := range t.groups {
-		n += len(m)
+	for i := range t.groups {
+		n += t.groups[i].len()
 	}
 	return n
 }
@@ -251,7 +246,7 @@ func (t *table[E]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
 		defer t.evictGroup(kg - t.b.kgStart)
 	}
 	m := t.groups[kg-t.b.kgStart]
-	if len(m) == 0 {
+	if m.len() == 0 {
 		return dst, 0, nil
 	}
 	var err error
@@ -260,7 +255,7 @@ func (t *table[E]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
 		// Map order: sorting a million keys per checkpoint costs more
 		// than everything else a snapshot does.
 		n := 0
-		for k, e := range m {
+		for k, e := range m.all {
 			if t.ttl != nil && !t.liveInSnapshot(g, k, e) {
 				continue // expired: left out
 			}
@@ -277,16 +272,16 @@ func (t *table[E]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
 		k string
 		e *E
 	}
-	keys := make([]pair, 0, len(m))
-	for k, e := range m {
+	keys := make([]pair, 0, m.len())
+	for k, e := range m.all {
 		if t.ttl != nil && !t.liveInSnapshot(g, k, e) {
 			continue
 		}
-		keys = append(keys, pair{k, e})
+		keys = append(keys, pair{string(k), e})
 	}
 	slices.SortFunc(keys, func(a, b pair) int { return strings.Compare(a.k, b.k) })
 	for _, k := range keys {
-		if dst, err = t.appendEntry(dst, k.k, k.e); err != nil {
+		if dst, err = t.appendEntry(dst, unsafeBytes(k.k), k.e); err != nil {
 			return dst, 0, err
 		}
 	}
@@ -297,7 +292,7 @@ func (t *table[E]) appendGroup(dst []byte, kg int) ([]byte, int, error) {
 // encoding the value straight into dst. Sizing a value first would cost as
 // much as encoding it for maps, so the length gets as many bytes as the last
 // value's did, and the value moves in the rare case that was wrong.
-func (t *table[E]) appendEntry(dst []byte, k string, e *E) ([]byte, error) {
+func (t *table[E]) appendEntry(dst []byte, k []byte, e *E) ([]byte, error) {
 	dst = binary.AppendUvarint(dst, uint64(len(k)))
 	dst = append(dst, k...)
 	at := len(dst)
@@ -339,15 +334,15 @@ func (t *table[E]) loadWith(kg int, key, val []byte, dec func(src []byte, e *E) 
 		mem.entries.release(e)
 		return err
 	}
-	m := t.groups[g]
-	if p := m[string(key)]; p != nil {
+	m := &t.groups[g]
+	if p := m.get(key); p != nil {
 		// Replaying a change log rewrites the same keys over and over:
 		// keeping the map's key and entry costs no allocation.
 		*p = *e
 		mem.entries.release(e)
 		return nil
 	}
-	m[arenaString(&mem.keys, key)] = e
+	m.insert(&mem.keys, key, e)
 	return nil
 }
 
@@ -532,41 +527,43 @@ func (l *List[T]) Clear() { l.clear() }
 // Range calls fn for every key of the owned key groups, in no order, until
 // fn returns false. The runtime uses it to rebuild timer queues.
 func (l *List[T]) Range(fn func(key []byte, kg int, xs []T) bool) {
-	if l.b.store != nil {
-		l.storeRange(fn)
-		return
-	}
-	for i, m := range l.groups {
-		for k, p := range m {
-			if !fn([]byte(k), l.b.kgStart+i, *p) {
-				return
-			}
-		}
-	}
+	l.rangeAll(func(key []byte, kg int, p *[]T) bool { return fn(key, kg, *p) })
 }
 
 func (l *List[T]) kind() string                       { return "list" }
 func (l *List[T]) valueSchema() serde.Schema          { return l.schema }
 func (l *List[T]) load(kg int, key, val []byte) error { return l.loadValue(kg, key, val) }
 
-// storeRange is Range of a store-backed list: a key group at a time loaded
-// from the store. A failure fails the backend (Err) and ends the walk.
-func (l *List[T]) storeRange(fn func(key []byte, kg int, xs []T) bool) {
-	if l.b.flushAndEvict() != nil {
+// rangeAll calls fn for every key of the owned key groups and its entry,
+// in no order, until fn returns false; key is fn's to keep. A store-backed
+// table is loaded a key group at a time; a failure fails the backend (Err)
+// and ends the walk.
+func (t *table[E]) rangeAll(fn func(key []byte, kg int, p *E) bool) {
+	if t.b.store == nil {
+		for i, m := range t.groups {
+			for k, p := range m.all {
+				if !fn(bytes.Clone(k), t.b.kgStart+i, p) {
+					return
+				}
+			}
+		}
 		return
 	}
-	for kg := l.b.kgStart; kg < l.b.kgEnd; kg++ {
-		if err := l.loadGroup(kg); err != nil {
-			l.b.fail(err)
+	if t.b.flushAndEvict() != nil {
+		return
+	}
+	for kg := t.b.kgStart; kg < t.b.kgEnd; kg++ {
+		if err := t.loadGroup(kg); err != nil {
+			t.b.fail(err)
 			return
 		}
 		more := true
-		for k, p := range l.groups[kg-l.b.kgStart] {
-			if more = fn([]byte(k), kg, *p); !more {
+		for k, p := range t.groups[kg-t.b.kgStart].all {
+			if more = fn(bytes.Clone(k), kg, p); !more {
 				break
 			}
 		}
-		l.evictGroup(kg - l.b.kgStart)
+		t.evictGroup(kg - t.b.kgStart)
 		if !more {
 			return
 		}
@@ -674,7 +671,7 @@ func (m *Map[K, V]) apply(kg int, op ChangeOp, key, sub, val []byte) error {
 	}
 	k := sc.k
 	if op == ChangeDeleteElem {
-		if p := m.groups[kg-m.b.kgStart][string(key)]; p != nil {
+		if p := m.groups[kg-m.b.kgStart].get(key); p != nil {
 			delete(*p, k)
 			if len(*p) == 0 {
 				m.remove(kg-m.b.kgStart, key) // as Delete does: no empty maps
@@ -743,6 +740,14 @@ func (m *Map[K, V]) Len() int {
 		return len(*p)
 	}
 	return 0
+}
+
+// Range calls fn for every key of the owned key groups and its map, in no
+// order, until fn returns false; key is fn's to keep, the map is not. The
+// window operators use it to rebuild their index of open windows after a
+// restore.
+func (m *Map[K, V]) Range(fn func(key []byte, kg int, m map[K]V) bool) {
+	m.rangeAll(func(key []byte, kg int, p *map[K]V) bool { return fn(key, kg, *p) })
 }
 
 // All iterates over the current key's map.

@@ -55,6 +55,17 @@ func KeyDecoder[K comparable]() (func(b []byte, k *K) error, error) {
 	return codec.Decode, nil
 }
 
+// IntegerKey reports whether keys of type K are integers that KeyDecoder
+// decodes to a value, keeping nothing of the bytes it is given.
+func IntegerKey[K comparable]() bool {
+	codec, err := serde.For[K]()
+	if err != nil {
+		return false
+	}
+	_, _, ok := intKeyCodec[K](codec)
+	return ok
+}
+
 // intKeyCodec returns, for an integer key type, an encoder and a decoder
 // of the bytes codec (serde's for K) gives a key: nothing for 0, else the
 // tag of field 1 and the value as a varint (sign-extended to 64 bits, as

@@ -27,6 +27,7 @@ type Keyed struct {
 	watermark   int64
 	fireEvent   func(kb []byte, kg int, at int64) error
 	fireProc    func(kb []byte, kg int, at int64) error
+	onWatermark func(wm int64) error // OnWatermark
 	end         func() error
 	cl          *changelog.Operator // with the changelog state backend
 
@@ -76,6 +77,12 @@ func (k *Keyed) State() *state.Backend { return k.backend }
 func (k *Keyed) OnTimer(event, proc func(kb []byte, kg int, at int64) error) {
 	k.fireEvent, k.fireProc = event, proc
 }
+
+// OnWatermark sets what runs each time the operator's watermark advances
+// to wm, before its event-time timers due by wm fire: for an operator that
+// keeps its own index of what is due instead of a timer per key (event-time
+// tumbling and sliding windows).
+func (k *Keyed) OnWatermark(fn func(wm int64) error) { k.onWatermark = fn }
 
 // OnEnd sets what runs once the operator's input has ended, after every
 // event-time timer has fired.

@@ -94,6 +94,11 @@ func (sc *Subtask) advanceWatermark(wm int64) error {
 		}
 		rt.watermark = wm
 		rt.backend.SetEventTime(wm)
+		if rt.onWatermark != nil {
+			if err := rt.onWatermark(wm); err != nil {
+				return err
+			}
+		}
 		fire := rt.fireEvent
 		if fire == nil {
 			fire = func([]byte, int, int64) error { return nil }
