@@ -295,28 +295,41 @@ func (s randomKeySource) OpenSplit(_ context.Context, split int, pos []byte) (ed
 }
 
 type randomKeyReader struct {
-	s     randomKeySource
-	x     uint64
-	done  int64
-	start time.Time // of the first read
-	began int64     // done at the first read
+	s      randomKeySource
+	x      uint64
+	done   int64
+	last   time.Time // of the last credit
+	credit float64   // records the split may read now
 }
+
+// The updates' rate limit: credit is taken rateChunk records at a time and
+// holds at most maxBurst of the rate.
+const (
+	rateChunk = 64
+	maxBurst  = 200 * time.Millisecond
+)
 
 func (r *randomKeyReader) Next(k *int64) (eddy.ReadStatus, error) {
 	if r.done >= r.s.n/int64(r.s.splits) {
 		return eddy.End, nil
 	}
-	if r.start.IsZero() {
-		// The rate's clock starts at the first read, once the job has
-		// restored: started at OpenSplit, the restore's seconds came out
-		// as a burst at full speed after it, a burst as long as the
-		// restore, which grows with the state.
-		r.start, r.began = time.Now(), r.done
-	}
-	if r.s.rate > 0 && r.done%64 == 0 {
-		if allowed := r.began + int64(time.Since(r.start).Seconds()*r.s.rate/float64(r.s.splits)); r.done > allowed {
+	if r.s.rate > 0 && r.done%rateChunk == 0 {
+		// A token bucket that holds at most maxBurst of credit: after a
+		// pause (the restore: the source reads before the keyed subtasks
+		// have restored, and waits for them), the updates go on at the
+		// rate rather than make up for the pause in a burst at full speed,
+		// as long as the restore, which grows with the state.
+		now := time.Now()
+		if r.last.IsZero() {
+			r.last, r.credit = now, rateChunk
+		}
+		perSplit := r.s.rate / float64(r.s.splits)
+		r.credit = min(r.credit+now.Sub(r.last).Seconds()*perSplit, max(rateChunk, perSplit*maxBurst.Seconds()))
+		r.last = now
+		if r.credit < rateChunk {
 			return eddy.Idle, nil
 		}
+		r.credit -= rateChunk
 	}
 	r.x = r.x*6364136223846793005 + 1442695040888963407
 	*k = int64((r.x >> 11) % uint64(r.s.keys))
