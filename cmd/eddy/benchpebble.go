@@ -50,7 +50,7 @@ func benchPebbleCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.changelog, "changelog", 0, "turn on the changelog backend on Pebble, materializing (a Pebble checkpoint) at most this often (0: off)")
 	dir := fs.String("dir", "", "working directory: Pebble databases and the checkpoint store (default: a temporary one; removed after)")
 	fs.DurationVar(&c.traceSlow, "trace-slow", 0, "in the update phase, keep a flight recording of the execution trace and write the last seconds of it when a checkpoint takes longer than this (at most 3, named slow-checkpoint-pebble-*.trace)")
-	fs.BoolVar(&c.settle, "settle", true, "after the fill, run the job without records until Pebble's compactions have caught up with it (and, with the changelog, two materializations have completed since), so that the later phases restore a settled database, as a job running at its steady rate checkpoints one")
+	fs.BoolVar(&c.settle, "settle", true, "after the fill, run the job without records until Pebble's compactions have caught up with it (and, with the changelog, every subtask has completed two materializations since), so that the later phases restore a settled database, as a job running at its steady rate checkpoints one")
 	fs.BoolVar(&c.keep, "keep", false, "keep --dir after the run, and skip the fill when --dir holds a finished fill of the same keys and value size (to measure the later phases again)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -149,8 +149,8 @@ const (
 // records until the compactions of every database have caught up (the
 // debt unchanged for settledFor) and, with the changelog, every subtask
 // has completed two materializations since (the first may have begun
-// before): then the job ends with a checkpoint of a
-// settled database. Its uploads are unpaced: nothing measured runs.
+// before): then the job ends with a checkpoint of a settled database.
+// Its uploads are unpaced: nothing measured runs.
 func settle(c capConfig, w io.Writer, onCkpt func(eddy.CheckpointStats)) error {
 	reg := prometheus.NewRegistry()
 	c.uploadRate = 0
