@@ -177,7 +177,11 @@ func (c *Chain) Claim(ctx context.Context, owner string) (Record, error) {
 	var listed []uint64 // the listing that showed the last try's claim in a gap
 	for try := range claimTries {
 		if listed != nil {
-			if err := c.readNewest(ctx, listed); err != nil {
+			err := c.readNewest(ctx, listed)
+			if errors.Is(err, blob.ErrNotFound) {
+				err = c.refresh(ctx) // pruned since the listing
+			}
+			if err != nil {
 				return Record{}, err
 			}
 			listed = nil
@@ -448,12 +452,22 @@ func (c *Chain) wrote(rec Record) {
 }
 
 // refresh lists the chain and reads its newest record.
+//
+// The newest record is never deleted, but the newest of a listing may be
+// by the time it is read: an owner committing meanwhile prunes it once
+// newer records exist. Then the listing is stale, and refresh lists again
+// (at most claimTries times).
 func (c *Chain) refresh(ctx context.Context) error {
-	seqs, err := c.list(ctx)
-	if err != nil {
-		return err
+	for try := 1; ; try++ {
+		seqs, err := c.list(ctx)
+		if err != nil {
+			return err
+		}
+		err = c.readNewest(ctx, seqs)
+		if !errors.Is(err, blob.ErrNotFound) || try == claimTries {
+			return err
+		}
 	}
-	return c.readNewest(ctx, seqs)
 }
 
 // list returns the seqs of the records in the store, ascending.

@@ -106,6 +106,7 @@ func TestChain(t *testing.T) {
 			{"ZombieAfterPrune", testZombieAfterPrune},
 			{"ClaimWhileCommitting", testClaimWhileCommitting},
 			{"ClaimIntoGap", testClaimIntoGap},
+			{"ClaimAfterStaleListing", testClaimAfterStaleListing},
 			{"ConcurrentClaimants", testConcurrentClaimants},
 			{"LostReply", testLostReply},
 			{"UnknownOutcome", testUnknownOutcome},
@@ -394,6 +395,82 @@ func testClaimIntoGap(t *testing.T, e env) {
 	}
 	_, err := a.Commit(ctx, []byte("a6"))
 	wantFenced(t, err, "B", 2)
+}
+
+// A claimant whose listing is pruned before it reads the listing's newest
+// record (the owner committed twice and pruned in between) lists again
+// and claims after the true newest: a stale listing is a lost race, not
+// a failed claim. It failed with "not found" before.
+func testClaimAfterStaleListing(t *testing.T, e env) {
+	ctx := context.Background()
+	s := e.fresh(t)
+	a := mustOpen(t, s, "t")
+	mustClaim(t, a, "A")
+	for i := range 4 {
+		mustCommit(t, a, fmt.Sprint("a", i)) // 2..5
+	}
+	hooked := &afterList{Store: s}
+	b := mustOpen(t, hooked, "t") // sees 5 as the newest
+	mustCommit(t, a, "a4")        // 6: B's first try loses the race
+	hooked.set(func() {
+		// Between B's listing (1..6) and its read of 6.
+		mustCommit(t, a, "a5") // 7
+		mustCommit(t, a, "a6") // 8
+		if _, err := a.Prune(ctx, 1); err != nil {
+			t.Error(err)
+		}
+	})
+	last, err := b.Claim(ctx, "B")
+	if err != nil {
+		t.Fatalf("B's claim after a stale listing: %v", err)
+	}
+	if b.Newest().Seq != 9 || string(last.Payload) != "a6" {
+		t.Fatalf("B claimed at %d restoring %q; want 9, restoring a6", b.Newest().Seq, last.Payload)
+	}
+	if hooked.calls() != 1 {
+		t.Fatalf("the prune ran %d times between a listing and a read, want 1", hooked.calls())
+	}
+	_, err = a.Commit(ctx, []byte("a7"))
+	wantFenced(t, err, "B", 2)
+}
+
+// afterList is a store that runs a hook once, after the next List.
+type afterList struct {
+	blob.Store
+	mu   sync.Mutex
+	hook func()
+	ran  int
+}
+
+func (l *afterList) set(hook func()) {
+	l.mu.Lock()
+	l.hook = hook
+	l.mu.Unlock()
+}
+
+func (l *afterList) calls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ran
+}
+
+func (l *afterList) List(ctx context.Context, prefix string) ([]string, error) {
+	names, err := l.Store.List(ctx, prefix)
+	l.mu.Lock()
+	hook := l.hook
+	l.hook = nil
+	if hook != nil {
+		l.ran++
+	}
+	l.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return names, err
+}
+
+func (l *afterList) PutIfAbsent(ctx context.Context, name string, data []byte) error {
+	return l.Store.(blob.Creator).PutIfAbsent(ctx, name, data)
 }
 
 // 16 goroutines claim one task at once: each gets an epoch of its own,
