@@ -375,14 +375,10 @@ func testClaimWhileCommitting(t *testing.T, e env) {
 func testClaimIntoGap(t *testing.T, e env) {
 	ctx := context.Background()
 	s := e.fresh(t)
-	a := mustOpen(t, s, "t")
-	mustClaim(t, a, "A")
-	for i := range 4 {
-		mustCommit(t, a, fmt.Sprint("a", i)) // 2..5
-	}
-	b := mustOpen(t, s, "t") // sees 5 as the newest
-	mustCommit(t, a, "a4")   // 6
-	mustCommit(t, a, "a5")   // 7
+	a := claimAndCommit(t, s, "A", 4) // 1, then 2..5
+	b := mustOpen(t, s, "t")          // sees 5 as the newest
+	mustCommit(t, a, "a4")            // 6
+	mustCommit(t, a, "a5")            // 7
 	if n, err := a.Prune(ctx, 1); err != nil || n != 5 {
 		t.Fatalf("Prune(1) = %d, %v", n, err)
 	}
@@ -404,11 +400,7 @@ func testClaimIntoGap(t *testing.T, e env) {
 func testClaimAfterStaleListing(t *testing.T, e env) {
 	ctx := context.Background()
 	s := e.fresh(t)
-	a := mustOpen(t, s, "t")
-	mustClaim(t, a, "A")
-	for i := range 4 {
-		mustCommit(t, a, fmt.Sprint("a", i)) // 2..5
-	}
+	a := claimAndCommit(t, s, "A", 4) // 1, then 2..5
 	hooked := &afterList{Store: s}
 	b := mustOpen(t, hooked, "t") // sees 5 as the newest
 	mustCommit(t, a, "a4")        // 6: B's first try loses the race
@@ -471,6 +463,18 @@ func (l *afterList) List(ctx context.Context, prefix string) ([]string, error) {
 
 func (l *afterList) PutIfAbsent(ctx context.Context, name string, data []byte) error {
 	return l.Store.(blob.Creator).PutIfAbsent(ctx, name, data)
+}
+
+// claimAndCommit opens task "t" in s, claims it for owner, commits n
+// payloads "a0", "a1", ... and returns the chain.
+func claimAndCommit(t *testing.T, s blob.Store, owner string, n int) *Chain {
+	t.Helper()
+	c := mustOpen(t, s, "t")
+	mustClaim(t, c, owner)
+	for i := range n {
+		mustCommit(t, c, fmt.Sprint("a", i))
+	}
+	return c
 }
 
 // 16 goroutines claim one task at once: each gets an epoch of its own,
