@@ -137,9 +137,6 @@ const (
 	// consider its compactions done (Pebble's estimate stays above zero
 	// when no level needs a compaction: L0's files count).
 	settledFor = 10 * time.Second
-	// settledL0 is the L0 sublevels every database must be below: the
-	// threshold at which Pebble compacts L0.
-	settledL0 = 12
 	// settleLimit is how long the settle phase waits for compactions
 	// before it fails.
 	settleLimit = 20 * time.Minute
@@ -147,7 +144,7 @@ const (
 
 // settle restores the last checkpoint of c's job and runs it without
 // records until the compactions of every database have caught up (the
-// debt unchanged for settledFor) and, with the changelog, every subtask
+// debt unchanged for settledFor, L0 below pebble.L0CompactionThreshold) and, with the changelog, every subtask
 // has completed two materializations since (the first may have begun
 // before): then the job ends with a checkpoint of a settled database.
 // Its uploads are unpaced: nothing measured runs.
@@ -182,10 +179,10 @@ func settle(c capConfig, w io.Writer, onCkpt func(eddy.CheckpointStats)) error {
 				fmt.Fprintf(w, "settle: %v  databases open %d  debt %.0f MiB  L0 at most %v sublevels  materializations %d\n",
 					time.Since(began).Round(time.Second), open, debt/(1<<20), l0, env.Stats().Materializations)
 			}
-			if open < c.par || debt != lastDebt || l0 >= settledL0 {
+			if open < c.par || debt != lastDebt || l0 >= pebble.L0CompactionThreshold {
 				lastDebt, steadySince = debt, time.Now()
 			}
-			if open < c.par || time.Since(steadySince) < settledFor || l0 >= settledL0 {
+			if open < c.par || time.Since(steadySince) < settledFor || l0 >= pebble.L0CompactionThreshold {
 				if time.Since(began) > settleLimit {
 					failure = fmt.Errorf("compactions have not caught up after %v: debt %.0f MiB, L0 %v sublevels", settleLimit, debt/(1<<20), l0)
 					return false

@@ -177,7 +177,9 @@ func (p *Pool) release() {
 
 // The L0 thresholds of every DB; see options.
 const (
-	l0CompactionThreshold = 12
+	// L0CompactionThreshold is the number of L0 sublevels at which a DB
+	// compacts L0: below it, its L0 is settled.
+	L0CompactionThreshold = 12
 	l0StopWritesThreshold = 48
 )
 
@@ -199,7 +201,7 @@ func (p *Pool) options(bgErr func(error)) *pebble.Options {
 		// the CPU time at 4), and the bloom filters keep the extra files
 		// cheap for point reads. Writes stop at 48 sublevels (Pebble's
 		// default 12 would stop them as soon as a compaction starts).
-		L0CompactionThreshold: l0CompactionThreshold,
+		L0CompactionThreshold: L0CompactionThreshold,
 		L0StopWritesThreshold: l0StopWritesThreshold,
 	}
 	// Bloom filters let a point read (a key's first use in a while, or a
