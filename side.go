@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/eddyflow/eddy/internal/cacheline"
 	"github.com/eddyflow/eddy/internal/runtime"
 )
 
@@ -49,8 +50,10 @@ func Output[K comparable, OUT, T any](ctx *Context[K, OUT], tag OutputTag[T], v 
 // sidePush is one subtask's push of a side output, with the slot its
 // records are handed on from.
 type sidePush[T any] struct {
+	_    cacheline.Pad // slot is written per record (package cacheline)
 	push runtime.Push[T]
 	slot T
+	_    cacheline.Pad
 }
 
 // SideOutput is the stream of what the operator whose results are s

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eddyflow/eddy/connector"
+	"github.com/eddyflow/eddy/internal/cacheline"
 	"github.com/eddyflow/eddy/internal/runtime"
 	"github.com/eddyflow/eddy/state"
 )
@@ -125,10 +126,11 @@ func Map[A, B any](s *Stream[A], fn func(*A) B) *Stream[B] {
 		}
 		// One slot per subtask: the next operator gets a pointer into
 		// it, valid during the call, so a record costs no allocation.
-		var b B
+		// It is written per record, so it gets cache lines of its own.
+		b := cacheline.New[B]()
 		return func(ts int64, a *A) error {
-			b = fn(a)
-			return next(ts, &b)
+			*b = fn(a)
+			return next(ts, b)
 		}, nil
 	})
 	return out
@@ -160,22 +162,25 @@ func FlatMap[A, B any](s *Stream[A], fn func(in *A, emit func(B)) error) *Stream
 		if err != nil {
 			return nil, err
 		}
-		var emitErr error
-		var cur int64
-		var slot B // reused per emitted record, as in Map
+		// Written per record: on cache lines of their own, as in Map.
+		st := cacheline.New[struct {
+			err  error
+			cur  int64
+			slot B // reused per emitted record, as in Map
+		}]()
 		emit := func(b B) {
-			if emitErr == nil {
-				slot = b
-				emitErr = next(cur, &slot)
+			if st.err == nil {
+				st.slot = b
+				st.err = next(st.cur, &st.slot)
 			}
 		}
 		return func(ts int64, a *A) error {
-			cur = ts
+			st.cur = ts
 			if err := fn(a, emit); err != nil {
 				return err
 			}
-			err := emitErr
-			emitErr = nil
+			err := st.err
+			st.err = nil
 			return err
 		}, nil
 	})
@@ -377,6 +382,7 @@ const (
 
 // Context is passed to a keyed function for each record and timer.
 type Context[K comparable, OUT any] struct {
+	_ cacheline.Pad // written per record (package cacheline)
 	// Key is the key of the current record or timer.
 	Key    K
 	emit   runtime.Push[OUT]
@@ -388,6 +394,7 @@ type Context[K comparable, OUT any] struct {
 	kb     []byte
 	kg     int
 	sides  map[string]any // side output pushes by name
+	_      cacheline.Pad
 }
 
 // Emit sends out downstream, with the current record's event time (or the
@@ -649,15 +656,20 @@ func keyedPush[K comparable, IN, OUT any](op *keyedOp[K, OUT], what string, proc
 
 // cloneFunc gives each subtask its own copy of a keyed function: a shallow
 // copy of the struct a pointer refers to, so state handles set in Open are
-// per subtask. Other values are shared as they are.
+// per subtask. Other values are shared as they are. The copy is on cache
+// lines of its own: a function may write its fields per record (package
+// cacheline).
 func cloneFunc[F any](fn F) F {
 	v := reflect.ValueOf(fn)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return fn
 	}
-	c := reflect.New(v.Elem().Type())
-	c.Elem().Set(v.Elem())
-	return c.Interface().(F)
+	pad := reflect.TypeFor[cacheline.Pad]()
+	padded := reflect.New(reflect.StructOf([]reflect.StructField{
+		{Name: "Before", Type: pad}, {Name: "Fn", Type: v.Elem().Type()}, {Name: "After", Type: pad}}))
+	c := padded.Elem().Field(1)
+	c.Set(v.Elem())
+	return c.Addr().Interface().(F)
 }
 
 // reduceFn is the KeyedFunc behind Reduce.

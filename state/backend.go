@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/eddyflow/eddy/internal/cacheline"
 	"github.com/eddyflow/eddy/serde"
 )
 
@@ -18,6 +19,7 @@ import (
 // heap backend). The runtime sets the current key before each record; the
 // state objects declared on it read and write the entry of that key.
 type Backend struct {
+	_              cacheline.Pad // the current key is set per record (package cacheline)
 	maxPar         int
 	kgStart, kgEnd int
 	keySchema      serde.Schema
@@ -51,6 +53,7 @@ type Backend struct {
 	stale      bool       // the store has writes a Load would not see yet
 	applyMu    sync.Mutex // serializes ApplyChange into the store
 	applied    int        // bytes ApplyChange wrote to the store since its last commit; under applyMu
+	_          cacheline.Pad
 }
 
 // replayCommitBytes is how many bytes of replayed changes a store-backed

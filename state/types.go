@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/eddyflow/eddy/internal/cacheline"
 	"github.com/eddyflow/eddy/serde"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -17,6 +18,7 @@ import (
 // table is the per-key-group storage shared by the state types: one Go map
 // per key group, keyed by the serialized key.
 type table[E any] struct {
+	_      cacheline.Pad // its cached entry is set per record (package cacheline)
 	b      *Backend
 	name   string
 	id     uint32
@@ -47,6 +49,7 @@ type table[E any] struct {
 	split       func(kg int, key []byte, e *E) error // stores a whole value as element records (Map)
 
 	ttl *ttl // expiry, if declared with TTL (ttl.go)
+	_   cacheline.Pad
 }
 
 func newTable[E any](b *Backend, name string, codec serde.Codec[E]) table[E] {
@@ -584,6 +587,7 @@ type Map[K comparable, V any] struct {
 	logK   K
 	logV   V
 	replay []mapScratch[K, V] // by key group
+	_      cacheline.Pad
 }
 
 type mapScratch[K comparable, V any] struct {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/eddyflow/eddy/connector"
+	"github.com/eddyflow/eddy/internal/cacheline"
 )
 
 // Sink returns a sink that counts the records written to it and discards
@@ -55,9 +56,9 @@ func (c *Counter[T]) OpenWriter(context.Context, int, int) (connector.SinkWriter
 func (c *Counter[T]) Commit(context.Context, [][]byte) error { return nil }
 
 type writer[T any] struct {
-	_ [64]byte // keep n on its own cache line
+	_ cacheline.Pad // keep n on its own cache line
 	n atomic.Int64
-	_ [56]byte
+	_ cacheline.Pad
 }
 
 func (w *writer[T]) Write(*T) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eddyflow/eddy/connector"
+	"github.com/eddyflow/eddy/internal/cacheline"
 )
 
 // Source is the Nexmark generator as a connector.Source: New makes one.
@@ -116,6 +117,7 @@ func (s *Source) decodePosition(split int64, pos []byte) (int64, error) {
 }
 
 type reader struct {
+	_         cacheline.Pad // written per event; one per split, each read by its own subtask
 	gen       generator
 	step      int64 // the number of splits
 	next, end int64 // next index; one past the last index of the source
@@ -128,6 +130,7 @@ type reader struct {
 	wallStart time.Time
 	firstMs   int64
 	dueMs     int64
+	_         cacheline.Pad
 }
 
 func (r *reader) Next(e *Event) (connector.ReadStatus, error) {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/eddyflow/eddy/internal/cacheline"
 	"github.com/eddyflow/eddy/internal/inbox"
 	"github.com/eddyflow/eddy/internal/shuffle"
 	"github.com/eddyflow/eddy/internal/snapshot"
@@ -12,6 +13,7 @@ import (
 
 // Subtask is one subtask of a stage in one run attempt.
 type Subtask struct {
+	_         cacheline.Pad   // its counters are written per record (package cacheline)
 	acker     *snapshot.Acker // sends its acks in barrier order
 	memo      map[any]any     // what Memo built for the subtask
 	ctx       context.Context
@@ -39,6 +41,7 @@ type Subtask struct {
 	// handles, 0 until read: see processingTime.
 	procNow int64
 	pushed  int64 // records pushed to any shuffle writer: their age clock (shuffle.Writer.LimitAge)
+	_       cacheline.Pad
 }
 
 // processingTime is the subtask's processing time: the wall clock when the

@@ -1,8 +1,11 @@
 package shuffle
 
+import "github.com/eddyflow/eddy/internal/cacheline"
+
 // KeyedBatch carries records with their keys across a shuffle. Key bytes
 // share one buffer, so a batch costs no allocation once pooled.
 type KeyedBatch[K comparable, T any] struct {
+	_      cacheline.Pad // written per record by the sender (package cacheline)
 	Keys   []K
 	KGs    []int32
 	KeyBuf []byte
@@ -12,6 +15,7 @@ type KeyedBatch[K comparable, T any] struct {
 	// Watermarks in the batch, in order: each holds for the records after
 	// those before it, as if it had travelled between them.
 	Marks []Mark
+	_     cacheline.Pad
 }
 
 // Mark is a watermark inside a batch: event time reaches WM before record

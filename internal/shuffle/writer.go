@@ -1,6 +1,7 @@
 package shuffle
 
 import (
+	"github.com/eddyflow/eddy/internal/cacheline"
 	"github.com/eddyflow/eddy/internal/inbox"
 	"github.com/eddyflow/eddy/state"
 )
@@ -32,6 +33,7 @@ type Sender interface {
 // passed since its mark (so an output that gets few records still sees
 // event time advance).
 type Writer[K comparable, T any] struct {
+	_          cacheline.Pad // written per record (package cacheline)
 	send       Sender
 	input      int // the receivers' inbox input this writer sends as
 	pool       *Pool
@@ -55,6 +57,7 @@ type Writer[K comparable, T any] struct {
 	clock  *int64
 	born   []int64
 	maxAge int64
+	_      cacheline.Pad
 }
 
 // LimitAge makes the writer send a batch once maxAge records have been
@@ -75,7 +78,7 @@ func (w *Writer[K, T]) LimitAge(clock *int64, maxAge int) {
 // batchSize come from pool, and every record sent is added to *shuffled.
 func NewWriter[K comparable, T any](send Sender, input int, outs []*inbox.Inbox[Msg], pool *Pool, key func(*T) K, enc func([]byte, *K) []byte, maxPar, batchSize int, shuffled *int64) *Writer[K, T] {
 	w := &Writer[K, T]{send: send, input: input, pool: pool, outs: outs, batches: make([]*KeyedBatch[K, T], len(outs)),
-		sent: make([]int64, len(outs)), waiting: -1, shuffled: shuffled,
+		sent: make([]int64, len(outs)), waiting: -1, shuffled: shuffled, scratch: cacheline.Bytes(16),
 		key: key, enc: enc, maxPar: maxPar, par: len(outs), batchSize: batchSize}
 	for j := range outs {
 		w.sent[j] = NoTimestamp

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eddyflow/eddy/checkpoint"
 	"github.com/eddyflow/eddy/connector"
+	"github.com/eddyflow/eddy/internal/cacheline"
 	"github.com/eddyflow/eddy/internal/shuffle"
 )
 
@@ -98,7 +99,8 @@ func (l *Loop[T]) Run(h Host) error {
 		}
 	}()
 	for s := l.Subtask; s < l.Splits; s += l.Parallelism {
-		sp := &split[T]{id: s, clock: newSplitClock()}
+		sp := cacheline.New[split[T]]() // its clock is written per record
+		sp.id, sp.clock = s, newSplitClock()
 		if r, ok := restored[s]; ok {
 			sp.pos, sp.done = r.Pos, r.Done
 		}
@@ -197,7 +199,10 @@ func (l *Loop[T]) Run(h Host) error {
 		return nil
 	}
 	defer slot.Store(Excluded)
-	var rec, zero T
+	// The record the readers fill is written per record: on cache lines
+	// of its own (package cacheline).
+	rec := cacheline.New[T]()
+	var zero T
 	finished := false
 	// pause is the wait of a pass that read nothing: one timer, reset per
 	// wait (time.After would allocate one each time).
@@ -259,9 +264,9 @@ func (l *Loop[T]) Run(h Host) error {
 				// reader must not reuse the memory of one it returned,
 				// unless nothing downstream keeps records (Reuse).
 				if !l.Reuse {
-					rec = zero
+					*rec = zero
 				}
-				st, err := sp.r.Next(&rec)
+				st, err := sp.r.Next(rec)
 				if err != nil {
 					return fmt.Errorf("eddy: source %s split %d: %w", l.Name, sp.id, err)
 				}
@@ -277,12 +282,12 @@ func (l *Loop[T]) Run(h Host) error {
 				*l.RecordsIn++
 				ts := int64(shuffle.NoTimestamp)
 				if wm != nil {
-					ts = wm.TS(&rec).UnixNano()
+					ts = wm.TS(rec).UnixNano()
 					if ts > sp.clock.maxTs {
 						sp.clock.maxTs = ts
 					}
 				}
-				if err := l.Push(ts, &rec); err != nil {
+				if err := l.Push(ts, rec); err != nil {
 					return err
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/eddyflow/eddy/internal/cacheline"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -11,6 +12,7 @@ import (
 // per key in a list state (so they are checkpointed and rescaled with the
 // key), and in a min-heap across keys for firing.
 type Service struct {
+	_       cacheline.Pad // registrations write it per record (package cacheline)
 	backend *state.Backend
 	st      *state.List[int64]
 	queue   []timerEntry
@@ -19,6 +21,7 @@ type Service struct {
 	// deleted timers, skipped when popped, or removed by compact once they
 	// outnumber the live ones.
 	live int
+	_    cacheline.Pad
 }
 
 // New returns the timer service of backend b, keeping its timers in a list
