@@ -609,27 +609,43 @@ func openKeyedTo[K comparable, OUT any](sc *runtime.Subtask, uid string, fn inte
 	if err := rt.Start(sc); err != nil {
 		return nil, err
 	}
-	if wf, ok := fn.(watermarkFunc[K, OUT]); ok {
+	if xf, ok := fn.(indexFunc[K, OUT]); ok {
 		// Its index is rebuilt from the restored state.
-		on, err := wf.startWatermarks(ctx, backend, func(err error) error {
+		ix, err := xf.startIndex(ctx, backend, func(err error) error {
 			return runtime.UserError(uid, sc.Index(), "OnTimer", err, false)
 		})
 		if err != nil {
 			return nil, err
 		}
-		rt.OnWatermark(on)
+		switch {
+		case ix.fire == nil:
+		case ix.domain == ProcessingTime:
+			rt.OnProcessingTime(ix.next, ix.fire)
+		default:
+			rt.OnWatermark(ix.fire)
+		}
 	}
 	return &keyedOp[K, OUT]{uid: uid, subtask: sc.Index(), backend: backend, ctx: ctx}, nil
 }
 
-// watermarkFunc is a keyed function that acts on watermarks itself, with
-// an index of what is due, instead of through a timer per key: windowFn for
-// event-time tumbling and sliding windows.
-type watermarkFunc[K comparable, OUT any] interface {
-	// startWatermarks is called once the operator's state is restored;
-	// it returns what to run on each advance of the watermark, or nil.
-	// userErr wraps an error of user code (a window's result function).
-	startWatermarks(ctx *Context[K, OUT], b *state.Backend, userErr func(error) error) (func(wm int64) error, error)
+// indexFunc is a keyed function that fires what is due from an index of
+// its own instead of through a timer per key: windowFn for tumbling and
+// sliding windows.
+type indexFunc[K comparable, OUT any] interface {
+	// startIndex is called once the operator's state is restored; it
+	// returns the index's hooks, with fire nil if it keeps none. userErr
+	// wraps an error of user code (a window's result function).
+	startIndex(ctx *Context[K, OUT], b *state.Backend, userErr func(error) error) (timeIndex, error)
+}
+
+// timeIndex is what the runtime calls for an indexFunc's index: fire runs
+// what is due by a time of domain (each advance of the watermark, or of
+// the processing time), and in processing time next says when the
+// earliest entry is due (0 if none).
+type timeIndex struct {
+	domain TimeDomain
+	fire   func(t int64) error
+	next   func() int64
 }
 
 // keyedPush is the push of one input of keyed operator op: process (its

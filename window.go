@@ -24,8 +24,7 @@ type Windows struct {
 // InProcessingTime makes the windows follow the wall clock instead of
 // event time: a record belongs to the windows of the time it reaches the
 // operator (the clock is read once per batch of records a subtask takes
-// in), and a window fires when the clock passes its end (a
-// processing-time timer, checkpointed like the others). Records need no
+// in), and a window fires when the clock passes its end. Records need no
 // event time, nothing is ever late, and results depend on when records
 // arrive: they are not reproducible the way event-time results are.
 // Results carry no event time.
@@ -61,9 +60,12 @@ func Session(gap time.Duration) Windows { return Windows{kind: session, size: in
 
 // indexable reports whether the window operator keeps its open windows
 // in an index by end instead of a timer per key and window (windowFn's
-// indexed): event-time tumbling and sliding windows without lateness.
+// indexed): tumbling and sliding windows in processing time, and in event
+// time without lateness. In processing time lateness means nothing: a
+// record's windows all end after its time, so none is ever gone, and a
+// window that has fired gets no more records.
 func (w Windows) indexable(lateness int64) bool {
-	return w.kind != session && !w.proc && lateness == 0
+	return w.kind != session && (w.proc || lateness == 0)
 }
 
 func (w Windows) validate() error {
@@ -155,9 +157,9 @@ type span struct{ start, end int64 }
 
 // windowFn is the keyed function behind every window operator. A window is
 // keyed by its start in a Map state; a timer at end-1 fires it and one at
-// end-1+lateness removes it, except for event-time tumbling and sliding
-// windows without lateness (indexed), which the watermark fires from an
-// index of open windows by end.
+// end-1+lateness removes it, except for tumbling and sliding windows
+// without lateness (indexed), which the watermark or the processing time
+// fires from an index of open windows by end.
 type windowFn[K comparable, IN, ACC, OUT any] struct {
 	w        Windows
 	lateness int64
@@ -174,11 +176,12 @@ type windowFn[K comparable, IN, ACC, OUT any] struct {
 	dropBuf  []int64   // scratch of OnTimer
 	dueBuf   []int64   // scratch of OnTimer
 
-	// Event-time tumbling and sliding windows without allowed lateness
-	// (indexed) register no timers: the function keeps the keys of its
-	// open windows by window end, and fires those the watermark has
-	// passed when it advances (onWatermark). The index is rebuilt from the
-	// windows' state after a restore, so checkpoints hold nothing more.
+	// Tumbling and sliding windows without allowed lateness (indexed)
+	// register no timers: the function keeps the keys of its open
+	// windows by window end, and fires those the watermark, or the
+	// processing time, has passed when it advances (fireIndex). The index
+	// is rebuilt from the windows' state after a restore, so checkpoints
+	// hold nothing more.
 	indexed bool
 	byEnd   map[int64][]openWindow[K] // the keys with a window ending at each end
 	ends    []int64                   // byEnd's ends, ascending
@@ -295,20 +298,20 @@ func (f *windowFn[K, IN, ACC, OUT]) addOpen(key K, kb []byte, kg int, end int64)
 	f.byEnd[end] = append(ws, w)
 }
 
-// startWatermarks sets up the index of open windows, rebuilt from the
-// restored state, for event-time tumbling and sliding windows without
-// allowed lateness; others fire by timers.
-func (f *windowFn[K, IN, ACC, OUT]) startWatermarks(ctx *Context[K, OUT], b *state.Backend, userErr func(error) error) (func(wm int64) error, error) {
+// startIndex sets up the index of open windows, rebuilt from the restored
+// state, for tumbling and sliding windows without allowed lateness; others
+// fire by timers.
+func (f *windowFn[K, IN, ACC, OUT]) startIndex(ctx *Context[K, OUT], b *state.Backend, userErr func(error) error) (timeIndex, error) {
 	if !f.indexed {
-		return nil, nil
+		return timeIndex{}, nil
 	}
 	f.intKey = runtime.IntegerKey[K]()
 	var err error
 	if f.enc, err = runtime.KeyEncoder[K](); err != nil {
-		return nil, err
+		return timeIndex{}, err
 	}
 	if f.dec, err = runtime.KeyDecoder[K](); err != nil {
-		return nil, err
+		return timeIndex{}, err
 	}
 	f.byEnd = map[int64][]openWindow[K]{}
 	var key K
@@ -324,19 +327,38 @@ func (f *windowFn[K, IN, ACC, OUT]) startWatermarks(ctx *Context[K, OUT], b *sta
 		return true
 	})
 	if err != nil {
-		return nil, fmt.Errorf("eddy: a restored window's key: %w", err)
+		return timeIndex{}, fmt.Errorf("eddy: a restored window's key: %w", err)
 	}
 	if err := b.Err(); err != nil {
-		return nil, err
+		return timeIndex{}, err
 	}
-	return func(wm int64) error { return f.onWatermark(ctx, b, wm, userErr) }, nil
+	ix := timeIndex{domain: EventTime, fire: func(t int64) error { return f.fireIndex(ctx, b, t, userErr) }}
+	if f.w.proc {
+		ix.domain, ix.next = ProcessingTime, f.nextDue
+	}
+	return ix, nil
 }
 
-// onWatermark fires, in order of their ends, the indexed windows the
-// watermark wm has passed, each with its key current and its last instant
-// as the event time, as a timer at end-1 would, and removes them.
-func (f *windowFn[K, IN, ACC, OUT]) onWatermark(ctx *Context[K, OUT], b *state.Backend, wm int64, userErr func(error) error) error {
-	for len(f.ends) > 0 && f.ends[0]-1 <= wm {
+// nextDue is when the index's earliest window is due (its end-1), 0 if the
+// index is empty.
+func (f *windowFn[K, IN, ACC, OUT]) nextDue() int64 {
+	if len(f.ends) == 0 {
+		return 0
+	}
+	return f.ends[0] - 1
+}
+
+// fireIndex fires, in order of their ends, the indexed windows that time t
+// (the watermark, or the processing time) has passed, each with its key
+// current, as a timer at end-1 would, and removes them. An event-time
+// window fires with its last instant as the event time, a processing-time
+// one with none.
+func (f *windowFn[K, IN, ACC, OUT]) fireIndex(ctx *Context[K, OUT], b *state.Backend, t int64, userErr func(error) error) error {
+	domain := EventTime
+	if f.w.proc {
+		domain = ProcessingTime
+	}
+	for len(f.ends) > 0 && f.ends[0]-1 <= t {
 		end := f.ends[0]
 		f.ends = slices.Delete(f.ends, 0, 1)
 		open := f.byEnd[end]
@@ -356,8 +378,12 @@ func (f *windowFn[K, IN, ACC, OUT]) onWatermark(ctx *Context[K, OUT], b *state.B
 				}
 			}
 			b.SetCurrentKey(kb, w.kg)
-			ctx.kb, ctx.kg, ctx.domain, ctx.ts = kb, w.kg, EventTime, end-1
-			b.SetRecordTime(end - 1)
+			ts := end - 1
+			if f.w.proc {
+				ts = runtime.NoTimestamp
+			}
+			ctx.kb, ctx.kg, ctx.domain, ctx.ts = kb, w.kg, domain, ts
+			b.SetRecordTime(ts)
 			ws, ok := f.st.Get(start)
 			if !ok || ws.End != end {
 				continue

@@ -28,6 +28,8 @@ type Keyed struct {
 	fireEvent   func(kb []byte, kg int, at int64) error
 	fireProc    func(kb []byte, kg int, at int64) error
 	onWatermark func(wm int64) error // OnWatermark
+	procNext    func() int64         // OnProcessingTime
+	procFire    func(now int64) error
 	end         func() error
 	cl          *changelog.Operator // with the changelog state backend
 
@@ -83,6 +85,16 @@ func (k *Keyed) OnTimer(event, proc func(kb []byte, kg int, at int64) error) {
 // keeps its own index of what is due instead of a timer per key (event-time
 // tumbling and sliding windows).
 func (k *Keyed) OnWatermark(fn func(wm int64) error) { k.onWatermark = fn }
+
+// OnProcessingTime sets what the operator fires from its own index of what
+// is due in processing time, instead of a timer per key (processing-time
+// tumbling and sliding windows): next is when its earliest entry is due (0
+// if none), which the subtask wakes up for as for a timer, and fire runs
+// what is due by now, before the operator's processing-time timers due by
+// now fire. At the end of the input fire runs with now = math.MaxInt64.
+func (k *Keyed) OnProcessingTime(next func() int64, fire func(now int64) error) {
+	k.procNext, k.procFire = next, fire
+}
 
 // OnEnd sets what runs once the operator's input has ended, after every
 // event-time timer has fired.

@@ -18,9 +18,15 @@ const ttlCleanupPerBatch = 16
 // of its counters.
 const flushEvery = 16
 
-// fireTimers runs the processing-time timers due at now.
+// fireTimers runs what is due in processing time at now: each keyed
+// operator's own index (OnProcessingTime), then its timers.
 func (sc *Subtask) fireTimers(now int64) error {
 	for _, rt := range sc.keyed {
+		if rt.procFire != nil {
+			if err := rt.procFire(now); err != nil {
+				return err
+			}
+		}
 		fire := rt.fireProc
 		if fire == nil {
 			fire = func([]byte, int, int64) error { return nil }
@@ -32,12 +38,18 @@ func (sc *Subtask) fireTimers(now int64) error {
 	return nil
 }
 
-// nextTimer is the earliest pending processing-time timer, or 0.
+// nextTimer is when the earliest pending processing-time timer or index
+// entry (OnProcessingTime) is due, or 0.
 func (sc *Subtask) nextTimer() int64 {
 	next := int64(0)
 	for _, rt := range sc.keyed {
 		if n := rt.procTimers.Next(); n != 0 && (next == 0 || n < next) {
 			next = n
+		}
+		if rt.procNext != nil {
+			if n := rt.procNext(); n != 0 && (next == 0 || n < next) {
+				next = n
+			}
 		}
 	}
 	return next

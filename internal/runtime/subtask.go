@@ -115,7 +115,7 @@ func (sc *Subtask) advanceWatermark(wm int64) error {
 
 // endOfInput runs when every input has ended: event time jumps to the end,
 // firing every event-time timer, then every pending processing-time timer
-// fires (the input is drained: a processing-time window still open holds
+// and index entry fires (the input is drained: a processing-time window still open holds
 // records that would otherwise never be emitted), then keyed functions see
 // EndOfInput.
 func (sc *Subtask) endOfInput() error {
