@@ -109,9 +109,36 @@ func auctions(s *eddy.Stream[nexmark.Event]) *eddy.Stream[nexmark.Auction] {
 }
 
 func bids(s *eddy.Stream[nexmark.Event]) *eddy.Stream[nexmark.Bid] {
-	return eddy.FlatMap(s, func(e *nexmark.Event, emit func(nexmark.Bid)) error {
+	return bidColumns(s, func(b *nexmark.Bid) nexmark.Bid { return *b })
+}
+
+// bidColumns is the bids view with only the columns a query reads, which
+// cols picks from each bid: the projection the reference's SQL planner
+// pushes into the view, so that the query does not copy, shuffle and keep
+// whole bids (with their strings) to use one or two of their fields.
+func bidColumns[T any](s *eddy.Stream[nexmark.Event], cols func(*nexmark.Bid) T) *eddy.Stream[T] {
+	return eddy.FlatMap(s, func(e *nexmark.Event, emit func(T)) error {
 		if e.Bid != nil {
-			emit(*e.Bid)
+			emit(cols(e.Bid))
+		}
+		return nil
+	})
+}
+
+// personColumns and auctionColumns are bidColumns for the other views.
+func personColumns[T any](s *eddy.Stream[nexmark.Event], cols func(*nexmark.Person) T) *eddy.Stream[T] {
+	return eddy.FlatMap(s, func(e *nexmark.Event, emit func(T)) error {
+		if e.Person != nil {
+			emit(cols(e.Person))
+		}
+		return nil
+	})
+}
+
+func auctionColumns[T any](s *eddy.Stream[nexmark.Event], cols func(*nexmark.Auction) T) *eddy.Stream[T] {
+	return eddy.FlatMap(s, func(e *nexmark.Event, emit func(T)) error {
+		if e.Auction != nil {
+			emit(cols(e.Auction))
 		}
 		return nil
 	})

@@ -26,7 +26,7 @@ func bidRow(b *nexmark.Bid) BidRow {
 
 // buildQ0 is the pass-through: every bid.
 func buildQ0(env *eddy.Env, src *nexmark.Source, dir string) {
-	sink(eddy.Map(bids(events(env, src)), bidRow), dir)
+	sink(bidColumns(events(env, src), bidRow), dir)
 }
 
 // Decimal3 is a decimal with three digits after the point, held in
@@ -61,7 +61,7 @@ type Q1Row struct {
 // buildQ1 converts every bid's price from dollars to euros (× 0.908),
 // exactly, as DECIMAL(23, 3).
 func buildQ1(env *eddy.Env, src *nexmark.Source, dir string) {
-	sink(eddy.Map(bids(events(env, src)), func(b *nexmark.Bid) Q1Row {
+	sink(bidColumns(events(env, src), func(b *nexmark.Bid) Q1Row {
 		return Q1Row{Auction: b.Auction, Bidder: b.Bidder, Price: Decimal3(908 * b.Price), DateTime: b.DateTime, Extra: b.Extra}
 	}), dir)
 }
@@ -74,8 +74,8 @@ type Q2Row struct {
 
 // buildQ2 selects the bids on auctions whose id is a multiple of 123.
 func buildQ2(env *eddy.Env, src *nexmark.Source, dir string) {
-	kept := eddy.Filter(bids(events(env, src)), func(b *nexmark.Bid) bool { return b.Auction%123 == 0 })
-	sink(eddy.Map(kept, func(b *nexmark.Bid) Q2Row { return Q2Row{Auction: b.Auction, Price: b.Price} }), dir)
+	rows := bidColumns(events(env, src), func(b *nexmark.Bid) Q2Row { return Q2Row{Auction: b.Auction, Price: b.Price} })
+	sink(eddy.Filter(rows, func(r *Q2Row) bool { return r.Auction%123 == 0 }), dir)
 }
 
 // Q10Row is a row of q10's sink table: a bid with its UTC day and minute,
@@ -95,7 +95,7 @@ func (r *Q10Row) Partition() string { return "dt=" + r.DT + "/hm=" + r.HM }
 
 // buildQ10 writes every bid into the partition of its day and minute (UTC).
 func buildQ10(env *eddy.Env, src *nexmark.Source, dir string) {
-	rows := eddy.Map(bids(events(env, src)), func(b *nexmark.Bid) Q10Row {
+	rows := bidColumns(events(env, src), func(b *nexmark.Bid) Q10Row {
 		t := time.UnixMilli(b.DateTime).UTC()
 		return Q10Row{Auction: b.Auction, Bidder: b.Bidder, Price: b.Price, DateTime: b.DateTime, Extra: b.Extra,
 			DT: t.Format("2006-01-02"), HM: t.Format("15:04")}

@@ -65,9 +65,12 @@ func (h *hottest) OnTimer(ctx *eddy.Context[int64, Q5Row], _ time.Time) error {
 // buildQ5 finds, for every 10 s window sliding by 2 s, the auctions with
 // the most bids.
 func buildQ5(env *eddy.Env, src *nexmark.Source, dir string) {
-	byAuction := eddy.KeyBy(bids(events(env, src)), func(b *nexmark.Bid) int64 { return b.Auction })
-	counts := eddy.AggregateWindows(byAuction, eddy.Sliding(10*time.Second, 2*time.Second), eddy.Aggregator[int64, nexmark.Bid, int64, Q5Row]{
-		Add: func(n int64, _ *nexmark.Bid) int64 { return n + 1 },
+	// The bids' auctions: the only column q5 reads (event time travels
+	// with every record).
+	auctions := bidColumns(events(env, src), func(b *nexmark.Bid) int64 { return b.Auction })
+	byAuction := eddy.KeyBy(auctions, func(a *int64) int64 { return *a })
+	counts := eddy.AggregateWindows(byAuction, eddy.Sliding(10*time.Second, 2*time.Second), eddy.Aggregator[int64, int64, int64, Q5Row]{
+		Add: func(n int64, _ *int64) int64 { return n + 1 },
 		Result: func(auction int64, w eddy.Window, n int64) Q5Row {
 			return Q5Row{Auction: auction, Num: n, StartTime: ms(w.Start), EndTime: ms(w.End)}
 		},
@@ -157,7 +160,11 @@ func (h *highestBids) OnTimer(ctx *eddy.Context[int64, BidRow], _ time.Time) err
 // BETWEEN does.
 func buildQ7(env *eddy.Env, src *nexmark.Source, dir string) {
 	size := q7Window.Milliseconds()
-	cands := eddy.FlatMap(bids(events(env, src)), func(b *nexmark.Bid, emit func(q7Candidate)) error {
+	cands := eddy.FlatMap(events(env, src), func(e *nexmark.Event, emit func(q7Candidate)) error {
+		b := e.Bid // the bids view and the candidates in one step
+		if b == nil {
+			return nil
+		}
 		start := b.DateTime - (b.DateTime%size+size)%size
 		emit(q7Candidate{Window: start, Counts: true, Bid: bidRow(b)})
 		if start == b.DateTime {
@@ -177,14 +184,23 @@ type Q8Row struct {
 	STime int64  `proto:"3" json:"stime"`
 }
 
+// q8Person is the columns of a person q8 reads.
+type q8Person struct {
+	ID   int64  `proto:"1"`
+	Name string `proto:"2"`
+}
+
 // buildQ8 finds the new persons who opened an auction in the same 10 s
 // tumbling window.
 func buildQ8(env *eddy.Env, src *nexmark.Source, dir string) {
 	ev := events(env, src)
-	cs := eddy.Connect(eddy.KeyBy(persons(ev), func(p *nexmark.Person) int64 { return p.ID }),
-		eddy.KeyBy(auctions(ev), func(a *nexmark.Auction) int64 { return a.Seller }))
+	// The columns q8 reads: a person's id and name, an auction's seller.
+	ps := personColumns(ev, func(p *nexmark.Person) q8Person { return q8Person{ID: p.ID, Name: p.Name} })
+	sellers := auctionColumns(ev, func(a *nexmark.Auction) int64 { return a.Seller })
+	cs := eddy.Connect(eddy.KeyBy(ps, func(p *q8Person) int64 { return p.ID }),
+		eddy.KeyBy(sellers, func(s *int64) int64 { return *s }))
 	sink(eddy.CoGroupWindows(cs, eddy.Tumbling(10*time.Second),
-		func(id int64, w eddy.Window, ps []nexmark.Person, as []nexmark.Auction, emit func(Q8Row)) error {
+		func(id int64, w eddy.Window, ps []q8Person, as []int64, emit func(Q8Row)) error {
 			if len(as) == 0 {
 				return nil
 			}
@@ -209,24 +225,29 @@ type Q11Row struct {
 }
 
 // countBids counts a bidder's bids per window.
-var countBids = eddy.Aggregator[int64, nexmark.Bid, int64, Q11Row]{
-	Add:   func(n int64, _ *nexmark.Bid) int64 { return n + 1 },
+var countBids = eddy.Aggregator[int64, int64, int64, Q11Row]{
+	Add:   func(n int64, _ *int64) int64 { return n + 1 },
 	Merge: func(a, b int64) int64 { return a + b },
 	Result: func(bidder int64, w eddy.Window, n int64) Q11Row {
 		return Q11Row{Bidder: bidder, BidCount: n, StartTime: ms(w.Start), EndTime: ms(w.End)}
 	},
 }
 
+// bidders is the bids' bidders: the only column q11 and q12 read.
+func bidders(ev *eddy.Stream[nexmark.Event]) *eddy.Stream[int64] {
+	return bidColumns(ev, func(b *nexmark.Bid) int64 { return b.Bidder })
+}
+
 // buildQ11 counts each bidder's bids per session (10 s of inactivity end
 // one).
 func buildQ11(env *eddy.Env, src *nexmark.Source, dir string) {
-	byBidder := eddy.KeyBy(bids(events(env, src)), func(b *nexmark.Bid) int64 { return b.Bidder })
+	byBidder := eddy.KeyBy(bidders(events(env, src)), func(b *int64) int64 { return *b })
 	sink(eddy.AggregateWindows(byBidder, eddy.Session(10*time.Second), countBids, eddy.UID("q11-count")).Results, dir)
 }
 
 // buildQ12 counts each bidder's bids per 10 s tumbling window of
 // processing time.
 func buildQ12(env *eddy.Env, src *nexmark.Source, dir string) {
-	byBidder := eddy.KeyBy(bids(events(env, src)), func(b *nexmark.Bid) int64 { return b.Bidder })
+	byBidder := eddy.KeyBy(bidders(events(env, src)), func(b *int64) int64 { return *b })
 	sink(eddy.AggregateWindows(byBidder, eddy.Tumbling(10*time.Second).InProcessingTime(), countBids, eddy.UID("q12-count")).Results, dir)
 }
