@@ -7,7 +7,6 @@ import (
 
 	"github.com/eddyflow/eddy/blob"
 	"github.com/eddyflow/eddy/checkpoint"
-	"github.com/eddyflow/eddy/internal/bufpool"
 	"github.com/eddyflow/eddy/internal/shuffle"
 	"github.com/eddyflow/eddy/internal/snapshot"
 )
@@ -64,10 +63,10 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 			waits = append(waits, k.cl.Checkpoint(&a, k.watermark))
 			continue
 		}
-		buf := snapshotBufs.Get(0) // AppendSnapshot sizes it
+		buf := k.snapshotBuf() // AppendSnapshot sizes it
 		data, err := k.backend.AppendSnapshot((*buf)[:0])
 		if err != nil {
-			snapshotBufs.Put(buf)
+			k.releaseSnapshotBuf(buf)
 			return fmt.Errorf("eddy: snapshot of %s subtask %d: %w", k.uid, sc.subtask, err)
 		}
 		*buf = data
@@ -78,7 +77,7 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 			name = sc.job.storage.PartBlobName(id, k.uid, sc.subtask, sc.job.runID)
 		}
 		parts = append(parts, snapshot.Part{UID: k.uid, Subtask: sc.subtask, KeyGroupStart: start, KeyGroupEnd: end,
-			Name: name, Data: data, Release: func() { snapshotBufs.Put(buf) }})
+			Name: name, Data: data, Release: func() { k.releaseSnapshotBuf(buf) }})
 	}
 	if len(sc.keyed) > 0 {
 		sc.m.StateEntries.Store(a.Entries)
@@ -105,7 +104,37 @@ func (sc *Subtask) checkpoint(id uint64, final bool, splits []checkpoint.SplitSt
 	return sc.acker.Ack(sc.ctx, &a, store, parts, waits)
 }
 
-// snapshotBufs recycles the buffers that synchronous checkpoints serialize
-// state into, whatever their size: one is back once its upload's Put has
-// returned, and the next checkpoint would allocate as much again.
-var snapshotBufs = &bufpool.Pool{}
+// keepSnapshotBufs is how many buffers of finished uploads an operator
+// keeps for its next snapshots: one, and one more for a snapshot taken
+// while the last one still uploads.
+const keepSnapshotBufs = 2
+
+// snapshotBuf returns a buffer for the operator's next heap snapshot: one
+// of its earlier snapshots' whose upload is done, else a new one. An
+// operator keeps its own, not a sync.Pool's, which every GC empties: a job
+// that allocates collects several times between checkpoints, so each
+// snapshot allocated and zeroed a buffer of the whole state anew (Nexmark
+// q4: 70% of its checkpoints' CPU, BENCHMARKS.md). The price is a buffer
+// of the serialized state held between checkpoints, which the snapshot
+// needs at every checkpoint anyway.
+func (k *Keyed) snapshotBuf() *[]byte {
+	k.snapMu.Lock()
+	defer k.snapMu.Unlock()
+	if n := len(k.snapFree); n > 0 {
+		b := k.snapFree[n-1]
+		k.snapFree = k.snapFree[:n-1]
+		return b
+	}
+	return new([]byte)
+}
+
+// releaseSnapshotBuf takes back a buffer of snapshotBuf once its upload is
+// done (from the uploading goroutine).
+func (k *Keyed) releaseSnapshotBuf(b *[]byte) {
+	k.snapMu.Lock()
+	defer k.snapMu.Unlock()
+	if len(k.snapFree) < keepSnapshotBufs {
+		*b = (*b)[:0]
+		k.snapFree = append(k.snapFree, b)
+	}
+}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/eddyflow/eddy/checkpoint"
@@ -32,6 +33,10 @@ type Keyed struct {
 	procFire    func(now int64) error
 	end         func() error
 	cl          *changelog.Operator // with the changelog state backend
+
+	// Buffers of heap snapshots whose uploads are done (snapshotBuf).
+	snapMu   sync.Mutex
+	snapFree []*[]byte
 
 	// With the Pebble state backend (pebble.go):
 	db       *pebble.DB         // where the state lives
