@@ -1,7 +1,6 @@
 package cacheline
 
 import (
-	"sync"
 	"testing"
 	"unsafe"
 )
@@ -45,30 +44,3 @@ func TestBytesAligned(t *testing.T) {
 		}
 	}
 }
-
-// BenchmarkCounters: two goroutines each increment their own counter, the
-// counters allocated one after the other with new (likely on one cache
-// line) or with New. ns/op is per increment of each goroutine.
-func BenchmarkCounters(b *testing.B) {
-	run := func(b *testing.B, x, y *int64) {
-		var wg sync.WaitGroup
-		for _, p := range []*int64{x, y} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range b.N {
-					*p++
-					sink(p)
-				}
-			}()
-		}
-		wg.Wait()
-	}
-	b.Run("new", func(b *testing.B) { run(b, new(int64), new(int64)) })
-	b.Run("cacheline.New", func(b *testing.B) { run(b, New[int64](), New[int64]()) })
-}
-
-// sink keeps the increments from being folded into one store per loop.
-//
-//go:noinline
-func sink(*int64) {}
