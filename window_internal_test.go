@@ -1,0 +1,52 @@
+package eddy
+
+import (
+	"fmt"
+	"testing"
+	"unsafe"
+)
+
+// TestWindowIndexInternsKeys: the windows of one string key share one copy
+// of its bytes in the index, and the copies of keys without open windows
+// are swept out as new keys come.
+func TestWindowIndexInternsKeys(t *testing.T) {
+	f := &windowFn[string, int64, int64, int64]{byEnd: map[int64][]openWindow[string]{}, keys: map[string]string{}}
+	kb := []byte("driver-1")
+	f.addOpen("", kb, 3, 100)
+	kb[0] = 'D' // the caller's buffer is reused: the index must not keep it
+	f.addOpen("", []byte("driver-1"), 3, 200)
+	a, b := f.byEnd[100][0].kb, f.byEnd[200][0].kb
+	if a != "driver-1" || b != "driver-1" {
+		t.Fatalf("index keys %q and %q, want driver-1", a, b)
+	}
+	if unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Fatal("two windows of one key hold two copies of its bytes")
+	}
+	// Those windows fire (fireIndex drops their entries); then many new
+	// keys open a window each, which fires in turn, but for the last few.
+	fire := func(end int64) {
+		f.open -= len(f.byEnd[end])
+		delete(f.byEnd, end)
+	}
+	fire(100)
+	fire(200)
+	for i := range 3 * minInterned {
+		f.addOpen("", fmt.Appendf(nil, "key-%d", i), 0, int64(300+i))
+		if i < 3*minInterned-10 {
+			fire(int64(300 + i))
+		}
+	}
+	if _, ok := f.keys["driver-1"]; ok {
+		t.Fatal("a key without open windows is still interned after the index grew past its sweep threshold")
+	}
+	if n, limit := len(f.keys), 2*f.open+minInterned; n > limit {
+		t.Fatalf("%d keys interned for %d open windows, want at most %d", n, f.open, limit)
+	}
+	for end, ws := range f.byEnd {
+		for _, w := range ws {
+			if want := fmt.Sprintf("key-%d", end-300); w.kb != want {
+				t.Fatalf("window ending %d has key %q, want %q", end, w.kb, want)
+			}
+		}
+	}
+}
