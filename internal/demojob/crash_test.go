@@ -349,6 +349,15 @@ func crashResumeOn(t *testing.T, backend stateBackend, data func(t *testing.T, d
 		}
 		if left := leftTime(); left >= 0 {
 			delay = min(delay, 10*time.Millisecond+left*3/time.Duration(2*(minKills-kills+1)))
+			if killsAfterOwnCheckpoint == 0 && rng.IntN(2) == 0 {
+				// No killed run has completed a checkpoint of its own
+				// yet: restoring and checkpointing take longer than the
+				// delays (a loaded machine, a remote store). Every other
+				// kill then waits longer each time, so that some kill
+				// lands after a run's own checkpoint, which the test
+				// requires (the capped delays above never grow).
+				delay += time.Duration(kills) * 25 * time.Millisecond
+			}
 		} else if kills > 0 {
 			// No checkpoint yet after kills: start-up is slower than the
 			// delays (a loaded machine, a remote store); wait longer each
