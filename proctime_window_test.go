@@ -72,10 +72,14 @@ func TestProcessingTimeWindowsAcrossRestore(t *testing.T) {
 		cover  int64 // windows per record
 		intKey bool
 		pebble bool // state in Pebble
+		// The first run keeps a timer per window, as binaries before
+		// the index of open windows did (eddy.WindowIndexOff).
+		timersFirst bool
 	}{
-		{"tumbling", eddy.Tumbling(time.Hour).InProcessingTime(), 1, false, false},
-		{"sliding-int-key", eddy.Sliding(2*time.Hour, time.Hour).InProcessingTime(), 2, true, false},
-		{"tumbling-pebble", eddy.Tumbling(time.Hour).InProcessingTime(), 1, true, true},
+		{"tumbling", eddy.Tumbling(time.Hour).InProcessingTime(), 1, false, false, false},
+		{"sliding-int-key", eddy.Sliding(2*time.Hour, time.Hour).InProcessingTime(), 2, true, false, false},
+		{"tumbling-pebble", eddy.Tumbling(time.Hour).InProcessingTime(), 1, true, true, false},
+		{"sliding-from-timer-checkpoints", eddy.Sliding(2*time.Hour, time.Hour).InProcessingTime(), 2, false, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			evs := outOfOrder(9, 6000)
@@ -87,7 +91,10 @@ func TestProcessingTimeWindowsAcrossRestore(t *testing.T) {
 			}
 			dir := t.TempDir()
 			data, results := filepath.Join(dir, "data"), filepath.Join(dir, "results")
-			run := func(par int, stopAfter int64) (*eddy.Env, error) {
+			run := func(par int, stopAfter int64, timers bool) (*eddy.Env, error) {
+				if timers {
+					defer eddy.WindowIndexOff()()
+				}
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				var seen int64
@@ -104,18 +111,22 @@ func TestProcessingTimeWindowsAcrossRestore(t *testing.T) {
 			}
 			restores := 0
 			finished := false
-			for _, par := range []int{2, 1, 3, 2} {
-				env, err := run(par, stopAfter)
+			for i, par := range []int{2, 1, 3, 2} {
+				first := c.timersFirst && i == 0
+				env, err := run(par, stopAfter, first)
 				if env.Stats().RestoredFrom != 0 {
 					restores++
 				}
 				if err == nil {
+					if first {
+						t.Fatal("the run keeping a timer per window finished before its checkpoints: nothing to restore")
+					}
 					finished = true
 					break
 				}
 			}
 			if !finished {
-				env, err := run(2, 0)
+				env, err := run(2, 0, false)
 				if err != nil {
 					t.Fatal(err)
 				}

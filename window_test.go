@@ -365,11 +365,16 @@ func TestWindowsAcrossRestore(t *testing.T) {
 		lateness time.Duration
 		intKey   bool
 		pebble   bool // state in Pebble
+		// The first run keeps a timer per window, as binaries before
+		// the index of open windows did; the runs after restore its
+		// checkpoints into operators that fire from the index.
+		timersFirst bool
 	}{
-		{"session", eddy.Session(400 * time.Millisecond), model{kind: "session", size: 400, lateness: 2000, delay: 1000}, 2 * time.Second, false, false},
-		{"sliding", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, false, false},
-		{"sliding-int-key", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, true, false},
-		{"sliding-pebble", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, true, true},
+		{"session", eddy.Session(400 * time.Millisecond), model{kind: "session", size: 400, lateness: 2000, delay: 1000}, 2 * time.Second, false, false, false},
+		{"sliding", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, false, false, false},
+		{"sliding-int-key", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, true, false, false},
+		{"sliding-pebble", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, true, true, false},
+		{"sliding-from-timer-checkpoints", eddy.Sliding(2*time.Second, 500*time.Millisecond), model{kind: "sliding", size: 2000, slide: 500, delay: 1000}, 0, false, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			evs := outOfOrder(5, 6000)
@@ -381,7 +386,7 @@ func TestWindowsAcrossRestore(t *testing.T) {
 				opts = append(opts, eddy.StateBackend(eddy.Pebble(filepath.Join(t.TempDir(), "pebble"), pebble.Memory(64<<20))))
 				stopAfter = 1 // its checkpoints take longer
 			}
-			windowsAcrossRestore(t, evs, &m, stopAfter, func(src *eddy.Stream[ev]) eddy.Windowed[ev, winOut] {
+			windowsAcrossRestore(t, evs, &m, stopAfter, c.timersFirst, func(src *eddy.Stream[ev]) eddy.Windowed[ev, winOut] {
 				return sumWindows(src, c.w, c.intKey, eddy.AllowedLateness(c.lateness), eddy.WindowOp(eddy.Named("windows")))
 			}, opts...)
 		})
@@ -391,8 +396,9 @@ func TestWindowsAcrossRestore(t *testing.T) {
 // windowsAcrossRestore runs the window job windows builds over evs until
 // stopAfter checkpoints, then again from the last, with parallelism 2, 1,
 // 3 and 2 in turn until a run finishes, and compares the committed output
-// with m's.
-func windowsAcrossRestore(t *testing.T, evs []ev, m *model, stopAfter int64, windows func(*eddy.Stream[ev]) eddy.Windowed[ev, winOut], opts ...eddy.Option) {
+// with m's. With timersFirst the first run keeps a timer per window
+// (eddy.WindowIndexOff), and must stop at a checkpoint.
+func windowsAcrossRestore(t *testing.T, evs []ev, m *model, stopAfter int64, timersFirst bool, windows func(*eddy.Stream[ev]) eddy.Windowed[ev, winOut], opts ...eddy.Option) {
 	dir := t.TempDir()
 	data, results, late := filepath.Join(dir, "data"), filepath.Join(dir, "results"), filepath.Join(dir, "late")
 	build := func(par int, stopAfter int64) (*eddy.Env, context.Context, context.CancelFunc) {
@@ -413,14 +419,22 @@ func windowsAcrossRestore(t *testing.T, evs []ev, m *model, stopAfter int64, win
 		return env, ctx, cancel
 	}
 	restores := 0
-	for _, par := range []int{2, 1, 3, 2} {
+	for i, par := range []int{2, 1, 3, 2} {
+		on := func() {}
+		if timersFirst && i == 0 {
+			on = eddy.WindowIndexOff()
+		}
 		env, ctx, cancel := build(par, stopAfter)
+		on()
 		err := env.Run(ctx)
 		cancel()
 		if env.Stats().RestoredFrom != 0 {
 			restores++
 		}
 		if err == nil {
+			if timersFirst && i == 0 {
+				t.Fatal("the run keeping a timer per window finished before its checkpoints: nothing to restore")
+			}
 			break // finished before the third checkpoint
 		}
 	}
