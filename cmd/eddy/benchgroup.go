@@ -332,9 +332,27 @@ type procGroup struct {
 }
 
 type benchProc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process exited and its output is read
-	err  error
+	cmd     *exec.Cmd
+	done    chan struct{} // closed once the process exited and its output is read
+	err     error
+	errPath string // where its stderr goes
+}
+
+// stderrTail is the end of the process's stderr, where a failing process
+// says why, for an error about its exit ("" if it wrote nothing).
+func (p *benchProc) stderrTail() string {
+	b, err := os.ReadFile(p.errPath)
+	if err != nil {
+		return " (its stderr: " + err.Error() + ")"
+	}
+	const tail = 2000
+	if len(b) > tail {
+		b = b[len(b)-tail:]
+	}
+	if s := strings.TrimSpace(string(b)); s != "" {
+		return "; its stderr (" + p.errPath + ") ends:\n" + s
+	}
+	return ""
 }
 
 // procLine is a line a process printed and when it was read.
@@ -356,7 +374,8 @@ func (g *procGroup) start(ctx context.Context, b *groupBench, name, brokers, dat
 	if err != nil {
 		return err
 	}
-	errf, err := os.Create(filepath.Join(b.dir, name+".stderr"))
+	errPath := filepath.Join(b.dir, name+".stderr")
+	errf, err := os.Create(errPath)
 	if err != nil {
 		return err
 	}
@@ -365,7 +384,7 @@ func (g *procGroup) start(ctx context.Context, b *groupBench, name, brokers, dat
 		errf.Close()
 		return fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &benchProc{cmd: cmd, done: make(chan struct{})}
+	p := &benchProc{cmd: cmd, done: make(chan struct{}), errPath: errPath}
 	g.mu.Lock()
 	if g.procs == nil {
 		g.procs = map[string]*benchProc{}
@@ -414,7 +433,7 @@ func (g *procGroup) end(name string, sig syscall.Signal) error {
 		return fmt.Errorf("%s did not exit within 2 minutes of %v", name, sig)
 	}
 	if sig == syscall.SIGTERM && p.err != nil {
-		return fmt.Errorf("%s after SIGTERM: %w", name, p.err)
+		return fmt.Errorf("%s after SIGTERM: %w%s", name, p.err, p.stderrTail())
 	}
 	return nil
 }
@@ -444,7 +463,7 @@ func (g *procGroup) waitFor(ctx context.Context, what string, timeout time.Durat
 			select {
 			case <-p.done:
 				g.mu.Unlock()
-				return fmt.Errorf("waiting for %s: process %s exited: %v", what, name, p.err)
+				return fmt.Errorf("waiting for %s: process %s exited: %w%s", what, name, p.err, p.stderrTail())
 			default:
 			}
 		}
