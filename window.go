@@ -145,6 +145,14 @@ type Aggregator[K comparable, IN, ACC, OUT any] struct {
 	// window).
 	Add func(acc ACC, in *IN) ACC
 	// Merge combines two accumulators; required for Session windows.
+	// With a Merge, event-time sliding windows without allowed lateness
+	// whose size is a multiple of their slide keep one accumulator per
+	// slide (a pane) and merge a window's panes, in time order, when it
+	// fires: a record updates one pane instead of size/slide windows. They
+	// do so only if ACC is a plain value (numbers, strings, arrays and
+	// structs of them), which Merge cannot change through a shared
+	// reference. A checkpoint of panes restores only into windows that
+	// keep panes.
 	Merge func(a, b ACC) ACC
 	// Result turns a window's accumulator into its output.
 	Result func(key K, w Window, acc ACC) OUT
@@ -193,10 +201,21 @@ type windowFn[K comparable, IN, ACC, OUT any] struct {
 	spare   [][]openWindow[K]         // emptied lists of byEnd, for reuse
 	open    int                       // entries in byEnd
 	keys    map[string]string         // interned bytes of non-integer keys, shared by their windows' entries
-	intKey  bool                      // K is an integer: openWindow holds it, not its bytes
-	enc     func(dst []byte, k *K) []byte
-	dec     func(b []byte, k *K) error
-	kbuf    []byte
+
+	// Paned (panes.go): indexed event-time sliding windows of an
+	// Aggregator with a Merge over plain-value accumulators keep one
+	// accumulator per pane, a slide long, and merge a window's panes
+	// when it fires: a record updates one pane instead of size/slide
+	// windows.
+	paneable bool                             // the aggregation allows panes (AggregateWindows with a Merge)
+	paned    bool                             // panes are on
+	panes    *state.Map[int64, winState[ACC]] // by pane start; End is the pane's end
+	legacy   int                              // restored windows (a checkpoint written without panes) not fired yet
+	paneBuf  []int64                          // scratch: a key's pane starts
+	intKey   bool                             // K is an integer: openWindow holds it, not its bytes
+	enc      func(dst []byte, k *K) []byte
+	dec      func(b []byte, k *K) error
+	kbuf     []byte
 }
 
 // openWindow is a key with an open window, in windowFn's index: the key
@@ -210,7 +229,15 @@ type openWindow[K comparable] struct {
 
 func (f *windowFn[K, IN, ACC, OUT]) Open(ctx *OpenContext) error {
 	var err error
-	f.st, err = state.NewMap[int64, winState[ACC]](ctx.State, "windows")
+	if f.st, err = state.NewMap[int64, winState[ACC]](ctx.State, "windows"); err != nil {
+		return err
+	}
+	if f.w.kind == sliding {
+		// Declared with panes on or off: a checkpoint's panes are never
+		// skipped as an unknown state (startIndex refuses them if panes
+		// are off).
+		f.panes, err = state.NewMap[int64, winState[ACC]](ctx.State, "panes")
+	}
 	return err
 }
 
@@ -248,6 +275,8 @@ func (f *windowFn[K, IN, ACC, OUT]) Process(ctx *Context[K, OUT], in *IN) error 
 				return err
 			}
 		}
+	} else if f.paned {
+		assigned = f.addToPane(ctx, ts, wm, in)
 	} else {
 		last := ts - floorMod(ts, f.w.slide)
 		for start := last; start > ts-f.w.size; start -= f.w.slide {
@@ -343,6 +372,13 @@ func (f *windowFn[K, IN, ACC, OUT]) sweep() {
 // state, for tumbling and sliding windows without allowed lateness; others
 // fire by timers.
 func (f *windowFn[K, IN, ACC, OUT]) startIndex(ctx *Context[K, OUT], b *state.Backend, userErr func(error) error) (timeIndex, error) {
+	if f.panes != nil && !f.paned {
+		restored := false
+		f.panes.Range(func([]byte, int, map[int64]winState[ACC]) bool { restored = true; return false })
+		if restored {
+			return timeIndex{}, Permanent(errors.New("eddy: the restored checkpoint holds sliding-window panes, written by an operator with an Aggregator.Merge over a plain-value accumulator and no allowed lateness; this one keeps whole windows: restore it into the operator as it was"))
+		}
+	}
 	if !f.indexed {
 		return timeIndex{}, nil
 	}
@@ -356,6 +392,7 @@ func (f *windowFn[K, IN, ACC, OUT]) startIndex(ctx *Context[K, OUT], b *state.Ba
 	}
 	f.byEnd, f.keys = map[int64][]openWindow[K]{}, map[string]string{}
 	var key K
+	var whole map[string][]int64 // with panes: the ends of each key's restored whole windows
 	f.st.Range(func(kb []byte, kg int, m map[int64]winState[ACC]) bool {
 		if f.intKey {
 			if err = f.dec(kb, &key); err != nil {
@@ -364,9 +401,21 @@ func (f *windowFn[K, IN, ACC, OUT]) startIndex(ctx *Context[K, OUT], b *state.Ba
 		}
 		for _, ws := range m {
 			f.addOpen(key, kb, kg, ws.End)
+			if f.paned {
+				// A checkpoint written without panes: its windows fire
+				// whole, merged with the panes added after the restore.
+				if whole == nil {
+					whole = map[string][]int64{}
+				}
+				whole[string(kb)] = append(whole[string(kb)], ws.End)
+				f.legacy++
+			}
 		}
 		return true
 	})
+	if err == nil && f.paned {
+		err = f.indexPanes(ctx.op.Watermark(), whole)
+	}
 	if err != nil {
 		return timeIndex{}, fmt.Errorf("eddy: a restored window's key: %w", err)
 	}
@@ -426,6 +475,16 @@ func (f *windowFn[K, IN, ACC, OUT]) fireIndex(ctx *Context[K, OUT], b *state.Bac
 			}
 			ctx.kb, ctx.kg, ctx.domain, ctx.ts = kb, w.kg, domain, ts
 			b.SetRecordTime(ts)
+			if f.paned {
+				if err := f.firePanes(ctx, start, end); err != nil {
+					return userErr(err)
+				}
+				if err := ctx.err; err != nil {
+					ctx.err = nil
+					return err
+				}
+				continue
+			}
 			ws, ok := f.st.Get(start)
 			if !ok || ws.End != end {
 				continue
@@ -641,6 +700,7 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 		fn := mk()
 		fn.w, fn.lateness = w, cfg.lateness
 		fn.indexed = indexed
+		fn.paned = fn.paneable && indexed && w.kind == sliding && !w.proc && w.size%w.slide == 0 && plainValue[ACC]()
 		fn.lateCnt, fn.dropCnt = sc.LateRecords(), sc.DroppedRecords()
 		if len(late.next) > 0 {
 			if fn.late, err = late.build(sc); err != nil {
@@ -659,7 +719,7 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 // emits agg.Result when the watermark passes the window's end.
 func AggregateWindows[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Windows, agg Aggregator[K, IN, ACC, OUT], opts ...WindowOption) Windowed[IN, OUT] {
 	return windowOperator(ks, w, opts, func() *windowFn[K, IN, ACC, OUT] {
-		return &windowFn[K, IN, ACC, OUT]{add: agg.Add, merge: agg.Merge,
+		return &windowFn[K, IN, ACC, OUT]{add: agg.Add, merge: agg.Merge, paneable: agg.Merge != nil,
 			result: func(k K, win Window, acc ACC, emit func(OUT)) error {
 				emit(agg.Result(k, win, acc))
 				return nil

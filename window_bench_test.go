@@ -104,13 +104,15 @@ func BenchmarkEventTimeParallelism(b *testing.B) {
 		name    string
 		drivers int
 		align   []eddy.WatermarkOption // none: the default alignment
+		merge   func(a, b int64) int64 // with a Merge the windows keep panes
 	}{
-		{"keys=1k", 1000, nil},
-		{"keys=1k-aligned", 1000, []eddy.WatermarkOption{eddy.AlignWatermarks(10 * time.Second)}},
-		{"keys=1k-unaligned", 1000, []eddy.WatermarkOption{eddy.AlignWatermarks(0)}},
-		{"keys=10k", 10_000, nil},
+		{"keys=1k", 1000, nil, nil},
+		{"keys=1k-aligned", 1000, []eddy.WatermarkOption{eddy.AlignWatermarks(10 * time.Second)}, nil},
+		{"keys=1k-unaligned", 1000, []eddy.WatermarkOption{eddy.AlignWatermarks(0)}, nil},
+		{"keys=10k", 10_000, nil, nil},
+		{"keys=1k-panes", 1000, nil, func(a, b int64) int64 { return a + b }},
 	} {
-		drivers, wmOpts := cfg.drivers, cfg.align
+		drivers, wmOpts, merge := cfg.drivers, cfg.align, cfg.merge
 		for _, par := range []int{2, 4, 8} {
 			b.Run(fmt.Sprintf("%s/par=%d", cfg.name, par), func(b *testing.B) {
 				runJobBench(b, par, events, func(env *eddy.Env) {
@@ -119,6 +121,7 @@ func BenchmarkEventTimeParallelism(b *testing.B) {
 					keyed := eddy.KeyBy(pts, func(p *datagen.GPSPoint) string { return p.DriverID })
 					w := eddy.AggregateWindows(keyed, eddy.Sliding(time.Minute, 10*time.Second), eddy.Aggregator[string, datagen.GPSPoint, int64, slideOut]{
 						Add:    func(n int64, _ *datagen.GPSPoint) int64 { return n + 1 },
+						Merge:  merge,
 						Result: func(k string, _ eddy.Window, n int64) slideOut { return slideOut{Driver: k, Points: n} },
 					})
 					eddy.ToSink(w.Results, discard.Sink[slideOut]())

@@ -50,3 +50,34 @@ func TestWindowIndexInternsKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainValue: panes are kept only for accumulators a Merge cannot
+// change through a shared reference.
+func TestPlainValue(t *testing.T) {
+	type sums struct {
+		N   int64
+		Avg [2]float64
+		Tag string
+	}
+	type withSlice struct {
+		N    int64
+		Seen []int64
+	}
+	for _, c := range []struct {
+		name string
+		got  bool
+		want bool
+	}{
+		{"int64", plainValue[int64](), true},
+		{"struct of numbers, an array and a string", plainValue[sums](), true},
+		{"struct with a slice", plainValue[withSlice](), false},
+		{"map", plainValue[map[string]int](), false},
+		{"pointer", plainValue[*int64](), false},
+		{"array of slices", plainValue[[2][]byte](), false},
+		{"interface", plainValue[any](), false},
+	} {
+		if c.got != c.want {
+			t.Errorf("plainValue[%s] = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}

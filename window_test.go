@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,6 +297,9 @@ func TestWindowsMatchBruteForce(t *testing.T) {
 		{"tumbling-lateness", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 5 * time.Second, time.Second, false},
 		{"sliding", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 0, 2 * time.Second, false},
 		{"sliding-int-key", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 0, 2 * time.Second, true},
+		// A size that is a multiple of the slide: the window keeps panes.
+		{"sliding-panes", eddy.Sliding(9*time.Second, 3*time.Second), "sliding", 9_000, 3_000, 0, 2 * time.Second, false},
+		{"sliding-panes-int-key", eddy.Sliding(9*time.Second, 3*time.Second), "sliding", 9_000, 3_000, 0, 2 * time.Second, true},
 		{"tumbling-int-key", eddy.Tumbling(10 * time.Second), "tumbling", 10_000, 10_000, 0, time.Second, true},
 		{"sliding-lateness", eddy.Sliding(10*time.Second, 3*time.Second), "sliding", 10_000, 3_000, 4 * time.Second, 2 * time.Second, false},
 		{"session", eddy.Session(400 * time.Millisecond), "session", 400, 0, 0, time.Second, false},
@@ -516,5 +520,42 @@ func sessionsAre(t *testing.T, evs []ev, delay, lateness time.Duration, want []s
 	sort.Strings(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("sessions %v, want %v", got, want)
+	}
+}
+
+// TestPanesNotRestoredIntoWholeWindows: a checkpoint of sliding windows
+// kept as panes does not restore into the same operator built to keep
+// whole windows (here with an allowed lateness): the run fails naming the
+// panes, and nothing of the panes is silently dropped.
+func TestPanesNotRestoredIntoWholeWindows(t *testing.T) {
+	evs := outOfOrder(5, 6000)
+	dir := t.TempDir()
+	data, results := filepath.Join(dir, "data"), filepath.Join(dir, "results")
+	run := func(lateness time.Duration, stopAfter int64) (*eddy.Env, error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var seen int64
+		env := eddy.New(eddy.Parallelism(2), eddy.Checkpoints(data, 10*time.Millisecond), eddy.LogOutput(&logBuf{}),
+			eddy.OnCheckpoint(func(eddy.CheckpointStats) {
+				if seen++; stopAfter > 0 && seen >= stopAfter {
+					cancel()
+				}
+			}))
+		src := eddy.FromSource[ev](env, slowSlice{sliceSource{evs}},
+			eddy.Watermarks(func(e *ev) time.Time { return time.UnixMilli(e.TS) }, time.Second))
+		out := sumWindows(src, eddy.Sliding(2*time.Second, 500*time.Millisecond), false,
+			eddy.AllowedLateness(lateness), eddy.WindowOp(eddy.Named("windows")))
+		eddy.ToSink(out.Results, file.JSONLines[winOut](results))
+		return env, env.Run(ctx)
+	}
+	if _, err := run(0, 3); err == nil {
+		t.Fatal("the first run finished before its third checkpoint: nothing to restore")
+	}
+	env, err := run(time.Second, 0)
+	if err == nil || !strings.Contains(err.Error(), "panes") {
+		t.Fatalf("restoring panes into whole windows: %v, want an error about the panes", err)
+	}
+	if env.Stats().RestoredFrom == 0 {
+		t.Fatal("the second run did not restore the checkpoint")
 	}
 }

@@ -70,7 +70,8 @@ func buildQ5(env *eddy.Env, src *nexmark.Source, dir string) {
 	auctions := bidColumns(events(env, src), func(b *nexmark.Bid) int64 { return b.Auction })
 	byAuction := eddy.KeyBy(auctions, func(a *int64) int64 { return *a })
 	counts := eddy.AggregateWindows(byAuction, eddy.Sliding(10*time.Second, 2*time.Second), eddy.Aggregator[int64, int64, int64, Q5Row]{
-		Add: func(n int64, _ *int64) int64 { return n + 1 },
+		Add:   func(n int64, _ *int64) int64 { return n + 1 },
+		Merge: func(a, b int64) int64 { return a + b }, // the windows keep 2 s panes
 		Result: func(auction int64, w eddy.Window, n int64) Q5Row {
 			return Q5Row{Auction: auction, Num: n, StartTime: ms(w.Start), EndTime: ms(w.End)}
 		},
