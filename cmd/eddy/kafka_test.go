@@ -137,6 +137,13 @@ func testKafkaDemoGroup(t *testing.T, data string) {
 		}
 		return n
 	}
+	type proc struct {
+		name   string
+		cmd    *exec.Cmd
+		stderr *tailBuffer
+		exited chan struct{}
+	}
+	var procs []proc
 	start := func(name string) (*exec.Cmd, chan error) {
 		cmd := exec.Command(os.Args[0], "demo", "--kafka", brokers, "--group", "--data", data, "--quiet",
 			"--events", fmt.Sprint(events), "--drivers", fmt.Sprint(drivers), "--emit-every", fmt.Sprint(every),
@@ -145,12 +152,14 @@ func testKafkaDemoGroup(t *testing.T, data string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd.Stderr = io.Discard
+		stderr := &tailBuffer{max: 256 << 10}
+		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill() })
-		done := make(chan error, 1)
+		done, exited := make(chan error, 1), make(chan struct{})
+		procs = append(procs, proc{name, cmd, stderr, exited})
 		go func() {
 			sc := bufio.NewScanner(out)
 			for sc.Scan() {
@@ -158,17 +167,34 @@ func testKafkaDemoGroup(t *testing.T, data string) {
 				lines = append(lines, name+": "+sc.Text())
 				mu.Unlock()
 			}
-			done <- cmd.Wait()
+			err := cmd.Wait()
+			close(exited)
+			done <- err
 		}()
 		return cmd, done
 	}
 	defer func() {
-		if t.Failed() {
-			mu.Lock()
-			for _, l := range lines {
-				t.Log(l)
+		if !t.Failed() {
+			return
+		}
+		mu.Lock()
+		for _, l := range lines {
+			t.Log(l)
+		}
+		mu.Unlock()
+		// A process still running is stuck: SIGQUIT makes it print its
+		// goroutines to stderr before it exits.
+		for _, p := range procs {
+			select {
+			case <-p.exited:
+			default:
+				_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+				select {
+				case <-p.exited:
+				case <-time.After(10 * time.Second):
+				}
 			}
-			mu.Unlock()
+			t.Logf("%s's stderr (its end):\n%s", p.name, p.stderr.String())
 		}
 	}()
 	waitFor := func(what string, cond func() bool) {
@@ -216,4 +242,28 @@ func testKafkaDemoGroup(t *testing.T, data string) {
 	if n != wantN || got != want {
 		t.Fatalf("two processes committed %d totals, digest %s; one process %d, %s", n, got, wantN, want)
 	}
+}
+
+// tailBuffer keeps the last max bytes written to it, for a child process's
+// stderr; safe for the process's writer and the test's reader at once.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
 }
