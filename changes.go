@@ -138,20 +138,7 @@ func equalFunc[T any]() func(a, b T) bool {
 // plainComparable reports whether == works on every value of t without
 // panicking: t is comparable and holds no interface.
 func plainComparable(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Interface:
-		return false
-	case reflect.Array:
-		return plainComparable(t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if !plainComparable(t.Field(i).Type) {
-				return false
-			}
-		}
-		return true
-	}
-	return t.Comparable()
+	return everyLeaf(t, func(t reflect.Type) bool { return t.Kind() != reflect.Interface && t.Comparable() })
 }
 
 func (g *groupAgg[K, IN, ACC, OUT]) Open(ctx *OpenContext) error {

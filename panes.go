@@ -141,20 +141,30 @@ func plainValue[T any]() bool {
 }
 
 func plainType(t reflect.Type) bool {
+	return everyLeaf(t, func(t reflect.Type) bool {
+		switch t.Kind() {
+		case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+			reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
+			return true
+		}
+		return false
+	})
+}
+
+// everyLeaf reports whether leaf holds for every type t is built of
+// through arrays and struct fields (t itself if it is neither).
+func everyLeaf(t reflect.Type, leaf func(reflect.Type) bool) bool {
 	switch t.Kind() {
-	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.String:
-		return true
 	case reflect.Array:
-		return plainType(t.Elem())
+		return everyLeaf(t.Elem(), leaf)
 	case reflect.Struct:
 		for i := range t.NumField() {
-			if !plainType(t.Field(i).Type) {
+			if !everyLeaf(t.Field(i).Type, leaf) {
 				return false
 			}
 		}
 		return true
 	}
-	return false
+	return leaf(t)
 }
