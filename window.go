@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/eddyflow/eddy/internal/intern"
 	"github.com/eddyflow/eddy/internal/runtime"
 	"github.com/eddyflow/eddy/state"
 )
@@ -200,7 +201,7 @@ type windowFn[K comparable, IN, ACC, OUT any] struct {
 	ends    []int64                   // byEnd's ends, ascending
 	spare   [][]openWindow[K]         // emptied lists of byEnd, for reuse
 	open    int                       // entries in byEnd
-	keys    map[string]string         // interned bytes of non-integer keys, shared by their windows' entries
+	keys    intern.Table              // interned bytes of non-integer keys, shared by their windows' entries
 
 	// Paned (panes.go): indexed event-time sliding windows of an
 	// Aggregator with a Merge over plain-value accumulators keep one
@@ -340,32 +341,18 @@ func (f *windowFn[K, IN, ACC, OUT]) addOpen(key K, kb []byte, kg int, end int64)
 // nothing (a copy per window was 95% of the allocations of sliding
 // windows over string keys).
 func (f *windowFn[K, IN, ACC, OUT]) intern(kb []byte) string {
-	if k, ok := f.keys[string(kb)]; ok {
-		return k
-	}
-	if len(f.keys) >= 2*f.open+minInterned {
-		f.sweep()
-	}
-	k := string(kb)
-	f.keys[k] = k
-	return k
+	return f.keys.Intern(kb, f.open, f.openKeys)
 }
 
-// minInterned is how many interned keys the index keeps before it sweeps
-// out those without open windows.
-const minInterned = 1024
-
-// sweep forgets the interned keys no open window uses, so that the map does
-// not keep every key that ever had a window. It runs once the map has grown
-// to twice the open windows, so its cost is constant per interned key.
-func (f *windowFn[K, IN, ACC, OUT]) sweep() {
-	keys := make(map[string]string, f.open)
+// openKeys yields the key of every open window in the index.
+func (f *windowFn[K, IN, ACC, OUT]) openKeys(yield func(string) bool) {
 	for _, ws := range f.byEnd {
 		for _, w := range ws {
-			keys[w.kb] = w.kb
+			if !yield(w.kb) {
+				return
+			}
 		}
 	}
-	f.keys = keys
 }
 
 // startIndex sets up the index of open windows, rebuilt from the restored
@@ -390,7 +377,7 @@ func (f *windowFn[K, IN, ACC, OUT]) startIndex(ctx *Context[K, OUT], b *state.Ba
 	if f.dec, err = runtime.KeyDecoder[K](); err != nil {
 		return timeIndex{}, err
 	}
-	f.byEnd, f.keys = map[int64][]openWindow[K]{}, map[string]string{}
+	f.byEnd, f.keys = map[int64][]openWindow[K]{}, intern.Table{}
 	var key K
 	var whole map[string][]int64 // with panes: the ends of each key's restored whole windows
 	f.st.Range(func(kb []byte, kg int, m map[int64]winState[ACC]) bool {
@@ -475,24 +462,20 @@ func (f *windowFn[K, IN, ACC, OUT]) fireIndex(ctx *Context[K, OUT], b *state.Bac
 			}
 			ctx.kb, ctx.kg, ctx.domain, ctx.ts = kb, w.kg, domain, ts
 			b.SetRecordTime(ts)
+			var err error
 			if f.paned {
-				if err := f.firePanes(ctx, start, end); err != nil {
-					return userErr(err)
+				err = f.firePanes(ctx, start, end)
+			} else {
+				ws, ok := f.st.Get(start)
+				if !ok || ws.End != end {
+					continue
 				}
-				if err := ctx.err; err != nil {
-					ctx.err = nil
-					return err
-				}
-				continue
+				err = f.fire(ctx, start, ws)
+				f.st.Delete(start)
 			}
-			ws, ok := f.st.Get(start)
-			if !ok || ws.End != end {
-				continue
-			}
-			if err := f.fire(ctx, start, ws); err != nil {
+			if err != nil {
 				return userErr(err)
 			}
-			f.st.Delete(start)
 			if err := ctx.err; err != nil {
 				ctx.err = nil
 				return err
@@ -692,6 +675,7 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 	late := newStream[IN](env, []*runtime.Stage{ks.st}, "late records of window "+uid)
 	late.info.consumed = true // optional
 	indexed := w.indexable(cfg.lateness)
+	panes := indexed && w.kind == sliding && !w.proc && w.size%w.slide == 0 && plainValue[ACC]() // if the aggregation allows them
 	ks.consume("window "+uid, func(sc *runtime.Subtask) (runtime.KeyedPush[K, IN], error) {
 		next, err := results.build(sc)
 		if err != nil {
@@ -700,7 +684,7 @@ func windowOperator[K comparable, IN, ACC, OUT any](ks *KeyedStream[K, IN], w Wi
 		fn := mk()
 		fn.w, fn.lateness = w, cfg.lateness
 		fn.indexed = indexed
-		fn.paned = fn.paneable && indexed && w.kind == sliding && !w.proc && w.size%w.slide == 0 && plainValue[ACC]()
+		fn.paned = fn.paneable && panes
 		fn.lateCnt, fn.dropCnt = sc.LateRecords(), sc.DroppedRecords()
 		if len(late.next) > 0 {
 			if fn.late, err = late.build(sc); err != nil {

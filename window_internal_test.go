@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"testing"
 	"unsafe"
+
+	"github.com/eddyflow/eddy/internal/intern"
 )
 
 // TestWindowIndexInternsKeys: the windows of one string key share one copy
 // of its bytes in the index, and the copies of keys without open windows
 // are swept out as new keys come.
 func TestWindowIndexInternsKeys(t *testing.T) {
-	f := &windowFn[string, int64, int64, int64]{byEnd: map[int64][]openWindow[string]{}, keys: map[string]string{}}
+	f := &windowFn[string, int64, int64, int64]{byEnd: map[int64][]openWindow[string]{}}
 	kb := []byte("driver-1")
 	f.addOpen("", kb, 3, 100)
 	kb[0] = 'D' // the caller's buffer is reused: the index must not keep it
@@ -30,16 +32,13 @@ func TestWindowIndexInternsKeys(t *testing.T) {
 	}
 	fire(100)
 	fire(200)
-	for i := range 3 * minInterned {
+	for i := range 3 * intern.MinKeys {
 		f.addOpen("", fmt.Appendf(nil, "key-%d", i), 0, int64(300+i))
-		if i < 3*minInterned-10 {
+		if i < 3*intern.MinKeys-10 {
 			fire(int64(300 + i))
 		}
 	}
-	if _, ok := f.keys["driver-1"]; ok {
-		t.Fatal("a key without open windows is still interned after the index grew past its sweep threshold")
-	}
-	if n, limit := len(f.keys), 2*f.open+minInterned; n > limit {
+	if n, limit := f.keys.Len(), 2*f.open+intern.MinKeys; n > limit {
 		t.Fatalf("%d keys interned for %d open windows, want at most %d", n, f.open, limit)
 	}
 	for end, ws := range f.byEnd {
@@ -48,6 +47,9 @@ func TestWindowIndexInternsKeys(t *testing.T) {
 				t.Fatalf("window ending %d has key %q, want %q", end, w.kb, want)
 			}
 		}
+	}
+	if unsafe.StringData(f.intern([]byte("driver-1"))) == unsafe.StringData(a) {
+		t.Fatal("a key without open windows is still interned after the index grew past its sweep threshold")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/eddyflow/eddy/internal/cacheline"
+	"github.com/eddyflow/eddy/internal/intern"
 	"github.com/eddyflow/eddy/state"
 )
 
@@ -16,7 +17,7 @@ type Service struct {
 	backend *state.Backend
 	st      *state.List[int64]
 	queue   []timerEntry
-	keys    map[string]string // interned keys of the keys with timers, so queue entries share them
+	keys    intern.Table // the keys of queued timers, so queue entries share them
 	// live is the number of timers in state; queue entries beyond it are
 	// deleted timers, skipped when popped, or removed by compact once they
 	// outnumber the live ones.
@@ -31,7 +32,7 @@ func New(b *state.Backend, name string) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{backend: b, st: st, keys: map[string]string{}}, nil
+	return &Service{backend: b, st: st}, nil
 }
 
 type timerEntry struct {
@@ -40,34 +41,21 @@ type timerEntry struct {
 	kg  int
 }
 
-// intern returns a string equal to kb that the service keeps.
+// intern returns a string equal to kb that the service keeps: the
+// service's keys without queued timers are swept out as new ones come
+// (without it, the table would keep every key that ever had a timer: a
+// job keyed by auction or session grows without bound).
 func (t *Service) intern(kb []byte) string {
-	if k, ok := t.keys[string(kb)]; ok {
-		return k
-	}
-	if len(t.keys) >= 2*len(t.queue)+minInterned {
-		t.sweep()
-	}
-	k := string(kb)
-	t.keys[k] = k
-	return k
+	return t.keys.Intern(kb, len(t.queue), t.queuedKeys)
 }
 
-// minInterned is how many interned keys the service keeps before it
-// sweeps out those without timers.
-const minInterned = 1024
-
-// sweep forgets the interned keys that no queued timer uses: without it,
-// the map would keep every key that ever had a timer (a job keyed by
-// auction or session grows without bound). It runs when the map has grown
-// to twice the queue, so its cost is constant per interned key, and keys
-// with timers pending keep their copy.
-func (t *Service) sweep() {
-	live := make(map[string]string, 2*len(t.queue))
+// queuedKeys yields the key of every queued timer.
+func (t *Service) queuedKeys(yield func(string) bool) {
 	for _, e := range t.queue {
-		live[e.key] = e.key
+		if !yield(e.key) {
+			return
+		}
 	}
-	t.keys = live
 }
 
 // keyBytes views an interned key as bytes without copying; nobody writes

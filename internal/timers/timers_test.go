@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/eddyflow/eddy/internal/intern"
 	"github.com/eddyflow/eddy/serde"
 	"github.com/eddyflow/eddy/state"
 )
@@ -91,10 +92,10 @@ func TestKeysForgottenOnceFired(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// At most twice the largest queue (about 1,000) plus minInterned,
+	// At most twice the largest queue (about 1,000) plus intern.MinKeys,
 	// plus the keys of one round since the last sweep: far below the
 	// 20,000 keys that had timers.
-	if n := len(s.keys); n > 2*1010+minInterned+1000 {
+	if n := s.keys.Len(); n > 2*1010+intern.MinKeys+1000 {
 		t.Fatalf("%d keys interned after 20,000 keys came and went, %d timers pending", n, len(s.queue))
 	}
 }
